@@ -1,0 +1,63 @@
+"""Safe arithmetic over config symbols: the `flops`, `min_bytes`, shape and scalar expressions of a task.
+
+Only numbers, symbols of the config, + - * / // % **, unary minus, parentheses and the functions
+min, max, ceil, floor, log2, sqrt, abs, int are allowed; anything else is a TaskError.
+"""
+from __future__ import annotations
+
+import ast
+import math
+from typing import Mapping
+
+from kernels_harness.tasks.errors import TaskError
+
+_FUNCS = {"min": min, "max": max, "ceil": math.ceil, "floor": math.floor, "log2": math.log2,
+          "sqrt": math.sqrt, "abs": abs, "int": int, "float": float}
+_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+           ast.Pow: lambda a, b: a ** b}
+
+
+def evaluate(expr: str | int | float, env: Mapping[str, int | float]) -> int | float:
+    """Evaluates `expr` with the config symbols in `env`; numbers pass through unchanged."""
+    if isinstance(expr, (int, float)) and not isinstance(expr, bool):
+        return expr
+    if not isinstance(expr, str):
+        raise TaskError(f"expression {expr!r} must be a string or a number")
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except SyntaxError as e:
+        raise TaskError(f"expression {expr!r} is not valid arithmetic ({e.msg})") from None
+    return _eval(tree.body, env, expr)
+
+
+def _eval(node: ast.AST, env: Mapping[str, int | float], text: str):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in env:
+            raise TaskError(f"expression {text!r} uses {node.id!r}, which the config does not define "
+                            f"(defined: {', '.join(sorted(env)) or 'nothing'})")
+        return env[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        return _BINOPS[type(node.op)](_eval(node.left, env, text), _eval(node.right, env, text))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _eval(node.operand, env, text)
+        return -v if isinstance(node.op, ast.USub) else v
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS
+            and not node.keywords):
+        return _FUNCS[node.func.id](*[_eval(a, env, text) for a in node.args])
+    raise TaskError(f"expression {text!r} contains {ast.dump(node)[:40]}..., which is not allowed "
+                    "(use numbers, config symbols, + - * / // % ** and min/max/ceil/floor/log2/sqrt)")
+
+
+def symbols(expr: str | int | float) -> set[str]:
+    """The free symbols of an expression (function names excluded)."""
+    if not isinstance(expr, str):
+        return set()
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except SyntaxError:
+        return set()
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return names - set(_FUNCS)
