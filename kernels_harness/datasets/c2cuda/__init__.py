@@ -1,0 +1,1 @@
+"""c2cuda task families (serial C programs to translate)."""

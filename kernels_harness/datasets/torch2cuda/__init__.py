@@ -1,0 +1,1 @@
+"""torch2cuda task families (PyTorch modules in the KernelBench layout)."""
