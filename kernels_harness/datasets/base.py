@@ -95,14 +95,14 @@ def params_list(signature) -> str:
 
 def c_function(entry: str, signature, body: str, helpers: str = "") -> str:
     """A serial C reference: includes, optional helpers, `void entry(params) { body }`."""
-    head = "#include <math.h>\n#include <stdint.h>\n#include <float.h>\n"
+    head = "#include <math.h>\n#include <stdint.h>\n#include <float.h>\n#include <limits.h>\n"
     helpers = (helpers.strip() + "\n\n") if helpers.strip() else ""
     return f"{head}\n{helpers}void {entry}({params_list(signature)}) {{\n{_indent(body)}\n}}\n"
 
 
 def cuda_unit(prototype: str, kernels: str, body: str) -> str:
     """A solution translation unit in the ABI: kernels, then the extern "C" launcher."""
-    head = "#include <cuda_runtime.h>\n#include <stdint.h>\n#include <float.h>\n"
+    head = "#include <cuda_runtime.h>\n#include <stdint.h>\n#include <float.h>\n#include <limits.h>\n"
     return (f"{head}\n{kernels.strip()}\n\n{prototype} {{\n{_indent(body)}\n"
             f"  return (int)cudaGetLastError();\n}}\n")
 
