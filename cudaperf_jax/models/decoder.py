@@ -1,0 +1,209 @@
+"""Decoder-only transformer (Llama, Qwen2, Qwen3) in Flax NNX, with an explicit KV cache.
+
+Layout differences from transformers' checkpoints (the weights modules convert both ways):
+q/k/v projections are one fused kernel `qkv` [D, (H + 2*Hkv) * Dh] and gate/up one kernel
+`gate_up` [D, 2, F]; kernels are stored [in, out]. Fusing halves the matmul launches per decode step.
+
+Every parameter carries logical sharding axes (`nnx.with_partitioning`) over the mesh axes
+`data`, `fsdp`, `tensor` (see `cudaperf_jax.models.sharding`); the same code runs on one device or many.
+
+Shapes: B batch, T new tokens, S cache slots, D hidden, H/Hkv heads, Dh head dim, V vocab.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from cudaperf_jax.models.config import ModelConfig
+from cudaperf_jax.models.rope import apply_rope, cos_sin, inv_frequencies
+
+_INIT = nnx.initializers.normal(0.02)
+
+
+class KVCache(NamedTuple):
+    """Per-layer key/value buffers: tuples of L arrays [B, S, Hkv, Dh] in the compute dtype."""
+    k: tuple[jax.Array, ...]
+    v: tuple[jax.Array, ...]
+
+    @staticmethod
+    def zeros(cfg: ModelConfig, batch: int, slots: int, dtype=jnp.bfloat16) -> "KVCache":
+        shape = (batch, slots, cfg.num_kv_heads, cfg.head_dim)
+        z = tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_layers))
+        return KVCache(z, tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_layers)))
+
+
+# Logical axes of the cache buffers [B, S, Hkv, Dh] (used by sharding.cache_shardings).
+CACHE_AXES = (("data", "fsdp"), None, "tensor", None)
+
+
+def _param(rngs: nnx.Rngs, shape, axes, dtype, init=_INIT) -> nnx.Param:
+    # Sharding is applied later (sharding.shard_model), so building never needs a mesh in context.
+    return nnx.Param(nnx.with_partitioning(init, axes)(rngs.params(), shape, dtype), eager_sharding=False)
+
+
+class RMSNorm(nnx.Module):
+    """x / rms(x) * scale over the last axis; statistics in float32 (as transformers)."""
+
+    def __init__(self, dim: int, eps: float, *, rngs: nnx.Rngs, dtype, param_dtype):
+        self.scale = _param(rngs, (dim,), (None,), param_dtype, nnx.initializers.ones)
+        self.eps, self.dtype = eps, dtype
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        xf = x.astype(jnp.float32)
+        xf = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
+        return xf.astype(self.dtype) * self.scale[...].astype(self.dtype)
+
+
+class Attention(nnx.Module):
+    """Grouped-query attention with optional q/k/v (and o) biases and Qwen3's per-head q/k norms."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, dtype, param_dtype):
+        d, h, kv, hd = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.h, self.kv, self.hd, self.dtype = h, kv, hd, dtype
+        width = (h + 2 * kv) * hd
+        self.qkv = _param(rngs, (d, width), ("fsdp", "tensor"), param_dtype)
+        self.qkv_bias = (_param(rngs, (width,), ("tensor",), param_dtype, nnx.initializers.zeros)
+                         if cfg.qkv_bias else None)
+        self.o = _param(rngs, (h * hd, d), ("tensor", "fsdp"), param_dtype)
+        self.o_bias = _param(rngs, (d,), (None,), param_dtype, nnx.initializers.zeros) if cfg.o_bias else None
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(hd, cfg.rms_norm_eps, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+            self.k_norm = RMSNorm(hd, cfg.rms_norm_eps, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        else:
+            self.q_norm = self.k_norm = None
+
+    def __call__(self, x, cos, sin, mask, cache_kv, cache_index):
+        """x[B, T, D], cos/sin[B, T, Dh], mask bool[B, T, S]; cache_kv (k, v)[B, S, Hkv, Dh] or None.
+
+        Returns (out[B, T, D], (k, v)) where k/v are the updated cache buffers (or this step's keys
+        and values when there is no cache).
+        """
+        b, t, _ = x.shape
+        y = x @ self.qkv[...].astype(self.dtype)
+        if self.qkv_bias is not None:
+            y = y + self.qkv_bias[...].astype(self.dtype)
+        h, kv, hd = self.h, self.kv, self.hd
+        q = y[..., : h * hd].reshape(b, t, h, hd)
+        k = y[..., h * hd: (h + kv) * hd].reshape(b, t, kv, hd)
+        v = y[..., (h + kv) * hd:].reshape(b, t, kv, hd)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache_kv is not None:
+            ck, cv = cache_kv
+            zero = jnp.zeros((), jnp.int32)
+            idx = (zero, jnp.asarray(cache_index, jnp.int32), zero, zero)
+            k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), idx)
+            v = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), idx)
+        g = h // kv
+        qg = q.reshape(b, t, kv, g, hd)
+        scores = jnp.einsum("btkgd,bskd->bkgts", qg, k.astype(self.dtype),
+                            preferred_element_type=jnp.float32) * (hd ** -0.5)
+        scores = jnp.where(mask[:, None, None, :, :], scores, jnp.float32(-1e30))
+        probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
+        out = jnp.einsum("bkgts,bskd->btkgd", probs, v.astype(self.dtype)).reshape(b, t, h * hd)
+        out = out @ self.o[...].astype(self.dtype)
+        if self.o_bias is not None:
+            out = out + self.o_bias[...].astype(self.dtype)
+        return out, (k, v)
+
+
+class MLP(nnx.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x)), with gate and up fused as gate_up[D, 2, F]."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, dtype, param_dtype):
+        d, f = cfg.hidden_size, cfg.intermediate_size
+        self.dtype = dtype
+        self.gate_up = _param(rngs, (d, 2, f), ("fsdp", None, "tensor"), param_dtype)
+        self.down = _param(rngs, (f, d), ("tensor", "fsdp"), param_dtype)
+        zeros = nnx.initializers.zeros
+        self.gate_up_bias = _param(rngs, (2, f), (None, "tensor"), param_dtype, zeros) if cfg.mlp_bias else None
+        self.down_bias = _param(rngs, (d,), (None,), param_dtype, zeros) if cfg.mlp_bias else None
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        gu = jnp.einsum("btd,dnf->btnf", x, self.gate_up[...].astype(self.dtype))
+        if self.gate_up_bias is not None:
+            gu = gu + self.gate_up_bias[...].astype(self.dtype)
+        y = (jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1]) @ self.down[...].astype(self.dtype)
+        if self.down_bias is not None:
+            y = y + self.down_bias[...].astype(self.dtype)
+        return y
+
+
+class Block(nnx.Module):
+    """Pre-norm residual block: x + attn(norm(x)); x + mlp(norm(x))."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, dtype, param_dtype):
+        kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        self.attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)
+        self.attn = Attention(cfg, **kw)
+        self.mlp_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)
+        self.mlp = MLP(cfg, **kw)
+
+    def __call__(self, x, cos, sin, mask, cache_kv, cache_index):
+        a, kv = self.attn(self.attn_norm(x), cos, sin, mask, cache_kv, cache_index)
+        x = x + a
+        return x + self.mlp(self.mlp_norm(x)), kv
+
+
+class Decoder(nnx.Module):
+    """The policy LLM. `dtype` is the compute dtype, `param_dtype` the storage dtype of weights."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, dtype=jnp.float32, param_dtype=jnp.float32):
+        self.cfg = cfg
+        self.dtype = dtype
+        kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        self.embed = _param(rngs, (cfg.vocab_size, cfg.hidden_size), ("tensor", "fsdp"), param_dtype)
+        self.layers = nnx.List([Block(cfg, **kw) for _ in range(cfg.num_layers)])
+        self.final_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)
+        self.lm_head = (None if cfg.tie_word_embeddings else
+                        _param(rngs, (cfg.hidden_size, cfg.vocab_size), ("fsdp", "tensor"), param_dtype))
+        inv, att = inv_frequencies(cfg.rope, cfg.head_dim, cfg.max_position_embeddings)
+        self._inv_freq, self._att_factor = tuple(float(f) for f in inv), float(att)
+
+    def hidden(self, tokens: jax.Array, positions: jax.Array | None = None, *, kv_mask: jax.Array | None = None,
+               cache: KVCache | None = None, cache_index=0) -> tuple[jax.Array, KVCache | None]:
+        """Final-normed hidden states [B, T, D] (compute dtype) and the updated cache.
+
+        tokens, positions: int32[B, T] (positions default to 0..T-1). Without a cache the keys are
+        this call's T tokens (causal). With a cache (buffers [B, S, Hkv, Dh]) the new keys are
+        written at slots cache_index..cache_index+T-1 and queries see slots <= their own.
+        kv_mask: bool[B, S] (S = T without a cache) marks real (non-padding) key slots.
+        """
+        b, t = tokens.shape
+        if positions is None:
+            positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
+        s = t if cache is None else cache.k[0].shape[1]
+        q_slot = jnp.asarray(cache_index, jnp.int32) + jnp.arange(t, dtype=jnp.int32)
+        mask = q_slot[:, None] >= jnp.arange(s, dtype=jnp.int32)[None, :]
+        mask = jnp.broadcast_to(mask[None], (b, t, s))
+        if kv_mask is not None:
+            mask = mask & kv_mask[:, None, :]
+        cos, sin = cos_sin(positions, jnp.asarray(self._inv_freq, jnp.float32), self._att_factor)
+        x = jnp.take(self.embed[...], tokens, axis=0).astype(self.dtype)
+        new_k, new_v = [], []
+        for i, layer in enumerate(self.layers):
+            ckv = None if cache is None else (cache.k[i], cache.v[i])
+            x, (k, v) = layer(x, cos, sin, mask, ckv, cache_index)
+            new_k.append(k)
+            new_v.append(v)
+        new_cache = None if cache is None else KVCache(tuple(new_k), tuple(new_v))
+        return self.final_norm(x), new_cache
+
+    def logits(self, h: jax.Array) -> jax.Array:
+        """float32 logits [..., V] from hidden states [..., D]."""
+        if self.lm_head is None:
+            w = self.embed[...].astype(self.dtype)
+            return jnp.einsum("...d,vd->...v", h, w, preferred_element_type=jnp.float32)
+        return jnp.einsum("...d,dv->...v", h, self.lm_head[...].astype(self.dtype),
+                          preferred_element_type=jnp.float32)
+
+    def __call__(self, tokens: jax.Array, positions: jax.Array | None = None, *,
+                 kv_mask: jax.Array | None = None, cache: KVCache | None = None, cache_index=0):
+        """float32 logits [B, T, V] (and the updated cache when one is given); see `hidden`."""
+        h, new_cache = self.hidden(tokens, positions, kv_mask=kv_mask, cache=cache, cache_index=cache_index)
+        out = self.logits(h)
+        return out if cache is None else (out, new_cache)
