@@ -1,0 +1,1 @@
+"""Structural features of CUDA kernels and the structural score (see ../shared/DESIGN.md)."""
