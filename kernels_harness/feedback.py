@@ -1,0 +1,62 @@
+"""The feedback text a policy sees on its next turn, built from an EvalResult.
+
+Short (a few lines, at most `max_chars`): the first compiler errors; the forbidden calls; which config
+failed and how badly; on cuda the time against the baseline; one or two structural hints when the
+features carry them.
+"""
+from __future__ import annotations
+
+import re
+
+from kernels_harness.hacks import summarize
+from kernels_harness.tasks.schema import config_env
+
+
+def _cfg(task, c) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config_env(c.config).items())
+
+
+def _compiler_errors(log: str, limit: int = 5) -> list[str]:
+    lines = [ln.strip() for ln in log.splitlines() if re.search(r"\berror\b", ln, re.I) and "full log" not in ln]
+    seen, out = set(), []
+    for ln in lines:
+        if ln not in seen:
+            seen.add(ln)
+            out.append(ln[:240])
+    return out[:limit] or [ln[:240] for ln in log.strip().splitlines()[-limit:]]
+
+
+def make_feedback(task, res, max_chars: int = 1200) -> str:
+    """One short paragraph for the next turn. `task`: Task; `res`: EvalResult."""
+    s = res.status
+    ran = [c for c in res.configs if not c.skipped]
+    skipped = [c for c in res.configs if c.skipped and "cpu backend" in c.skip_reason]
+    lines = []
+    if s == "hack":
+        lines.append(f"Rejected before compiling: {summarize(res.violations)}. Do the work in your own kernels, "
+                     "launched on the given `stream`, without library, process, file, timer or environment calls.")
+    elif s == "compile_error":
+        lines.append("Compilation failed:")
+        lines += _compiler_errors(res.compile_log)
+    elif s in ("runtime_error", "timeout", "wrong"):
+        head = {"runtime_error": "Runtime error", "timeout": "Timed out", "wrong": "Wrong result"}[s]
+        lines.append(f"{head}: {res.error or 'no detail'}")
+        passed = [c for c in ran if c.correct]
+        if passed:
+            lines.append("Correct on: " + "; ".join(_cfg(task, c) for c in passed) + ".")
+    elif s == "ok":
+        lines.append(f"Correct on all {len(ran)} checked configs" + (f" ({len(skipped)} larger ones skipped on "
+                     "the cpu backend)" if skipped else "") + ".")
+        timed = [c for c in ran if c.time_ms]
+        for c in timed:
+            base = f" vs baseline {c.baseline_ms:.4g} ms ({c.baseline_ms / c.time_ms:.2f}x)" if c.baseline_ms else ""
+            lines.append(f"{_cfg(task, c)}: {c.time_ms:.4g} ms{base}")
+        if res.speedup:
+            lines.append(f"Speedup over the baseline (geometric mean): {res.speedup:.2f}x.")
+    hints = res.features.get("feedback") if isinstance(res.features, dict) else None
+    if isinstance(hints, str):
+        hints = [hints]
+    if hints and s in ("ok", "wrong"):
+        lines += [str(h) for h in hints[:2]]
+    text = "\n".join(lines)
+    return text if len(text) <= max_chars else text[:max_chars - 3] + "..."

@@ -1,0 +1,80 @@
+"""Planning configs before a run and building the EvalResult after it (pool side, plain data)."""
+from __future__ import annotations
+
+import math
+
+from kernels_harness.feedback import make_feedback
+from kernels_harness.result import ConfigResult, EvalResult
+from kernels_harness.tasks.schema import Task, config_env
+
+
+def plan_configs(task: Task, backend: str, cpu_budget_bytes: int, cref_max_bytes: int, cref_max_flops: float,
+                 have_c: bool, have_oracle: bool) -> list[dict]:
+    """Run order (smallest arrays first) and, per config, whether it runs and what it is checked against.
+
+    Returns [{"index", "run", "skip_reason", "reference": "c" | "oracle" | "torch"}]. On cpu, configs
+    whose arrays exceed `cpu_budget_bytes` are skipped, except the smallest, which always runs.
+    """
+    sizes = {i: task.config_bytes(config_env(c)) for i, c in enumerate(task.configs)}
+    plan = []
+    for rank, i in enumerate(sorted(sizes, key=lambda k: (sizes[k], k))):
+        env = config_env(task.configs[i])
+        nbytes, flops = sizes[i], task.flops_at(env)
+        p = {"index": i, "run": True, "skip_reason": "", "reference": "c"}
+        if task.track == "torch2cuda":
+            p["reference"] = "torch"
+        elif have_oracle and (not have_c or nbytes > cref_max_bytes or (flops and flops > cref_max_flops)):
+            p["reference"] = "oracle"
+        elif not have_c:
+            p.update(run=False, skip_reason="skipped: the task has no C reference and no implementation to check against")
+        if backend == "cpu" and rank > 0 and nbytes > cpu_budget_bytes:
+            p.update(run=False, skip_reason=f"skipped on the cpu backend: {nbytes / 2**20:.1f} MiB of arrays "
+                                            f"exceeds the budget of {cpu_budget_bytes / 2**20:.1f} MiB")
+        plan.append(p)
+    return plan
+
+
+def failed_before_run(task: Task, backend: str, status: str, violations=(), compile_log: str = "",
+                      seconds: dict | None = None) -> EvalResult:
+    """The result of a candidate stopped by the static checks (`hack`) or the compiler."""
+    res = EvalResult(task_id=task.id, backend=backend, status=status, compiled=False,
+                     compile_log=compile_log, violations=list(violations), seconds=dict(seconds or {}))
+    res.configs = [ConfigResult(index=i, config=dict(c), skipped=True, skip_reason=f"not run: {status}")
+                   for i, c in enumerate(task.configs)]
+    res.feedback = make_feedback(task, res)
+    return res
+
+
+def geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def assemble(task: Task, source: str, backend: str, build: dict, out: dict, seed: int, seconds: dict,
+             features: bool = True) -> EvalResult:
+    """EvalResult from the build record and the worker's (or the pool's) run record."""
+    res = EvalResult(task_id=task.id, backend=backend, status=out.get("status", "runtime_error"), compiled=True,
+                     compile_log=build.get("log", ""), resources=dict(build.get("resources") or {}), seed=seed,
+                     launches=list(out.get("launches") or []), error=out.get("error", ""))
+    res.configs = sorted((c if isinstance(c, ConfigResult) else ConfigResult(**c) for c in out.get("configs", [])),
+                         key=lambda c: c.index)
+    ran = [c for c in res.configs if not c.skipped]
+    if res.status == "ok" and not ran:
+        res.status, res.error = "runtime_error", "no config could be checked"
+    res.correct = res.status == "ok" and all(c.correct for c in ran)
+    if backend == "cuda" and res.correct:
+        res.speedup = geomean([c.baseline_ms / c.time_ms for c in ran if c.time_ms and c.baseline_ms])
+    res.seconds = {**seconds, **{k: v for k, v in (out.get("seconds") or {}).items() if k != "worker"}}
+    if features:
+        try:
+            from kernels_harness import features as features_lib
+        except ImportError:
+            features_lib = None
+        if features_lib is not None and hasattr(features_lib, "analyse"):
+            try:
+                f = features_lib.analyse(task, source, res)
+                res.features = f.to_dict() if hasattr(f, "to_dict") else dict(f)
+            except Exception as e:  # a feature failure never breaks a verdict
+                res.features = {"error": f"{type(e).__name__}: {e}"[:200]}
+    res.feedback = make_feedback(task, res)
+    return res

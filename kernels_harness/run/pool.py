@@ -1,0 +1,308 @@
+"""HarnessPool: static checks, parallel compilation, isolated execution, EvalResults.
+
+    with HarnessPool("cpu") as pool:
+        results = pool.evaluate([(task, source), ...])   # list[EvalResult], same order
+
+Stages per candidate: static reward-hack checks (kernels_harness.hacks, in this process: text only);
+compilation in a process pool (parallel over cores, with a timeout; the task's C reference and its
+baseline/oracle implementations are built once and cached); execution in worker processes (one per
+core on cpu, `workers_per_gpu` per GPU on cuda with a per-GPU lock around timing) that apply the
+protocol of kernels_harness.run.protocol. A worker that hangs, crashes or hits a sticky device error
+is killed and replaced, and the candidate gets `timeout` or `runtime_error`; the pool keeps serving.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+from kernels_harness import hacks
+from kernels_harness.result import ConfigResult, EvalResult
+from kernels_harness.run import compile as compile_lib
+from kernels_harness.run.assemble import assemble, failed_before_run, plan_configs
+from kernels_harness.run.inputs import master_seed
+from kernels_harness.run.limits import Limits
+from kernels_harness.run.workers import ExecWorker, WorkerLost, make_compile_pool
+from kernels_harness.tasks.schema import Task
+
+
+class HarnessSetupError(RuntimeError):
+    """The harness cannot run as asked (no GPU, no torch, no compiler); one sentence on what to do."""
+
+
+def gpu_count() -> int:
+    """GPUs visible to this process (nvidia-smi), without initialising CUDA here."""
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    n = sum(1 for ln in out.splitlines() if ln.startswith("GPU "))
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        n = min(n, len([v for v in vis.split(",") if v.strip()]))
+    return n
+
+
+def resolve_backend(backend: str) -> str:
+    if backend == "auto":
+        return "cuda" if importlib.util.find_spec("cupy") and gpu_count() > 0 else "cpu"
+    if backend not in ("cpu", "cuda"):
+        raise HarnessSetupError(f"backend must be cpu, cuda or auto, not {backend!r}")
+    if backend == "cuda" and not importlib.util.find_spec("cupy"):
+        raise HarnessSetupError("the cuda backend needs CuPy; install cupy-cuda13x or use --backend cpu")
+    if backend == "cuda" and gpu_count() == 0:
+        raise HarnessSetupError("the cuda backend needs an NVIDIA GPU and none is visible; use --backend cpu")
+    return backend
+
+
+class HarnessPool:
+    """Evaluates (task, CUDA source) pairs in isolated worker processes; see the module docstring.
+
+    backend: "cpu" | "cuda" | "auto". workers: execution workers (cpu: cores; cuda: GPUs x
+    workers_per_gpu). trials: trials per config (>= 2). call_timeout_s: the longest one call (or
+    reference run) may take before the worker is killed (verdict `timeout`). cpu_budget_bytes: on cpu,
+    configs whose arrays exceed this are skipped (the smallest always runs). cref_max_bytes /
+    cref_max_flops: above these the C reference is replaced by the task's verified implementation.
+    rules: hack allow-list (kernels_harness.hacks.Rules); checks=False disables static checks.
+    """
+
+    def __init__(self, backend: str = "auto", workers: int | None = None, compile_workers: int | None = None,
+                 trials: int = 2, call_timeout_s: float = 20.0, job_timeout_s: float = 600.0,
+                 compile_timeout_s: float = 120.0, cpu_budget_bytes: int = 8 << 20,
+                 cref_max_bytes: int = 64 << 20, cref_max_flops: float = 2e8, timing: bool = True,
+                 timing_params: dict | None = None, rules: hacks.Rules = hacks.DEFAULT_RULES,
+                 checks: bool = True, workers_per_gpu: int = 2, memory_limit_bytes: int | None = 8 << 30,
+                 max_jobs_per_worker: int = 100, arch: str = "sm_90", features: bool = True,
+                 use_numba: bool = True, progress: bool = False, seed: int | None = None):
+        if trials < 2:
+            raise HarnessSetupError("trials must be at least 2 (fresh inputs catch cached results)")
+        self.backend = resolve_backend(backend)
+        self.trials, self.call_timeout_s, self.job_timeout_s = trials, call_timeout_s, job_timeout_s
+        self.compile_timeout_s, self.cpu_budget_bytes = compile_timeout_s, cpu_budget_bytes
+        self.cref_max_bytes, self.cref_max_flops = cref_max_bytes, cref_max_flops
+        self.timing = timing and self.backend == "cuda"
+        self.timing_params = timing_params or {}
+        self.rules, self.checks, self.arch = rules, checks, arch
+        self.max_jobs_per_worker, self.features, self.progress = max_jobs_per_worker, features, progress
+        self.fixed_seed = seed
+        self.root = tempfile.mkdtemp(prefix="cudaperf_harness_")
+        self.cache_dir = os.path.join(self.root, "build")
+        os.makedirs(self.cache_dir)
+        cores = os.cpu_count() or 2
+        if self.backend == "cuda":
+            gpus = max(gpu_count(), 1)
+            slots = [(g, k) for k in range(workers_per_gpu) for g in range(gpus)]
+            slots = slots[:workers] if workers else slots
+            limits = Limits(address_space_bytes=None)
+        else:
+            slots = [(0, k) for k in range(workers or max(1, cores))]
+            limits = Limits(address_space_bytes=memory_limit_bytes)
+        self.limits, self.use_numba = limits, use_numba
+        self.compile_pool = make_compile_pool(compile_workers or cores, self.root)
+        self._builds: dict[str, Future] = {}
+        self._lock = threading.Lock()
+        self._free: queue.Queue = queue.Queue()
+        self._slots = slots
+        self.worker_info: list = []
+        self._closed = False
+        starters = ThreadPoolExecutor(len(slots))
+        started = list(starters.map(lambda s: self._new_worker(s[0]), slots))
+        starters.shutdown()
+        for w in started:
+            self._free.put(w)
+            self.worker_info.append(dict(w.info))
+
+    # ---- lifecycle ------------------------------------------------------------------------------------
+    def _new_worker(self, device: int) -> ExecWorker:
+        try:
+            return ExecWorker(self.backend, device, self.root, self.limits, use_numba=self.use_numba).start()
+        except RuntimeError as e:
+            raise HarnessSetupError(str(e)) from None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        while not self._free.empty():
+            w = self._free.get()
+            if isinstance(w, ExecWorker):
+                w.close(graceful=True)
+        self.compile_pool.shutdown(wait=False, cancel_futures=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> "HarnessPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ---- compilation ----------------------------------------------------------------------------------
+    def _build(self, kind: str, source: str) -> Future:
+        key = hashlib.sha256("\0".join([kind, self.backend, self.arch, source]).encode()).hexdigest()[:24]
+        with self._lock:
+            fut = self._builds.get(key)
+            if fut is None or (fut.done() and fut.exception() is not None):
+                out = os.path.join(self.cache_dir, f"{kind}_{key}.so")
+                try:
+                    fut = self.compile_pool.submit(compile_lib.build, kind, self.backend, source, out,
+                                                   self.compile_timeout_s, self.arch)
+                except (BrokenProcessPool, RuntimeError):
+                    self.compile_pool = make_compile_pool(os.cpu_count() or 2, self.root)
+                    fut = self.compile_pool.submit(compile_lib.build, kind, self.backend, source, out,
+                                                   self.compile_timeout_s, self.arch)
+                self._builds[key] = fut
+            return fut
+
+    @staticmethod
+    def _built(fut: Future) -> dict:
+        try:
+            return fut.result()
+        except Exception as e:  # the compile worker itself died (out of memory, killed)
+            return {"ok": False, "log": f"the compiler process failed: {type(e).__name__}: {e}", "path": None,
+                    "resources": {}, "seconds": 0.0}
+
+    def _support(self, task: Task) -> dict:
+        """Futures of the task's C reference, oracle and baseline builds."""
+        sup = {"c_reference": None, "oracle": None, "baseline": None, "oracle_name": ""}
+        if task.track == "c2cuda" and task.source.strip():
+            sup["c_reference"] = self._build("c_reference", task.source)
+        good = [i for i in task.implementations if i.expected == "correct"]
+        oracle = task.baseline if task.baseline and task.baseline.expected == "correct" else (good[0] if good else None)
+        if oracle is not None:
+            sup["oracle_name"] = oracle.name
+            fut = self._build("solution", oracle.source)
+            sup["oracle"] = fut
+            if self.timing and task.baseline is not None:
+                sup["baseline"] = fut if task.baseline is oracle else self._build("solution", task.baseline.source)
+        return sup
+
+    # ---- evaluation -----------------------------------------------------------------------------------
+    def evaluate(self, items) -> list[EvalResult]:
+        """items: [(Task, source str)] -> [EvalResult] in the same order. Never raises for a candidate."""
+        if self._closed:
+            raise HarnessSetupError("this HarnessPool is closed; create a new one")
+        items = [(t if isinstance(t, Task) else Task.from_dict(t), s) for t, s in items]
+        if any(t.track == "torch2cuda" for t, _ in items) and not importlib.util.find_spec("torch"):
+            raise HarnessSetupError("torch2cuda tasks need PyTorch; run `pip install 'cudaperf-jax[torch]'`")
+        results: list = [None] * len(items)
+        pending: dict[Future, int] = {}
+        support: dict[int, dict] = {}
+        t_static = {}
+        for i, (task, source) in enumerate(items):
+            t0 = time.perf_counter()
+            violations = hacks.check_source(source, self.rules) if self.checks else []
+            t_static[i] = time.perf_counter() - t0
+            if violations:
+                results[i] = failed_before_run(task, self.backend, "hack", violations=violations,
+                                               seconds={"static": t_static[i]})
+                continue
+            pending[self._build("solution", source)] = i
+            support[i] = self._support(task)
+        bar = None
+        if self.progress:
+            from tqdm import tqdm
+            bar = tqdm(total=len(items), desc=f"harness[{self.backend}]", unit="cand", leave=False)
+            bar.update(sum(r is not None for r in results))
+        runner = ThreadPoolExecutor(max(1, len(self._slots)))
+        running = []
+        for fut in as_completed(list(pending)):
+            i = pending[fut]
+            running.append(runner.submit(self._finish, i, items[i], fut, support[i], t_static[i], results, bar))
+        for r in running:
+            r.result()
+        runner.shutdown()
+        if bar:
+            bar.close()
+        return results
+
+    def _finish(self, i, item, fut, sup, t_static, results, bar) -> None:
+        task, source = item
+        build = self._built(fut)
+        seconds = {"static": t_static, "compile": build.get("seconds", 0.0)}
+        if not build["ok"]:
+            results[i] = failed_before_run(task, self.backend, "compile_error", compile_log=build["log"],
+                                           seconds=seconds)
+        else:
+            results[i] = self._execute(task, source, build, sup, seconds)
+        if bar:
+            bar.update(1)
+
+    def _execute(self, task: Task, source: str, build: dict, sup: dict, seconds: dict) -> EvalResult:
+        paths = {}
+        for k in ("c_reference", "oracle", "baseline"):
+            b = self._built(sup[k]) if sup.get(k) is not None else None
+            paths[k] = b["path"] if b and b["ok"] else None
+        seed = self.fixed_seed if self.fixed_seed is not None else master_seed()
+        plan = plan_configs(task, self.backend, self.cpu_budget_bytes, self.cref_max_bytes, self.cref_max_flops,
+                            have_c=paths["c_reference"] is not None, have_oracle=paths["oracle"] is not None)
+        job = {"task": task.to_dict(), "solution": build["path"], "seed": seed, "trials": self.trials,
+               "plan": plan, "oracle_name": sup.get("oracle_name", ""), **paths, "timing": None}
+        worker = self._free.get()
+        if isinstance(worker, int):  # a slot whose worker could not be restarted earlier: try again
+            device, worker = worker, self._replace(worker)
+            if worker is None:
+                self._free.put(device)
+                out = {"status": "runtime_error", "error": "no execution worker could be started",
+                       "configs": [], "launches": []}
+                return assemble(task, source, self.backend, build, out, seed, seconds, False)
+        if self.timing:
+            job["timing"] = {"lock": os.path.join(self.root, f"gpu{worker.device}.lock"),
+                             "params": self.timing_params}
+        t0 = time.perf_counter()
+        try:
+            out = worker.run(job, self.call_timeout_s, self.job_timeout_s)
+        except WorkerLost as lost:
+            out = {"status": lost.kind, "error": lost.message, "configs": _lost_configs(task, plan, lost),
+                   "launches": [], "sticky": True, "seconds": {}}
+        finally:
+            seconds["execute"] = time.perf_counter() - t0
+        if not worker.alive or out.get("sticky") or worker.jobs >= self.max_jobs_per_worker:
+            worker.close(graceful=worker.alive)
+            device = worker.device
+            worker = self._replace(device)
+            worker = device if worker is None else worker
+        self._free.put(worker)
+        return assemble(task, source, self.backend, build, out, seed, seconds, self.features)
+
+    def _replace(self, device: int) -> ExecWorker | None:
+        for _ in range(3):
+            try:
+                return self._new_worker(device)
+            except HarnessSetupError:
+                time.sleep(1.0)
+        return None
+
+
+def _lost_configs(task: Task, plan: list, lost: WorkerLost) -> list:
+    """Config records after a lost worker: the config named in its last stage failed, earlier ones
+    are unknown (not reported), later ones were not run."""
+    out = []
+    hit = None
+    for p in plan:
+        if f"config {p['index']} " in lost.stage + " " or lost.stage.startswith(f"timing config {p['index']}"):
+            hit = p["index"]
+    for p in plan:
+        cr = ConfigResult(index=p["index"], config=dict(task.configs[p["index"]]))
+        if p["index"] == hit:
+            cr.correct, cr.error = False, lost.message
+        else:
+            cr.skipped, cr.skip_reason = True, p.get("skip_reason") or f"not finished: {lost.kind}"
+        out.append(cr.__dict__)
+    return out

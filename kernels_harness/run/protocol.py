@@ -1,0 +1,270 @@
+"""The correctness (and, on cuda, timing) protocol for one compiled candidate, run inside a worker.
+
+For every planned config, `trials` times: fresh inputs from `trial_seed(seed, config, trial)`;
+reference outputs from the C reference (small configs), a verified implementation (large configs, on
+the same backend) or the PyTorch module (torch2cuda); the candidate's arrays get guard zones, its
+outputs are poisoned (a different pattern each trial); the entry is called on the backend's stream;
+then: the return code, device errors, writes outside the arrays, `in` arrays unchanged, and every
+output against the reference with the task's tolerance for its dtype (on the device). The first
+failing config stops the run; later configs are marked skipped. Correct configs are timed on cuda.
+
+`evaluate_job(ctx, job) -> dict` returns plain data: {"status", "error", "configs": [ConfigResult
+dict], "launches", "sticky", "setup_error", "seconds"}.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from kernels_harness.result import ConfigResult
+from kernels_harness.run import arrays
+from kernels_harness.run.arrays import allocate, np_dtype
+from kernels_harness.run.backends import DeviceError, scalar_arg
+from kernels_harness.run.inputs import device_inputs, host_inputs, scalars, trial_seed
+from kernels_harness.run.references import SetupError, c_reference_outputs, tensor_to_xp, torch_values
+from kernels_harness.tasks.schema import Task, config_env
+
+CUDA_ERRORS = {1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation", 9: "cudaErrorInvalidConfiguration",
+               98: "cudaErrorInvalidDeviceFunction", 209: "cudaErrorNoKernelImageForDevice",
+               400: "cudaErrorInvalidResourceHandle", 700: "cudaErrorIllegalAddress",
+               701: "cudaErrorLaunchOutOfResources", 719: "cudaErrorLaunchFailure"}
+
+
+class Failure(Exception):
+    """A verdict reached inside a trial: kind is 'wrong' or 'runtime_error'."""
+
+    def __init__(self, kind: str, message: str, sticky: bool = False):
+        super().__init__(message)
+        self.kind, self.message, self.sticky = kind, message, sticky
+
+
+@dataclasses.dataclass
+class Context:
+    """Per-worker state: the backend, loaded libraries, verified oracles, a progress callback."""
+    backend: object
+    progress: object = lambda stage: None
+    compare_fn: object = None          # device comparison (numba) or None for arrays.compare
+    timer: object = None               # kernels_harness.run.timing.Timer on cuda
+    libs: dict = dataclasses.field(default_factory=dict)
+    verified: dict = dataclasses.field(default_factory=dict)
+
+    def entry(self, path: str, task: Task):
+        if path not in self.libs:
+            self.libs[path] = self.backend.load(path)
+        lib = self.libs[path]
+        return lib, self.backend.entry(lib, task.entry, task)
+
+    def compare(self, out, ref, atol, rtol) -> dict:
+        if self.compare_fn is not None:
+            try:
+                return self.compare_fn(out, ref, atol, rtol)
+            except Exception:
+                self.compare_fn = None
+        return arrays.compare(self.backend.xp, out, ref, atol, rtol)
+
+
+def _describe(config: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config_env(config).items())
+
+
+def _launch(ctx: Context, lib, fn, task: Task, env: dict, inputs: dict, scal: dict, variant: int,
+            stage: str):
+    """Allocates guarded arrays, fills inputs, poisons outputs, calls `fn`; returns (bufs, args)."""
+    be, xp = ctx.backend, ctx.backend.xp
+    bufs = {}
+    for a in task.arrays:
+        g = allocate(xp, np_dtype(a.dtype), task.shape(a, env))
+        if a.role in ("in", "inout"):
+            g.view[...] = inputs[a.name]
+        else:
+            g.poison(variant)
+        bufs[a.name] = g
+    args = [bufs[a.name].ptr if a.is_array else scalar_arg(a.dtype, scal[a.name]) for a in task.signature]
+    be.reset(lib)
+    ctx.progress(stage)
+    rc = be.call(fn, args)
+    try:
+        be.synchronize()
+    except DeviceError as e:
+        raise Failure("runtime_error", f"{stage}: {e}", sticky=e.sticky) from None
+    ctx.progress(stage + " done")
+    err = be.check_library(lib)
+    if err:
+        raise Failure("runtime_error", f"{stage}: {err}")
+    if rc != 0:
+        raise Failure("runtime_error", f"{stage}: the entry returned {rc} ({CUDA_ERRORS.get(rc, 'a CUDA error')})")
+    for a in task.arrays:
+        if not bufs[a.name].guards_intact():
+            raise Failure("runtime_error", f"{stage}: wrote out of bounds of array {a.name!r}")
+    return bufs, args
+
+
+def _reference(ctx: Context, task: Task, job: dict, index: int, kind: str, seed: int):
+    """(inputs, expected outputs, scalars) as backend arrays for one trial."""
+    be, xp = ctx.backend, ctx.backend.xp
+    config = task.configs[index]
+    env = config_env(config)
+    if task.track == "torch2cuda":
+        vals = torch_values(task, config, seed, device="cuda" if be.name == "cuda" else "cpu")
+        scal = {a.name: (vals[a.name].item() if hasattr(vals[a.name], "item") else vals[a.name])
+                for a in task.signature if not a.is_array}
+        conv = {a.name: tensor_to_xp(vals[a.name], xp, a.dtype, task.shape(a, env)) for a in task.arrays}
+        return ({a.name: conv[a.name] for a in task.arrays if a.role in ("in", "inout")},
+                {a.name: conv[a.name] for a in task.outputs}, scal)
+    scal = scalars(task, config)
+    if kind == "c":
+        host = host_inputs(task, config, seed)
+        ctx.progress(f"C reference, config {index}")
+        ref = c_reference_outputs(job["c_reference"], task, config, host, scal)
+        return ({k: be.to_device(v) for k, v in host.items()}, {k: be.to_device(v) for k, v in ref.items()}, scal)
+    inputs = device_inputs(task, config, seed, xp) if be.name == "cuda" else host_inputs(task, config, seed)
+    lib, fn = ctx.entry(job["oracle"], task)
+    try:
+        bufs, _ = _launch(ctx, lib, fn, task, env, inputs, scal, 0, f"reference implementation, config {index}")
+    except Failure as f:
+        raise SetupError(f"the task's reference implementation failed: {f.message}") from None
+    return inputs, {o.name: bufs[o.name].view for o in task.outputs}, scal
+
+
+def _verify_oracle(ctx: Context, task: Task, job: dict, seed: int) -> None:
+    """Checks the oracle against the C reference once per worker on the smallest config."""
+    key = (job.get("oracle"), job.get("c_reference"))
+    if key in ctx.verified or not job.get("c_reference"):
+        return
+    small = min(range(len(task.configs)), key=lambda i: task.config_bytes(config_env(task.configs[i])))
+    inputs, ref, scal = _reference(ctx, task, job, small, "c", seed)
+    lib, fn = ctx.entry(job["oracle"], task)
+    bufs, _ = _launch(ctx, lib, fn, task, config_env(task.configs[small]), inputs, scal, 0, "oracle check")
+    for o in task.outputs:
+        atol, rtol = task.tolerance_for(o.dtype)
+        if not ctx.compare(bufs[o.name].view, ref[o.name], atol, rtol)["ok"]:
+            raise SetupError(f"the task's implementation {job['oracle_name']!r} disagrees with its C reference "
+                             "on the smallest config; fix the task before evaluating large configs")
+    ctx.verified[key] = True
+
+
+def _check_outputs(ctx, task, index, trial, inputs, bufs, ref, cr: ConfigResult, stage: str) -> None:
+    xp = ctx.backend.xp
+    for a in task.arrays:
+        if a.role == "in" and not arrays.bitwise_equal(xp, bufs[a.name].view, inputs[a.name]):
+            raise Failure("wrong", f"{stage}: modified its input array {a.name!r}, which is read-only")
+    for o in task.outputs:
+        atol, rtol = task.tolerance_for(o.dtype)
+        res = ctx.compare(bufs[o.name].view, ref[o.name], atol, rtol)
+        for key in ("max_abs_err", "max_rel_err"):
+            v, old = res[key], getattr(cr, key)
+            if v is not None:
+                setattr(cr, key, v if old is None else max(v, old))
+        if not res["ok"]:
+            n = int(bufs[o.name].view.size)
+            i = res["first_bad"]
+            got = float(bufs[o.name].view.reshape(-1)[i])
+            want = float(ref[o.name].reshape(-1)[i])
+            what = (f"has NaN/Inf at {res['nonfinite']} of {n} elements where the reference is finite"
+                    if res["nonfinite"] else f"differs at {res['bad']} of {n} elements")
+            err = "" if res["max_abs_err"] is None else f"; max abs err {res['max_abs_err']:.3g}"
+            raise Failure("wrong", f"{stage}: output {o.name!r} {what} (first at index {i}: got {got:.6g}, "
+                                   f"expected {want:.6g}{err}; atol {atol:g}, rtol {rtol:g})")
+
+
+def evaluate_job(ctx: Context, job: dict) -> dict:
+    task = Task.from_dict(job["task"])
+    be = ctx.backend
+    out = {"status": "ok", "error": "", "configs": [], "launches": [], "sticky": False, "setup_error": "",
+           "seconds": {"run": 0.0, "time": 0.0}}
+    t_start = time.perf_counter()
+    failed = None
+    try:
+        lib, fn = ctx.entry(job["solution"], task)
+    except (LookupError, OSError) as e:
+        out.update(status="runtime_error", error=str(e).splitlines()[0][:300])
+        return out
+    for p in job["plan"]:
+        index = p["index"]
+        config = task.configs[index]
+        cr = ConfigResult(index=index, config=dict(config))
+        out["configs"].append(cr)
+        if not p["run"] or failed:
+            cr.skipped, cr.skip_reason = True, p.get("skip_reason") or "not run: an earlier config failed"
+            continue
+        env = config_env(config)
+        try:
+            if p["reference"] == "oracle":
+                _verify_oracle(ctx, task, job, trial_seed(job["seed"], index, 99))
+            for trial in range(job["trials"]):
+                seed = trial_seed(job["seed"], index, trial)
+                inputs, ref, scal = _reference(ctx, task, job, index, p["reference"], seed)
+                stage = f"config {index} ({_describe(config)}), trial {trial}"
+                bufs, args = _launch(ctx, lib, fn, task, env, inputs, scal, trial, stage)
+                if not out["launches"]:
+                    out["launches"] = be.launches(lib)[:16]
+                _check_outputs(ctx, task, index, trial, inputs, bufs, ref, cr, stage)
+            cr.correct = True
+        except Failure as f:
+            cr.correct, cr.error, failed = False, f.message, f
+            out["sticky"] = out["sticky"] or f.sticky
+            continue
+        except SetupError as e:
+            cr.correct, cr.error, failed = False, str(e), e
+            out["setup_error"] = str(e)
+            continue
+        if be.can_time and job.get("timing") and ctx.timer is not None:
+            t0 = time.perf_counter()
+            try:
+                _time_config(ctx, task, job, cr, fn, args, inputs, scal, env)
+            except Failure as f:  # a failure that shows only under repetition
+                cr.correct, cr.error, failed = False, f.message, f
+                out["sticky"] = out["sticky"] or f.sticky
+            out["seconds"]["time"] += time.perf_counter() - t0
+    out["seconds"]["run"] = time.perf_counter() - t_start - out["seconds"]["time"]
+    if out["setup_error"]:
+        out.update(status="runtime_error", error="harness setup: " + out["setup_error"])
+    elif isinstance(failed, Failure):
+        out.update(status=failed.kind, error=failed.message)
+    out["configs"] = [dataclasses.asdict(c) for c in out["configs"]]
+    return out
+
+
+def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env) -> None:
+    """Times the candidate and the baseline interleaved on the config's last trial inputs."""
+    be = ctx.backend
+    calls = [lambda: be.call(fn, args)]
+    if job.get("baseline"):
+        blib, bfn = ctx.entry(job["baseline"], task)
+        bufs, bargs = _launch(ctx, blib, bfn, task, env, inputs, scal, 0, "baseline")
+        calls.append(lambda: be.call(bfn, bargs))
+    elif task.track == "torch2cuda":
+        calls.append(_torch_eager_call(task, job, env, be))
+    ctx.progress(f"timing config {cr.index}")
+    stats = ctx.timer.measure(calls, lock_path=job["timing"].get("lock"), **job["timing"].get("params", {}))
+    cr.time_ms, cr.time_iqr_ms, cr.reps = stats[0]["median_ms"], stats[0]["iqr_ms"], stats[0]["reps"]
+    if len(stats) > 1:
+        cr.baseline_ms = stats[1]["median_ms"]
+    try:
+        be.synchronize()
+    except DeviceError as e:
+        raise Failure("runtime_error", f"timing config {cr.index}: {e}", sticky=True) from None
+
+
+def _torch_eager_call(task, job, env, be):
+    import torch
+    config = task.configs[0]
+    for c in task.configs:
+        if config_env(c) == env:
+            config = c
+    vals = torch_values(task, config, 0, device="cuda")
+    model, inputs = vals["__model__"], vals["__inputs__"]
+    stream = torch.cuda.ExternalStream(be.stream_ptr)
+
+    def call():
+        with torch.no_grad(), torch.cuda.stream(stream):
+            model(*inputs)
+        return 0
+    return call
+
+
+def run_reference_arrays(ctx: Context, task: Task, job: dict, index: int, seed: int):
+    """(inputs, expected) of one trial; used by tests to inspect what the protocol compares against."""
+    return _reference(ctx, task, job, index, job["plan"][index]["reference"], seed)

@@ -1,0 +1,81 @@
+"""Timing on the cuda backend: CUDA events, L2 flush, device-wide sync, adaptive repetitions.
+
+One repetition of call k: flush L2 (write a buffer twice the L2 size), record `start` on the stream,
+call, synchronise the whole device (so work the candidate put on other streams is counted), record
+`end`, read the elapsed time. Calls are interleaved (candidate, baseline, then baseline, candidate on
+the next round), after a warm-up. Repetitions continue until every call has at least `min_reps` and
+a relative IQR below `target_rel_iqr`, or `budget_s` is spent, or `max_reps` is reached. A
+cross-process file lock (`lock_path`) keeps one timing run per GPU when several workers share it.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import time
+
+import numpy as np
+
+
+def summarize(samples: list) -> dict:
+    """{"median_ms", "iqr_ms", "reps", "min_ms"} of a list of times in ms."""
+    a = np.asarray(samples, dtype=np.float64)
+    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    return {"median_ms": float(med), "iqr_ms": float(q3 - q1), "reps": int(a.size), "min_ms": float(a.min())}
+
+
+@contextlib.contextmanager
+def gpu_lock(path: str | None):
+    if not path:
+        yield
+        return
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class Timer:
+    """Event timing on the backend's stream; `flush` comes from kernels_harness.run.device_kernels."""
+
+    def __init__(self, backend, flush):
+        self.be = backend
+        self.cp = backend.cp
+        self.flush = flush
+        self.start = self.cp.cuda.Event()
+        self.end = self.cp.cuda.Event()
+
+    def once(self, call) -> float:
+        cp, stream = self.cp, self.be.stream
+        self.flush()
+        self.start.record(stream)
+        call()
+        cp.cuda.runtime.deviceSynchronize()
+        self.end.record(stream)
+        self.end.synchronize()
+        return float(cp.cuda.get_elapsed_time(self.start, self.end))
+
+    def measure(self, calls: list, lock_path: str | None = None, warmup: int = 3, min_reps: int = 10,
+                max_reps: int = 500, budget_s: float = 0.25, target_rel_iqr: float = 0.02) -> list[dict]:
+        """Times each zero-argument launcher in `calls`; returns one summarize() dict per call."""
+        with gpu_lock(lock_path):
+            for call in calls:
+                for _ in range(warmup):
+                    self.once(call)
+            samples = [[] for _ in calls]
+            t0 = time.perf_counter()
+            rnd = 0
+            while True:
+                order = range(len(calls)) if rnd % 2 == 0 else reversed(range(len(calls)))
+                for k in order:
+                    samples[k].append(self.once(calls[k]))
+                rnd += 1
+                if rnd >= max_reps:
+                    break
+                if rnd >= min_reps:
+                    stats = [summarize(s) for s in samples]
+                    stable = all(s["iqr_ms"] <= target_rel_iqr * max(s["median_ms"], 1e-9) for s in stats)
+                    if stable or time.perf_counter() - t0 > budget_s:
+                        break
+        return [summarize(s) for s in samples]

@@ -1,0 +1,107 @@
+"""The execution worker: `python -m kernels_harness.run.worker --fd N --backend cpu|cuda --device D`.
+
+Started by kernels_harness.run.pool in a private temporary directory with a scrubbed environment. It
+limits itself (kernels_harness.run.limits), sends its stdout/stderr to worker.log (a candidate's
+printf cannot corrupt the protocol), becomes a child subreaper, and then answers messages on the
+socket `fd` (pickled tuples, multiprocessing.connection framing):
+  ("eval", job) -> ("progress", stage)* then ("result", dict from protocol.evaluate_job)
+  ("exit",)     -> exits
+It sends ("ready", info) once the backend is up, or ("fatal", reason) and exits.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from multiprocessing.connection import Connection
+
+
+def _redirect_output() -> None:
+    fd = os.open("worker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+
+
+def _setup(backend_name: str, device: int, progress, use_numba: bool):
+    from kernels_harness.run.backends import make_backend
+    from kernels_harness.run.protocol import Context
+    backend = make_backend(backend_name, device)
+    ctx = Context(backend=backend, progress=progress)
+    info = {"backend": backend_name, "device": device, "pid": os.getpid(), "compare": "numpy", "flush": None}
+    if backend_name == "cuda":
+        from kernels_harness.run import device_kernels
+        from kernels_harness.run.timing import Timer
+        flush, info["flush"] = device_kernels.make_flush(backend, use_numba)
+        ctx.timer = Timer(backend, flush)
+        compare, info["compare"] = device_kernels.make_compare(backend, use_numba)
+        probe = backend.cp.arange(1000, dtype=backend.cp.float32)
+        try:  # compile the comparison kernel now, not during the first candidate
+            if not compare(probe, probe, 0.0, 0.0)["ok"]:
+                raise RuntimeError("self-check failed")
+            ctx.compare_fn = compare
+        except Exception as e:
+            info["compare"] = f"cupy (numba failed: {type(e).__name__})"
+        info["free_memory"] = backend.free_memory()
+    return ctx, info
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--limits", default="{}")
+    ap.add_argument("--no-numba", action="store_true")
+    args = ap.parse_args(argv)
+    conn = Connection(args.fd)
+    _redirect_output()
+    from kernels_harness.run import limits as limits_lib
+    limits_lib.apply_limits(limits_lib.Limits(**json.loads(args.limits)))
+    limits_lib.become_subreaper()
+    try:
+        ctx, info = _setup(args.backend, args.device, lambda s: conn.send(("progress", s)), not args.no_numba)
+    except Exception as e:
+        conn.send(("fatal", f"the {args.backend} backend could not start: {type(e).__name__}: {e}"))
+        return 1
+    conn.send(("ready", info))
+    from kernels_harness.run.protocol import evaluate_job
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return 0
+        if msg[0] == "exit":
+            return 0
+        if msg[0] != "eval":
+            continue
+        t0 = time.perf_counter()
+        free0 = info.get("free_memory")
+        try:
+            res = evaluate_job(ctx, msg[1])
+        except Exception as e:  # a harness bug must still answer, not hang the pool
+            res = {"status": "runtime_error", "error": f"harness error: {type(e).__name__}: {e}"[:400],
+                   "configs": [], "launches": [], "sticky": True, "setup_error": "", "seconds": {}}
+        spawned = 0
+        for _ in range(3):
+            spawned += limits_lib.kill_children()
+        if spawned:
+            res.update(status="runtime_error", sticky=True,
+                       error=f"the solution started {spawned} child process(es); solutions may not fork")
+        if free0 is not None:
+            try:
+                if ctx.backend.free_memory() < free0 - (4 << 30):
+                    res["sticky"] = True  # it leaked >4 GiB of device memory: replace the worker
+            except Exception:
+                res["sticky"] = True
+        res.setdefault("seconds", {})["worker"] = time.perf_counter() - t0
+        res["worker"] = {k: info[k] for k in ("pid", "compare", "flush") if k in info}
+        conn.send(("result", res))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Pool-side handles of worker processes: execution workers (own subprocesses) and the compile pool.
+
+`ExecWorker` starts `python -m kernels_harness.run.worker` in a private temporary directory with a
+scrubbed environment and its own session, talks to it over a socket pair, and kills the whole
+process group on a hang, a crash or `close()`. `run(job)` returns the protocol's dict or raises
+`WorkerLost(kind, message)` with kind "timeout" or "runtime_error"; the caller replaces the worker.
+`make_compile_pool(n)` is a process pool (spawn) whose workers limit themselves the same way.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from kernels_harness.run import limits as limits_lib
+
+_PKG_ROOT = str(Path(__file__).resolve().parents[2])  # the directory that holds kernels_harness/
+
+
+class WorkerLost(RuntimeError):
+    def __init__(self, kind: str, message: str, stage: str = ""):
+        super().__init__(message)
+        self.kind, self.message, self.stage = kind, message, stage
+
+
+def _signal_name(rc: int) -> str:
+    if rc is not None and rc < 0:
+        try:
+            return signal.Signals(-rc).name
+        except ValueError:
+            return f"signal {-rc}"
+    return f"exit status {rc}"
+
+
+class ExecWorker:
+    """One execution worker process bound to a backend and device."""
+
+    def __init__(self, backend: str, device: int, root: str, limits: limits_lib.Limits,
+                 startup_timeout_s: float = 180.0, use_numba: bool = True):
+        self.backend, self.device, self.root, self.limits = backend, device, root, limits
+        self.startup_timeout_s, self.use_numba = startup_timeout_s, use_numba
+        self.proc = None
+        self.conn = None
+        self.tmp = None
+        self.jobs = 0
+        self.info: dict = {}
+
+    def start(self) -> "ExecWorker":
+        self.tmp = tempfile.mkdtemp(prefix=f"w{self.device}_", dir=self.root)
+        parent, child = socket.socketpair()
+        extra = {"PYTHONPATH": os.pathsep.join(p for p in (_PKG_ROOT, os.environ.get("PYTHONPATH")) if p)}
+        if self.backend == "cuda":
+            extra["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        env = limits_lib.scrubbed_env(self.tmp, extra)
+        cmd = [sys.executable, "-m", "kernels_harness.run.worker", "--fd", str(child.fileno()),
+               "--backend", self.backend, "--device", str(self.device),
+               "--limits", json.dumps(self.limits.__dict__)]
+        if not self.use_numba:
+            cmd.append("--no-numba")
+        with open(os.path.join(self.tmp, "stderr.log"), "wb") as err:
+            self.proc = subprocess.Popen(cmd, pass_fds=[child.fileno()], cwd=self.tmp, env=env,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                         start_new_session=True)
+        child.close()
+        self.conn = Connection(parent.detach())
+        kind, payload = self._wait_message(self.startup_timeout_s, "starting")
+        if kind != "ready":
+            self.close()
+            raise RuntimeError(payload if kind == "fatal" else f"the {self.backend} worker did not start ({payload})")
+        self.info = payload
+        return self
+
+    def _log_tail(self) -> str:
+        try:
+            text = Path(self.tmp, "worker.log").read_text(errors="replace")[-2000:]
+            text += Path(self.tmp, "stderr.log").read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        return lines[-1][:200] if lines else ""
+
+    def _wait_message(self, timeout_s: float, stage: str):
+        try:
+            if not self.conn.poll(timeout_s):
+                return "timeout", f"no answer within {timeout_s:.0f} s while {stage}"
+            return self.conn.recv()
+        except (EOFError, OSError, ConnectionError):
+            rc = self.proc.wait(timeout=5) if self.proc else None
+            tail = self._log_tail()
+            return "died", f"the worker died ({_signal_name(rc)}) during {stage}" + (f": {tail}" if tail else "")
+
+    def run(self, job: dict, call_timeout_s: float, job_timeout_s: float) -> dict:
+        """Sends one job; returns its result dict, or raises WorkerLost (the worker is then dead)."""
+        self.jobs += 1
+        try:
+            self.conn.send(("eval", job))
+        except (OSError, ConnectionError):
+            raise WorkerLost("runtime_error", "the worker was gone before the job started")
+        deadline = time.monotonic() + job_timeout_s
+        stage = "loading the solution"
+        while True:
+            wait = min(call_timeout_s, deadline - time.monotonic())
+            kind, payload = self._wait_message(max(wait, 0.0), stage)
+            if kind == "progress":
+                stage = payload
+                continue
+            if kind == "result":
+                return payload
+            self.close()
+            if kind == "timeout":
+                limit = call_timeout_s if wait >= call_timeout_s else job_timeout_s
+                raise WorkerLost("timeout", f"no answer within {limit:.0f} s during {stage}", stage)
+            raise WorkerLost("runtime_error", payload, stage)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def close(self, graceful: bool = False) -> None:
+        if self.proc is not None:
+            if graceful and self.proc.poll() is None:
+                try:
+                    self.conn.send(("exit",))
+                    self.proc.wait(timeout=5)
+                except Exception:
+                    pass
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            try:  # a candidate that forked may have left its own process group
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except OSError:
+                pass
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        self.proc = self.conn = None
+
+
+def _compile_worker_init(root: str, limits: limits_lib.Limits) -> None:
+    tmp = tempfile.mkdtemp(prefix="compile_", dir=root)
+    os.chdir(tmp)
+    for k in list(os.environ):
+        if limits_lib.is_secret(k):
+            del os.environ[k]
+    os.environ.update(HOME=tmp, TMPDIR=tmp)
+    limits_lib.apply_limits(limits)
+
+
+def make_compile_pool(n: int, root: str, limits: limits_lib.Limits | None = None) -> ProcessPoolExecutor:
+    """A spawn process pool for compile jobs (kernels_harness.run.compile.build)."""
+    limits = limits or limits_lib.Limits(cpu_seconds=None, file_size_bytes=1 << 30, extra_processes=None)
+    return ProcessPoolExecutor(max_workers=n, mp_context=get_context("spawn"),
+                               initializer=_compile_worker_init, initargs=(root, limits))
