@@ -1,0 +1,259 @@
+"""The tree-sitter CUDA parse of a candidate: kernels, macros, launches in host code.
+
+tree-sitter and tree-sitter-cuda are optional at run time (the H200 image lacks them): `parser()`
+returns None and `PARSE_UNAVAILABLE` says why, and callers report that note instead of failing.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from fractions import Fraction
+
+PARSE_UNAVAILABLE = ""
+_PARSER = None
+
+# sizeof() of the types kernels use, in bytes.
+SIZEOF = {"char": 1, "bool": 1, "int8_t": 1, "uint8_t": 1, "short": 2, "int16_t": 2, "half": 2,
+          "__half": 2, "__nv_bfloat16": 2, "int": 4, "unsigned": 4, "float": 4, "int32_t": 4,
+          "uint32_t": 4, "unsigned int": 4, "long": 8, "long long": 8, "size_t": 8, "double": 8,
+          "int64_t": 8, "uint64_t": 8, "unsigned long long": 8, "half2": 4, "__half2": 4,
+          "__nv_bfloat162": 4, "float2": 8, "int2": 8, "uint2": 8, "double2": 16, "float4": 16,
+          "int4": 16, "uint4": 16, "longlong2": 16, "double4": 32}
+VECTOR_TYPES = {"half2", "__half2", "__nv_bfloat162", "float2", "int2", "uint2", "double2", "float4",
+                "int4", "uint4", "longlong2", "double4", "char4", "uchar4", "short2", "short4"}
+
+
+def parser():
+    """A cached tree_sitter.Parser for CUDA, or None (with PARSE_UNAVAILABLE set) if it is missing."""
+    global _PARSER, PARSE_UNAVAILABLE
+    if _PARSER is None and not PARSE_UNAVAILABLE:
+        try:
+            import tree_sitter
+            import tree_sitter_cuda
+            _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
+        except Exception as e:  # noqa: BLE001 - any import/ABI problem means "no static analysis"
+            PARSE_UNAVAILABLE = (f"static analysis skipped: tree-sitter CUDA is unavailable ({type(e).__name__}: {e}); "
+                                 "install tree-sitter and tree-sitter-cuda")
+    return _PARSER
+
+
+def text(node) -> str:
+    return node.text.decode("utf-8", "replace")
+
+
+def line(node) -> int:
+    return node.start_point[0] + 1
+
+
+def walk(node):
+    """All descendants of node (pre-order), node included."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def strip_literal(t: str) -> str:
+    return re.sub(r"(?<=[0-9.])[uUlLfF]+$", "", t)
+
+
+def const_eval(expr: str, macros: dict) -> Fraction | None:
+    """A C constant expression (numbers, macros, + - * / % << >> and parentheses) or None."""
+    expr = expr.strip()
+    for _ in range(8):  # expand macros, a few levels deep
+        new = re.sub(r"\b[A-Za-z_]\w*\b",
+                     lambda m: f"({macros[m.group(0)]})" if m.group(0) in macros else m.group(0), expr)
+        if new == expr:
+            break
+        expr = new
+    expr = re.sub(r"(?<=[0-9.])[uUlLfF]+\b", "", expr)
+    expr = re.sub(r"\(\s*(?:unsigned|int|long|size_t|float|double|const)[\w\s]*\)", "", expr)
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        return None
+    return _eval_const(tree.body)
+
+
+def _eval_const(n) -> Fraction | None:
+    if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and not isinstance(n.value, bool):
+        return Fraction(n.value)
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
+        v = _eval_const(n.operand)
+        return None if v is None else (-v if isinstance(n.op, ast.USub) else v)
+    if isinstance(n, ast.BinOp):
+        a, b = _eval_const(n.left), _eval_const(n.right)
+        if a is None or b is None:
+            return None
+        try:
+            if isinstance(n.op, ast.Add):
+                return a + b
+            if isinstance(n.op, ast.Sub):
+                return a - b
+            if isinstance(n.op, ast.Mult):
+                return a * b
+            if isinstance(n.op, (ast.Div, ast.FloorDiv)):
+                return Fraction(int(a) // int(b)) if a.denominator == b.denominator == 1 else a / b
+            if isinstance(n.op, ast.Mod):
+                return Fraction(int(a) % int(b))
+            if isinstance(n.op, ast.LShift):
+                return Fraction(int(a) << int(b))
+            if isinstance(n.op, ast.RShift):
+                return Fraction(int(a) >> int(b))
+        except (ZeroDivisionError, ValueError):
+            return None
+    return None
+
+
+def macros_of(root) -> dict[str, str]:
+    """`#define NAME value` (object-like) and file-scope `constexpr`/`const` integers: name -> text."""
+    out: dict[str, str] = {}
+    for n in walk(root):
+        if n.type == "preproc_def":
+            name, arg = n.child_by_field_name("name"), n.child_by_field_name("value")
+            if name is not None and arg is not None:
+                out[text(name)] = text(arg).strip()
+        elif n.type == "declaration" and re.match(r"\s*(static\s+)?(constexpr|const)\b", text(n)):
+            for d in n.children_by_field_name("declarator"):
+                if d.type == "init_declarator":
+                    nm, val = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+                    if nm is not None and nm.type == "identifier" and val is not None:
+                        out.setdefault(text(nm), text(val))
+    return out
+
+
+@dataclasses.dataclass
+class KernelDef:
+    name: str
+    node: object                      # the function_definition
+    params: list                      # [(name, type text, is_pointer, is_const, is_restrict)]
+    launch_bounds: tuple = ()         # numbers given to __launch_bounds__
+    template: bool = False
+
+
+def kernels_of(root) -> list[KernelDef]:
+    """Every __global__ function definition, templates included."""
+    out = []
+    for n in walk(root):
+        if n.type != "function_definition" or not any(c.type == "__global__" for c in n.children):
+            continue
+        decl = n.child_by_field_name("declarator")
+        while decl is not None and decl.type != "function_declarator":
+            decl = decl.child_by_field_name("declarator")
+        if decl is None:
+            continue
+        name = text(decl.child_by_field_name("declarator")).split("::")[-1]
+        params = []
+        plist = decl.child_by_field_name("parameters")
+        for p in (plist.named_children if plist is not None else []):
+            if p.type != "parameter_declaration":
+                continue
+            ptxt = text(p)
+            d = p.child_by_field_name("declarator")
+            is_ptr = d is not None and d.type == "pointer_declarator"
+            while d is not None and d.type not in ("identifier",):
+                d = d.child_by_field_name("declarator")
+            pname = text(d) if d is not None else ""
+            ty = p.child_by_field_name("type")
+            params.append((pname, text(ty) if ty is not None else "", is_ptr,
+                           bool(re.search(r"\bconst\b", ptxt.split("*")[0])),
+                           "__restrict__" in ptxt or "restrict" in ptxt))
+        lb = tuple(text(c) for c in n.children if c.type == "launch_bounds")
+        nums = tuple(int(x) for x in re.findall(r"\d+", lb[0])) if lb else ()
+        out.append(KernelDef(name=name, node=n, params=params, launch_bounds=nums,
+                             template=n.parent is not None and n.parent.type == "template_declaration"))
+    return out
+
+
+@dataclasses.dataclass
+class StaticLaunch:
+    """A `kernel<<<grid, block, smem, stream>>>` in host code, with what could be evaluated."""
+    kernel: str
+    line: int
+    grid: list | None                 # [x, y, z] when constant
+    block: list | None                # [x, y, z] when constant
+    smem: int | None                  # dynamic shared memory bytes when constant
+    text: str = ""
+
+
+def launches_of(root, macros: dict) -> list[StaticLaunch]:
+    out = []
+    for n in walk(root):
+        if n.type != "call_expression":
+            continue
+        kcs = next((c for c in n.children if c.type == "kernel_call_syntax"), None)
+        if kcs is None:
+            continue
+        fn = n.child_by_field_name("function")
+        name = text(fn).split("<")[0].split("::")[-1] if fn is not None else "?"
+        args = [c for c in kcs.named_children]
+        host = _enclosing_function(n)
+        dims = [_dim3(a, host, macros) for a in args[:2]]
+        smem = None
+        if len(args) > 2:
+            v = _sizeof_eval(text(args[2]), macros)
+            smem = int(v) if v is not None else None
+        else:
+            smem = 0
+        out.append(StaticLaunch(kernel=name, line=line(n), grid=dims[0] if dims else None,
+                                block=dims[1] if len(dims) > 1 else None, smem=smem, text=text(n)[:120]))
+    return out
+
+
+def _enclosing_function(n):
+    while n is not None and n.type != "function_definition":
+        n = n.parent
+    return n
+
+
+def _sizeof_eval(expr: str, macros: dict) -> Fraction | None:
+    expr = re.sub(r"sizeof\s*\(\s*([\w\s]+?)\s*\)", lambda m: str(SIZEOF.get(m.group(1).strip(), "x")), expr)
+    return const_eval(expr, macros)
+
+
+def _dim3(arg, host, macros: dict) -> list | None:
+    """[x, y, z] of a launch argument: a number, a macro, `dim3(a, b)` or a `dim3 v(a, b)` variable."""
+    t = text(arg).strip()
+    m = re.fullmatch(r"dim3\s*\((.*)\)", t, re.S)
+    if m:
+        return _dims_from_args(m.group(1), macros)
+    if re.fullmatch(r"[A-Za-z_]\w*", t) and host is not None and t not in macros:
+        for d in walk(host):
+            if d.type == "declaration" and "dim3" in text(d):
+                mm = re.search(rf"\b{re.escape(t)}\s*(?:\((.*?)\)|=\s*dim3\s*\((.*?)\)|\{{(.*?)\}})\s*[;,]", text(d), re.S)
+                if mm:
+                    return _dims_from_args(next(g for g in mm.groups() if g is not None), macros)
+            elif d.type == "declaration" and re.search(rf"\b{re.escape(t)}\s*=", text(d)):
+                mm = re.search(rf"\b{re.escape(t)}\s*=\s*([^;,]+)", text(d))
+                v = _sizeof_eval(mm.group(1), macros) if mm else None
+                return [int(v), 1, 1] if v is not None else None
+        return None
+    v = _sizeof_eval(t, macros)
+    return [int(v), 1, 1] if v is not None else None
+
+
+def _dims_from_args(inner: str, macros: dict) -> list | None:
+    parts = [p for p in _split_commas(inner) if p.strip()]
+    vals = [_sizeof_eval(p, macros) for p in parts]
+    if not parts or any(v is None for v in vals):
+        return None
+    dims = [int(v) for v in vals] + [1] * (3 - len(vals))
+    return dims[:3]
+
+
+def _split_commas(s: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return parts
