@@ -221,7 +221,7 @@ def check_source(source: str, rules: Rules = DEFAULT_RULES) -> list[dict]:
         if rule in rules.disabled or name in rules.allow:
             return
         text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-        found.setdefault((rule, line, name), {"rule": rule, "line": line, "text": text[:200], "name": name})
+        found.setdefault((rule, line), {"rule": rule, "line": line, "text": text[:200], "name": name})
 
     for rule, pats in _COMPILED.items():
         for pat in pats:

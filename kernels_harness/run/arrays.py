@@ -106,11 +106,12 @@ def compare(xp, out, ref, atol: float, rtol: float) -> dict:
         o64, r64 = o.astype(xp.float64), r.astype(xp.float64)
         rfin, ofin = xp.isfinite(r64), xp.isfinite(o64)
         both = rfin & ofin
-        diff = xp.where(both, xp.abs(o64 - r64), 0.0)
+        absr = xp.where(rfin, xp.abs(xp.where(rfin, r64, 0.0)), 0.0)
+        diff = xp.abs(xp.where(both, o64, 0.0) - xp.where(both, r64, 0.0))
         same_nonfinite = ~rfin & ((xp.isnan(r64) & xp.isnan(o64)) | (r64 == o64))
-        bad = (both & (diff > atol + rtol * xp.abs(r64))) | (~both & ~same_nonfinite)
+        bad = (both & (diff > atol + rtol * absr)) | (~both & ~same_nonfinite)
         nonfinite = int(xp.count_nonzero(rfin & ~ofin))
-        rel = diff / xp.maximum(xp.abs(r64), 1e-30)
+        rel = diff / xp.maximum(absr, 1e-30)
         max_abs, max_rel = float(diff.max()), float(xp.where(both, rel, 0.0).max())
     else:
         o64, r64 = o.astype(xp.float64), r.astype(xp.float64)

@@ -8,6 +8,8 @@ Only the worker process (kernels_harness.run.worker) creates one: generated code
 from __future__ import annotations
 
 import ctypes
+import importlib
+import os
 
 import numpy as np
 
@@ -23,6 +25,11 @@ class DeviceError(RuntimeError):
     def __init__(self, message: str, sticky: bool = True):
         super().__init__(message)
         self.sticky = sticky
+
+
+def emulation_module():
+    """The cpu backend's emulation layer (CUDAPERF_EMULATION_MODULE overrides it, for debugging)."""
+    return importlib.import_module(os.environ.get("CUDAPERF_EMULATION_MODULE", "kernels_harness.emulation"))
 
 
 def scalar_arg(dtype: str, value):
@@ -51,8 +58,7 @@ class CpuBackend:
     can_time = False
 
     def __init__(self, device: int = 0):
-        from kernels_harness import emulation
-        self._emulation = emulation
+        self._emulation = emulation_module()
         self.xp = np
         self.stream_ptr = None
 

@@ -31,7 +31,10 @@ def build(kind: str, backend: str, source: str, out_path: str, timeout_s: float 
             res = {"ok": r.ok, "log": r.log, "path": str(r.path) if r.path else None, "resources": r.resources}
         elif backend == "cpu":
             try:
-                from kernels_harness import emulation
+                from kernels_harness.run.backends import emulation_module
+                emulation = emulation_module()
+                if not hasattr(emulation, "build_shared_library"):
+                    raise ImportError("kernels_harness.emulation has no build_shared_library yet")
             except ImportError as e:
                 return {"ok": False, "setup_error": True, "log": f"the cpu backend is not available ({e})",
                         "path": None, "resources": {}, "seconds": time.perf_counter() - t0}

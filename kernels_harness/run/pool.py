@@ -22,7 +22,6 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from kernels_harness import hacks
@@ -31,7 +30,7 @@ from kernels_harness.run import compile as compile_lib
 from kernels_harness.run.assemble import assemble, failed_before_run, plan_configs
 from kernels_harness.run.inputs import master_seed
 from kernels_harness.run.limits import Limits
-from kernels_harness.run.workers import ExecWorker, WorkerLost, make_compile_pool
+from kernels_harness.run.workers import CompilePool, ExecWorker, WorkerLost
 from kernels_harness.tasks.schema import Task
 
 
@@ -109,7 +108,7 @@ class HarnessPool:
             slots = [(0, k) for k in range(workers or max(1, cores))]
             limits = Limits(address_space_bytes=memory_limit_bytes)
         self.limits, self.use_numba = limits, use_numba
-        self.compile_pool = make_compile_pool(compile_workers or cores, self.root)
+        self.compile_pool = CompilePool(compile_workers or cores, self.root, self.backend, compile_timeout_s)
         self._builds: dict[str, Future] = {}
         self._lock = threading.Lock()
         self._free: queue.Queue = queue.Queue()
@@ -138,7 +137,7 @@ class HarnessPool:
             w = self._free.get()
             if isinstance(w, ExecWorker):
                 w.close(graceful=True)
-        self.compile_pool.shutdown(wait=False, cancel_futures=True)
+        self.compile_pool.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> "HarnessPool":
@@ -158,15 +157,9 @@ class HarnessPool:
         key = hashlib.sha256("\0".join([kind, self.backend, self.arch, source]).encode()).hexdigest()[:24]
         with self._lock:
             fut = self._builds.get(key)
-            if fut is None or (fut.done() and fut.exception() is not None):
+            if fut is None or (fut.done() and fut.result()["log"].startswith("the compiler worker failed")):
                 out = os.path.join(self.cache_dir, f"{kind}_{key}.so")
-                try:
-                    fut = self.compile_pool.submit(compile_lib.build, kind, self.backend, source, out,
-                                                   self.compile_timeout_s, self.arch)
-                except (BrokenProcessPool, RuntimeError):
-                    self.compile_pool = make_compile_pool(os.cpu_count() or 2, self.root)
-                    fut = self.compile_pool.submit(compile_lib.build, kind, self.backend, source, out,
-                                                   self.compile_timeout_s, self.arch)
+                fut = self.compile_pool.submit(kind, self.backend, source, out, self.compile_timeout_s, self.arch)
                 self._builds[key] = fut
             return fut
 

@@ -6,6 +6,7 @@ printf cannot corrupt the protocol), becomes a child subreaper, and then answers
 socket `fd` (pickled tuples, multiprocessing.connection framing):
   ("eval", job) -> ("progress", stage)* then ("result", dict from protocol.evaluate_job)
   ("exit",)     -> exits
+With `--role compile` it is a compile worker instead: ("build", args) -> ("result", build dict).
 It sends ("ready", info) once the backend is up, or ("fatal", reason) and exits.
 """
 from __future__ import annotations
@@ -50,6 +51,21 @@ def _setup(backend_name: str, device: int, progress, use_numba: bool):
     return ctx, info
 
 
+def _compile_loop(conn) -> int:
+    """("build", (kind, backend, source, out_path, timeout_s, arch)) -> ("result", build dict)."""
+    from kernels_harness.run.compile import build
+    conn.send(("ready", {"pid": os.getpid(), "role": "compile"}))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return 0
+        if msg[0] == "exit":
+            return 0
+        if msg[0] == "build":
+            conn.send(("result", build(*msg[1])))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fd", type=int, required=True)
@@ -57,12 +73,15 @@ def main(argv=None) -> int:
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--limits", default="{}")
     ap.add_argument("--no-numba", action="store_true")
+    ap.add_argument("--role", default="exec", choices=("exec", "compile"))
     args = ap.parse_args(argv)
     conn = Connection(args.fd)
     _redirect_output()
     from kernels_harness.run import limits as limits_lib
     limits_lib.apply_limits(limits_lib.Limits(**json.loads(args.limits)))
     limits_lib.become_subreaper()
+    if args.role == "compile":
+        return _compile_loop(conn)
     try:
         ctx, info = _setup(args.backend, args.device, lambda s: conn.send(("progress", s)), not args.no_numba)
     except Exception as e:

@@ -4,7 +4,7 @@
 scrubbed environment and its own session, talks to it over a socket pair, and kills the whole
 process group on a hang, a crash or `close()`. `run(job)` returns the protocol's dict or raises
 `WorkerLost(kind, message)` with kind "timeout" or "runtime_error"; the caller replaces the worker.
-`make_compile_pool(n)` is a process pool (spawn) whose workers limit themselves the same way.
+`CompilePool` runs compile jobs in the same kind of worker processes (role "compile").
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+import queue
+from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -46,8 +46,8 @@ class ExecWorker:
     """One execution worker process bound to a backend and device."""
 
     def __init__(self, backend: str, device: int, root: str, limits: limits_lib.Limits,
-                 startup_timeout_s: float = 180.0, use_numba: bool = True):
-        self.backend, self.device, self.root, self.limits = backend, device, root, limits
+                 startup_timeout_s: float = 180.0, use_numba: bool = True, role: str = "exec"):
+        self.backend, self.device, self.root, self.limits, self.role = backend, device, root, limits, role
         self.startup_timeout_s, self.use_numba = startup_timeout_s, use_numba
         self.proc = None
         self.conn = None
@@ -67,6 +67,8 @@ class ExecWorker:
                "--limits", json.dumps(self.limits.__dict__)]
         if not self.use_numba:
             cmd.append("--no-numba")
+        if self.role != "exec":
+            cmd += ["--role", self.role]
         with open(os.path.join(self.tmp, "stderr.log"), "wb") as err:
             self.proc = subprocess.Popen(cmd, pass_fds=[child.fileno()], cwd=self.tmp, env=env,
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
@@ -99,11 +101,11 @@ class ExecWorker:
             tail = self._log_tail()
             return "died", f"the worker died ({_signal_name(rc)}) during {stage}" + (f": {tail}" if tail else "")
 
-    def run(self, job: dict, call_timeout_s: float, job_timeout_s: float) -> dict:
+    def run(self, job, call_timeout_s: float, job_timeout_s: float, op: str = "eval") -> dict:
         """Sends one job; returns its result dict, or raises WorkerLost (the worker is then dead)."""
         self.jobs += 1
         try:
-            self.conn.send(("eval", job))
+            self.conn.send((op, job))
         except (OSError, ConnectionError):
             raise WorkerLost("runtime_error", "the worker was gone before the job started")
         deadline = time.monotonic() + job_timeout_s
@@ -157,18 +159,45 @@ class ExecWorker:
         self.proc = self.conn = None
 
 
-def _compile_worker_init(root: str, limits: limits_lib.Limits) -> None:
-    tmp = tempfile.mkdtemp(prefix="compile_", dir=root)
-    os.chdir(tmp)
-    for k in list(os.environ):
-        if limits_lib.is_secret(k):
-            del os.environ[k]
-    os.environ.update(HOME=tmp, TMPDIR=tmp)
-    limits_lib.apply_limits(limits)
+class CompilePool:
+    """`n` compile worker processes behind a thread pool: `submit(*build_args) -> Future[build dict]`.
 
+    A compile worker that dies or exceeds `timeout_s` (plus a margin) is replaced; the build fails.
+    """
 
-def make_compile_pool(n: int, root: str, limits: limits_lib.Limits | None = None) -> ProcessPoolExecutor:
-    """A spawn process pool for compile jobs (kernels_harness.run.compile.build)."""
-    limits = limits or limits_lib.Limits(cpu_seconds=None, file_size_bytes=1 << 30, extra_processes=None)
-    return ProcessPoolExecutor(max_workers=n, mp_context=get_context("spawn"),
-                               initializer=_compile_worker_init, initargs=(root, limits))
+    def __init__(self, n: int, root: str, backend: str, timeout_s: float, limits: limits_lib.Limits | None = None):
+        self.root, self.backend, self.timeout_s = root, backend, timeout_s
+        self.limits = limits or limits_lib.Limits(cpu_seconds=None, file_size_bytes=1 << 30)
+        self.free: queue.Queue = queue.Queue()
+        for _ in range(n):
+            self.free.put(None)  # started lazily, on first use
+        self.threads = ThreadPoolExecutor(n)
+
+    def _worker(self) -> ExecWorker:
+        return ExecWorker(self.backend, 0, self.root, self.limits, role="compile").start()
+
+    def _build(self, args: tuple) -> dict:
+        w = self.free.get()
+        try:
+            if w is None:
+                w = self._worker()
+            return w.run(args, self.timeout_s + 60, self.timeout_s + 60, op="build")
+        except (WorkerLost, RuntimeError) as e:
+            w = None
+            return {"ok": False, "log": f"the compiler worker failed: {getattr(e, 'message', e)}", "path": None,
+                    "resources": {}, "seconds": 0.0}
+        finally:
+            if w is not None and not w.alive:
+                w.close()
+                w = None
+            self.free.put(w)
+
+    def submit(self, *args) -> Future:
+        return self.threads.submit(self._build, args)
+
+    def close(self) -> None:
+        self.threads.shutdown(wait=False, cancel_futures=True)
+        while not self.free.empty():
+            w = self.free.get()
+            if w is not None:
+                w.close(graceful=True)
