@@ -1,0 +1,70 @@
+"""Next-token choice: temperature, top-k and top-p (nucleus) masks, per-sample PRNG keys.
+
+Semantics follow transformers' logits processors in their order (temperature -> top-k -> top-p):
+top-p keeps the smallest set of most likely tokens whose probability reaches `top_p` (always at least
+one token). Pure functions of arrays; `top_k` and the `greedy`/`use_top_p` switches are static.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+NEG_INF = -1e30
+
+
+def top_k_mask(logits: jax.Array, k: int) -> jax.Array:
+    """logits[B, V] with everything below the k-th largest value per row set to -inf (ties kept)."""
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits
+    kth = jax.lax.top_k(logits, k)[0][..., -1:]
+    return jnp.where(logits < kth, NEG_INF, logits)
+
+
+def top_p_mask(logits: jax.Array, p) -> jax.Array:
+    """logits[B, V] with the tokens outside the top-p nucleus set to -inf (traced p in (0, 1])."""
+    order = jnp.argsort(-logits, axis=-1)
+    sorted_logits = jnp.take_along_axis(logits, order, axis=-1)
+    probs = jax.nn.softmax(sorted_logits, axis=-1)
+    before = jnp.cumsum(probs, axis=-1) - probs  # probability mass of strictly more likely tokens
+    keep_sorted = before < p
+    keep_sorted = keep_sorted.at[..., 0].set(True)
+    keep = jnp.zeros_like(keep_sorted).at[jnp.arange(logits.shape[0])[:, None], order].set(keep_sorted)
+    return jnp.where(keep, logits, NEG_INF)
+
+
+def _top_k_then_p(logits: jax.Array, k: int, p, use_top_p: bool):
+    """(masked candidate logits [B, k], their vocabulary ids [B, k]) for 0 < k < V: cheap path."""
+    vals, ids = jax.lax.top_k(logits, k)  # sorted descending
+    if use_top_p:
+        probs = jax.nn.softmax(vals, axis=-1)
+        before = jnp.cumsum(probs, axis=-1) - probs
+        keep = (before < p).at[..., 0].set(True)
+        vals = jnp.where(keep, vals, NEG_INF)
+    return vals, ids
+
+
+def choose(logits: jax.Array, keys: jax.Array, step, temperature, top_p, *, top_k: int = 0,
+           greedy: bool = False, use_top_p: bool = True) -> jax.Array:
+    """Next tokens int32[B] from float32 logits[B, V].
+
+    keys: one PRNG key per sample (uint32[B, 2] or typed keys[B]); the key of step `step` is
+    fold_in(keys[b], step), so a sample's draws do not depend on the rest of the batch.
+    """
+    if greedy:
+        return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    scaled = logits / jnp.asarray(temperature, jnp.float32)
+    step_keys = jax.vmap(lambda k: jax.random.fold_in(k, step))(keys)
+    v = logits.shape[-1]
+    if 0 < top_k < v:
+        vals, ids = _top_k_then_p(scaled, top_k, top_p, use_top_p)
+        pick = jax.vmap(jax.random.categorical)(step_keys, vals)
+        return jnp.take_along_axis(ids, pick[:, None], axis=-1)[:, 0].astype(jnp.int32)
+    if use_top_p:
+        scaled = top_p_mask(scaled, top_p)
+    return jax.vmap(jax.random.categorical)(step_keys, scaled).astype(jnp.int32)
+
+
+def token_logprobs(logits: jax.Array, tokens: jax.Array) -> jax.Array:
+    """float32[...] log-softmax(logits)[token]: the model's own (temperature 1, untruncated) log-probability."""
+    lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    return jnp.take_along_axis(lp, tokens[..., None].astype(jnp.int32), axis=-1)[..., 0]
