@@ -1,0 +1,655 @@
+// cudaperf CPU emulation: the runtime, compiled once per build mode as its own translation unit and
+// linked into every solution library. It executes launches (blocks over a pool of OS threads; threads of
+// a block as fibers when the kernel synchronises, as a plain loop otherwise), implements barriers and
+// warp collectives with a fiber scheduler that reports divergence instead of hanging, records every
+// launch, and exports the cudaperf_emu_* C functions the harness reads.
+#include "cudaperf_emu.h"
+#include "cudaperf_emu_fiber.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <signal.h>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define CUDAPERF_EMU_ASAN 1
+#else
+#define CUDAPERF_EMU_ASAN 0
+#endif
+#define CUDAPERF_EMU_EXPORT extern "C" __attribute__((visibility("default")))
+
+__thread cudaperf_emu::ThreadCtx* cudaperf_emu_cur = nullptr;
+
+namespace cudaperf_emu {
+namespace {
+
+// ---- process-wide state --------------------------------------------------------------------------
+struct LaunchRec { std::string name; dim3 grid, block; size_t smem; };
+std::mutex g_mu;
+cudaError_t g_last = cudaSuccess;    // cleared by cudaGetLastError
+cudaError_t g_sticky = cudaSuccess;  // a kernel fault: every later call reports it until reset
+std::string g_message;
+char g_message_copy[1024];
+std::vector<LaunchRec> g_launches;
+const size_t kMaxLaunchRecords = 100000;
+int g_max_dyn_smem = 48 * 1024;
+std::atomic<int> g_threads{0};
+
+struct KernelTrap { std::string what; };
+
+enum FiberState { kRunnable = 0, kWaitBar, kWaitWarp, kDone };
+
+struct Fiber {
+  Context ctx;
+  FiberStack stack;
+  ThreadCtx tc;
+  int state = kDone;
+  int index = 0;
+  int op = 0, param = 0, width = 32, pred = 0;
+  unsigned mask = 0;
+  uint64_t value = 0, result = 0;
+  void* fake_stack = nullptr;
+};
+
+// One per OS thread that runs blocks.
+struct Worker {
+  std::vector<Fiber*> fibers;
+  Context sched;
+  Fiber* running = nullptr;
+  bool fiber_mode = false;
+  int nthreads = 0;
+  BlockBody body = nullptr;
+  void* closure = nullptr;
+  const char* kernel = "";
+  char* dyn = nullptr;
+  size_t dyn_size = (size_t)-1;
+  ThreadCtx loop_tc;
+  std::string error;
+  bool abort = false;
+  void* sched_fake = nullptr;
+  const void* main_bottom = nullptr;
+  size_t main_size = 0;
+  bool stacks_dirty = false;
+};
+thread_local Worker* tw = nullptr;
+Worker* worker() {
+  if (!tw) tw = new Worker();
+  return tw;
+}
+
+size_t stack_bytes() {
+  static size_t s = [] {
+    const char* e = getenv("CUDAPERF_EMU_STACK_KB");
+    size_t kb = e ? (size_t)atol(e) : (CUDAPERF_EMU_ASAN ? 512 : 128);
+    return (kb < 16 ? 16 : kb) * 1024;
+  }();
+  return s;
+}
+
+std::string where(const Worker* w, const ThreadCtx* t) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "kernel `%s` block (%u,%u,%u)", w->kernel, t->bid.x, t->bid.y, t->bid.z);
+  return buf;
+}
+
+// ---- fibers ----------------------------------------------------------------------------------------
+void switch_to_fiber(Worker* w, Fiber* f) {
+  cudaperf_emu_cur = &f->tc;
+  w->running = f;
+#if CUDAPERF_EMU_ASAN
+  __sanitizer_start_switch_fiber(&w->sched_fake, f->stack.base, f->stack.size);
+#endif
+  switch_context(&w->sched, &f->ctx);
+#if CUDAPERF_EMU_ASAN
+  __sanitizer_finish_switch_fiber(w->sched_fake, nullptr, nullptr);
+#endif
+  w->running = nullptr;
+}
+
+void switch_to_scheduler(Worker* w, Fiber* f, bool final) {
+#if CUDAPERF_EMU_ASAN
+  __sanitizer_start_switch_fiber(final ? nullptr : &f->fake_stack, w->main_bottom, w->main_size);
+#else
+  (void)final;
+#endif
+  switch_context(&f->ctx, &w->sched);
+#if CUDAPERF_EMU_ASAN
+  __sanitizer_finish_switch_fiber(f->fake_stack, &w->main_bottom, &w->main_size);
+#endif
+}
+
+void fiber_main(void* arg) {
+  Fiber* f = static_cast<Fiber*>(arg);
+  Worker* w = tw;
+#if CUDAPERF_EMU_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &w->main_bottom, &w->main_size);
+#endif
+  try {
+    w->body(w->closure);
+  } catch (const KernelTrap& t) {
+    if (w->error.empty()) w->error = where(w, &f->tc) + ": " + t.what;
+    w->abort = true;
+  }
+  f->state = kDone;
+  switch_to_scheduler(w, f, true);
+  __builtin_unreachable();
+}
+
+void set_thread_index(ThreadCtx* t, const dim3& b, int linear) {
+  t->tid.x = (unsigned)linear % b.x;
+  t->tid.y = ((unsigned)linear / b.x) % b.y;
+  t->tid.z = (unsigned)linear / (b.x * b.y);
+}
+
+// Resolves the warp collectives of warp `wi` if every lane they wait for has arrived.
+bool resolve_warp(Worker* w, int wi) {
+  const int lo = wi * 32, hi = std::min(lo + 32, w->nthreads);
+  unsigned waiting = 0, live = 0, need = 0;
+  for (int l = lo; l < hi; ++l) {
+    Fiber* f = w->fibers[l];
+    if (f->state != kDone) live |= 1u << (l - lo);
+    if (f->state == kWaitWarp) { waiting |= 1u << (l - lo); need |= f->mask; }
+  }
+  if (!waiting || (need & live & ~waiting)) return false;
+  uint64_t vals[32];
+  for (int l = lo; l < hi; ++l) vals[l - lo] = w->fibers[l]->value;
+  for (int l = lo; l < hi; ++l) {
+    Fiber* f = w->fibers[l];
+    if (f->state != kWaitWarp) continue;
+    const int lane = l - lo;
+    int width = f->width;
+    if (width <= 0 || width > 32 || (width & (width - 1))) width = 32;
+    const int base = lane & ~(width - 1);
+    const unsigned members = f->mask & waiting;
+    int src = lane;
+    uint64_t r = 0;
+    switch (f->op) {
+      case kShflIdx: src = base + (f->param & (width - 1)); break;
+      case kShflUp: src = (lane - base) >= f->param ? lane - f->param : lane; break;
+      case kShflDown: src = (lane - base) + f->param < width ? lane + f->param : lane; break;
+      case kShflXor: src = lane ^ f->param; if (src >= base + width || src < 0 || src > 31) src = lane; break;
+      default: break;
+    }
+    switch (f->op) {
+      case kShflIdx: case kShflUp: case kShflDown: case kShflXor:
+        r = (waiting >> src) & 1u ? vals[src] : f->value; break;
+      case kBallot:
+        for (int k = 0; k < 32; ++k) if (((members >> k) & 1u) && vals[k]) r |= 1ull << k;
+        break;
+      case kMatchAny:
+        for (int k = 0; k < 32; ++k) if (((members >> k) & 1u) && vals[k] == f->value) r |= 1ull << k;
+        break;
+      case kReduceAdd: case kReduceMin: case kReduceMax: case kReduceUMin: case kReduceUMax:
+      case kReduceAnd: case kReduceOr: case kReduceXor: {
+        bool first = true; uint32_t acc = 0;
+        for (int k = 0; k < 32; ++k) {
+          if (!((members >> k) & 1u)) continue;
+          uint32_t v = (uint32_t)vals[k];
+          if (first) { acc = v; first = false; continue; }
+          switch (f->op) {
+            case kReduceAdd: acc += v; break;
+            case kReduceMin: acc = (int32_t)v < (int32_t)acc ? v : acc; break;
+            case kReduceMax: acc = (int32_t)v > (int32_t)acc ? v : acc; break;
+            case kReduceUMin: acc = v < acc ? v : acc; break;
+            case kReduceUMax: acc = v > acc ? v : acc; break;
+            case kReduceAnd: acc &= v; break;
+            case kReduceOr: acc |= v; break;
+            default: acc ^= v; break;
+          }
+        }
+        r = acc; break;
+      }
+      default: break;  // __syncwarp
+    }
+    f->result = r;
+  }
+  for (int l = lo; l < hi; ++l)
+    if (w->fibers[l]->state == kWaitWarp) w->fibers[l]->state = kRunnable;
+  return true;
+}
+
+std::string deadlock_message(Worker* w, const ThreadCtx* t) {
+  int done = 0, bar = 0, warp = 0;
+  for (int i = 0; i < w->nthreads; ++i) {
+    int s = w->fibers[i]->state;
+    done += s == kDone; bar += s == kWaitBar; warp += s == kWaitWarp;
+  }
+  char buf[512];
+  if (warp == 0)
+    snprintf(buf, sizeof buf, "barrier divergence: %d of %d threads wait at __syncthreads() but %d threads "
+             "exited without reaching it (every thread of the block must reach each barrier)", bar, w->nthreads, done);
+  else
+    snprintf(buf, sizeof buf, "warp divergence: %d threads wait at a warp collective (__shfl*_sync, "
+             "__ballot_sync, __syncwarp, ...) for lanes of its mask that never arrive (%d wait at __syncthreads(), "
+             "%d exited)", warp, bar, done);
+  return where(w, t) + ": " + buf;
+}
+
+bool run_block_fibers(Worker* w) {
+  const int n = w->nthreads;
+  while ((int)w->fibers.size() < n) {
+    Fiber* f = new Fiber();
+    f->index = (int)w->fibers.size();
+    if (!f->stack.allocate(stack_bytes())) { w->error = "cannot allocate fiber stacks"; return false; }
+    w->fibers.push_back(f);
+  }
+  const ThreadCtx& proto = w->loop_tc;
+  for (int i = 0; i < n; ++i) {
+    Fiber* f = w->fibers[i];
+#if CUDAPERF_EMU_ASAN
+    if (w->stacks_dirty) __asan_unpoison_memory_region(f->stack.base, f->stack.size);
+#endif
+    f->tc = proto;
+    set_thread_index(&f->tc, proto.bdim, i);
+    f->state = kRunnable;
+    f->fake_stack = nullptr;
+    f->ctx.init(f->stack, &fiber_main, f);
+  }
+  w->stacks_dirty = false;
+  const int nwarps = (n + 31) / 32;
+  for (;;) {
+    for (int i = 0; i < n; ++i) {
+      Fiber* f = w->fibers[i];
+      if (f->state != kRunnable) continue;
+      switch_to_fiber(w, f);
+      if (w->abort) { w->stacks_dirty = true; return false; }
+    }
+    bool progressed = false;
+    int done = 0, bar = 0;
+    for (int i = 0; i < n; ++i) {
+      done += w->fibers[i]->state == kDone;
+      bar += w->fibers[i]->state == kWaitBar;
+    }
+    if (done == n) return true;
+    for (int wi = 0; wi < nwarps; ++wi) progressed |= resolve_warp(w, wi);
+    if (progressed) continue;
+    if (bar == n) {
+      int count = 0;
+      for (int i = 0; i < n; ++i) count += w->fibers[i]->pred;
+      for (int i = 0; i < n; ++i) {
+        Fiber* f = w->fibers[i];
+        f->result = f->op == kBarCount ? (uint64_t)count : f->op == kBarAnd ? (uint64_t)(count == n)
+                  : f->op == kBarOr ? (uint64_t)(count > 0) : 0;
+        f->state = kRunnable;
+      }
+      continue;
+    }
+    w->error = deadlock_message(w, &proto);
+    w->stacks_dirty = true;
+    return false;
+  }
+}
+
+bool run_block_loop(Worker* w) {
+  ThreadCtx* t = &w->loop_tc;
+  const dim3 b = t->bdim;
+  cudaperf_emu_cur = t;
+  try {
+    for (unsigned z = 0; z < b.z; ++z)
+      for (unsigned y = 0; y < b.y; ++y)
+        for (unsigned x = 0; x < b.x; ++x) {
+          t->tid.x = x; t->tid.y = y; t->tid.z = z;
+          w->body(w->closure);
+          if (w->abort) return false;
+        }
+  } catch (const KernelTrap& e) {
+    if (w->error.empty()) w->error = where(w, t) + ": " + e.what;
+    return false;
+  }
+  return true;
+}
+
+// ---- the pool of OS threads -------------------------------------------------------------------
+struct Pool {
+  std::mutex mu;
+  std::condition_variable cv, done_cv;
+  std::vector<std::thread> threads;
+  const std::function<void()>* job = nullptr;
+  uint64_t generation = 0;
+  int participants = 0, pending = 0;
+
+  void grow(int k) {
+    while ((int)threads.size() < k) {
+      int index = (int)threads.size();
+      threads.emplace_back([this, index] { loop(index); });
+      threads.back().detach();
+    }
+  }
+  void loop(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void()>* fn;
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return generation != seen; });
+        seen = generation;
+        if (index >= participants) continue;
+        fn = job;
+      }
+      (*fn)();
+      std::lock_guard<std::mutex> lk(mu);
+      if (--pending == 0) done_cv.notify_all();
+    }
+  }
+  void run(int k, const std::function<void()>& fn) {  // fn on k-1 pool threads and the caller
+    grow(k - 1);
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      job = &fn; participants = k - 1; pending = k - 1; ++generation;
+    }
+    cv.notify_all();
+    fn();
+    std::unique_lock<std::mutex> lk(mu);
+    done_cv.wait(lk, [&] { return pending == 0; });
+  }
+};
+Pool* g_pool = nullptr;
+std::mutex g_pool_mu;
+void forget_pool_after_fork() { g_pool = nullptr; }
+
+int host_threads() {
+  int n = g_threads.load();
+  if (n > 0) return n;
+  const char* e = getenv("CUDAPERF_EMU_THREADS");
+  if (e && atoi(e) > 0) return atoi(e);
+  unsigned hc = std::thread::hardware_concurrency();
+  return hc == 0 ? 1 : (int)std::min(hc, 32u);
+}
+
+// ---- faults outside the sanitizer: name the kernel, block and thread before the process dies -------
+thread_local const char* t_kernel = nullptr;
+struct sigaction g_old_segv, g_old_bus;
+void print_fault_context() {
+  if (!t_kernel || !cudaperf_emu_cur) return;
+  const ThreadCtx* t = cudaperf_emu_cur;
+  char buf[384];
+  int k = snprintf(buf, sizeof buf, "cudaperf-emu: fault in kernel `%s` block (%u,%u,%u) thread (%u,%u,%u)\n",
+                   t_kernel, t->bid.x, t->bid.y, t->bid.z, t->tid.x, t->tid.y, t->tid.z);
+  if (k > 0) { ssize_t rc = write(2, buf, (size_t)k); (void)rc; }
+}
+void on_fault(int sig) {
+  print_fault_context();
+  sigaction(SIGSEGV, &g_old_segv, nullptr);
+  sigaction(SIGBUS, &g_old_bus, nullptr);
+  (void)sig;  // returning re-executes the faulting access under the previous handler
+}
+void install_fault_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    pthread_atfork(nullptr, nullptr, &forget_pool_after_fork);
+#if CUDAPERF_EMU_ASAN
+    __sanitizer_set_death_callback(&print_fault_context);
+#else
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = &on_fault;
+    sigaction(SIGSEGV, &sa, &g_old_segv);
+    sigaction(SIGBUS, &sa, &g_old_bus);
+#endif
+  });
+}
+}  // namespace
+
+// ---- entry points used by device code and the API header ------------------------------------------
+int block_barrier(int op, int pred) {
+  Worker* w = tw;
+  if (!w || !w->fiber_mode) {
+    if (w && w->nthreads > 1 && cudaperf_emu_cur) {
+      trap("internal error: a barrier was reached in a kernel launched without fibers (please report)");
+    }
+    return op == kBarPlain ? 0 : pred;
+  }
+  Fiber* f = w->running;
+  f->state = kWaitBar; f->op = op; f->pred = pred;
+  switch_to_scheduler(w, f, false);
+  return (int)f->result;
+}
+
+uint64_t warp_collective(int op, unsigned mask, uint64_t value, int param, int width) {
+  Worker* w = tw;
+  if (!w || !w->fiber_mode) {
+    if (w && w->nthreads > 1 && cudaperf_emu_cur) {
+      trap("internal error: a warp collective was reached in a kernel launched without fibers (please report)");
+    }
+    switch (op) {  // a single thread is the whole warp
+      case kBallot: return (mask & 1u) && value ? 1u : 0u;
+      case kMatchAny: return 1u;
+      case kWarpSync: return 0;
+      default: return value;
+    }
+  }
+  Fiber* f = w->running;
+  f->state = kWaitWarp; f->op = op; f->mask = mask; f->value = value; f->param = param; f->width = width;
+  switch_to_scheduler(w, f, false);
+  return f->result;
+}
+
+unsigned active_mask() {
+  Worker* w = tw;
+  if (!w || !w->fiber_mode || !w->running) return w && w->nthreads > 0 && w->nthreads < 32 ? (1u << w->nthreads) - 1u : 0xffffffffu;
+  const int first = w->running->index - w->running->index % 32;
+  unsigned m = 0;
+  for (int l = first; l < std::min(first + 32, w->nthreads); ++l)
+    if (w->fibers[l]->state != kDone) m |= 1u << (l - first);
+  return m;
+}
+
+void trap(const char* what) { throw KernelTrap{what}; }
+
+void* dyn_smem() { return tw ? tw->dyn : nullptr; }
+
+cudaError_t set_error(cudaError_t e, const char* message) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_last = e;
+  if (message) g_message = message;
+  return e;
+}
+
+cudaError_t get_last_error(bool clear) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (g_sticky != cudaSuccess) return g_sticky;
+  cudaError_t e = g_last;
+  if (clear) g_last = cudaSuccess;
+  return e;
+}
+
+void* device_alloc(size_t bytes) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 256, bytes ? bytes : 1) != 0) return nullptr;
+  return p;
+}
+void device_free(void* p) { free(p); }
+void func_set_max_dyn_smem(int bytes) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (bytes > g_max_dyn_smem) g_max_dyn_smem = bytes;
+}
+
+void fill_device_prop(cudaDeviceProp* p) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->name, sizeof p->name, "cudaperf CPU emulation of an NVIDIA H200 (sm_90)");
+  p->totalGlobalMem = 150754820096ull; p->sharedMemPerBlock = 49152; p->regsPerBlock = 65536;
+  p->warpSize = 32; p->memPitch = 2147483647; p->maxThreadsPerBlock = 1024;
+  p->maxThreadsDim[0] = 1024; p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
+  p->maxGridSize[0] = 2147483647; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
+  p->clockRate = 1980000; p->totalConstMem = 65536; p->major = 9; p->minor = 0; p->textureAlignment = 512;
+  p->multiProcessorCount = 132; p->concurrentKernels = 1; p->ECCEnabled = 1; p->memoryClockRate = 2619000;
+  p->memoryBusWidth = 6144; p->l2CacheSize = 52428800; p->persistingL2CacheMaxSize = 32505856;
+  p->maxThreadsPerMultiProcessor = 2048; p->unifiedAddressing = 1; p->managedMemory = 1; p->cooperativeLaunch = 1;
+  p->sharedMemPerMultiprocessor = 233472; p->regsPerMultiprocessor = 65536; p->sharedMemPerBlockOptin = 232448;
+  p->reservedSharedMemPerBlock = 1024; p->maxBlocksPerMultiProcessor = 32; p->asyncEngineCount = 3;
+}
+
+int device_attribute(int a) {
+  switch (a) {
+    case cudaDevAttrMaxThreadsPerBlock: case cudaDevAttrMaxBlockDimX: case cudaDevAttrMaxBlockDimY: return 1024;
+    case cudaDevAttrMaxBlockDimZ: return 64;
+    case cudaDevAttrMaxGridDimX: return 2147483647;
+    case cudaDevAttrMaxGridDimY: case cudaDevAttrMaxGridDimZ: return 65535;
+    case cudaDevAttrMaxSharedMemoryPerBlock: return 49152;
+    case cudaDevAttrTotalConstantMemory: return 65536;
+    case cudaDevAttrWarpSize: return 32;
+    case cudaDevAttrMaxRegistersPerBlock: case cudaDevAttrMaxRegistersPerMultiprocessor: return 65536;
+    case cudaDevAttrClockRate: return 1980000;
+    case cudaDevAttrMultiProcessorCount: return 132;
+    case cudaDevAttrMemoryClockRate: return 2619000;
+    case cudaDevAttrGlobalMemoryBusWidth: return 6144;
+    case cudaDevAttrL2CacheSize: return 52428800;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: return 2048;
+    case cudaDevAttrComputeCapabilityMajor: return 9;
+    case cudaDevAttrComputeCapabilityMinor: return 0;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: return 233472;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: return 232448;
+    case cudaDevAttrMaxBlocksPerMultiprocessor: return 32;
+    default: return 0;
+  }
+}
+
+cudaError_t launch_impl(const char* name, dim3 grid, dim3 block, size_t smem, int fibers, BlockBody body,
+                        void* closure) {
+  install_fault_handlers();
+  const unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
+  const unsigned long long nblocks = (unsigned long long)grid.x * grid.y * grid.z;
+  char msg[512];
+  if (nthreads == 0 || nthreads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64) {
+    snprintf(msg, sizeof msg, "kernel `%s`: invalid block (%u,%u,%u): at most 1024 threads, (1024,1024,64) per axis, "
+             "none zero", name, block.x, block.y, block.z);
+    return set_error(cudaErrorInvalidConfiguration, msg);
+  }
+  if (nblocks == 0 || grid.x > 2147483647u || grid.y > 65535u || grid.z > 65535u) {
+    snprintf(msg, sizeof msg, "kernel `%s`: invalid grid (%u,%u,%u): x in 1..2^31-1, y and z in 1..65535", name,
+             grid.x, grid.y, grid.z);
+    return set_error(cudaErrorInvalidConfiguration, msg);
+  }
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (g_sticky != cudaSuccess) return g_sticky;
+    if (smem > (size_t)g_max_dyn_smem) {
+      snprintf(msg, sizeof msg, "kernel `%s`: %zu bytes of dynamic shared memory exceed the %d-byte limit (raise it with "
+               "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), at most 232448)",
+               name, smem, g_max_dyn_smem);
+      g_last = cudaErrorInvalidValue; g_message = msg;
+      return cudaErrorInvalidValue;
+    }
+    if (g_launches.size() < kMaxLaunchRecords) g_launches.push_back(LaunchRec{name, grid, block, smem});
+  }
+  std::atomic<unsigned long long> next{0};
+  std::atomic<bool> failed{false};
+  std::string first_error;
+  std::mutex err_mu;
+  const bool use_fibers = fibers && nthreads > 1;
+  std::function<void()> job = [&] {
+    Worker* w = worker();
+    const char* saved_kernel = t_kernel;
+    ThreadCtx* saved_cur = cudaperf_emu_cur;
+    t_kernel = name;
+    w->kernel = name; w->body = body; w->closure = closure; w->fiber_mode = use_fibers;
+    w->nthreads = (int)nthreads; w->abort = false; w->error.clear();
+    if (w->dyn_size != smem) {
+      free(w->dyn);
+      w->dyn = nullptr;
+      if (posix_memalign(reinterpret_cast<void**>(&w->dyn), 128, smem ? smem : 1) != 0) w->dyn = nullptr;
+      w->dyn_size = smem;
+    }
+    w->loop_tc.bdim = block; w->loop_tc.gdim = grid;
+    for (;;) {
+      if (failed.load(std::memory_order_relaxed)) break;
+      unsigned long long b = next.fetch_add(1);
+      if (b >= nblocks) break;
+      w->loop_tc.bid.x = (unsigned)(b % grid.x);
+      w->loop_tc.bid.y = (unsigned)((b / grid.x) % grid.y);
+      w->loop_tc.bid.z = (unsigned)(b / ((unsigned long long)grid.x * grid.y));
+      bool ok = use_fibers ? run_block_fibers(w) : run_block_loop(w);
+      if (!ok) {
+        failed = true;
+        std::lock_guard<std::mutex> lk(err_mu);
+        if (first_error.empty()) first_error = w->error.empty() ? where(w, &w->loop_tc) + ": failed" : w->error;
+        break;
+      }
+    }
+    w->fiber_mode = false; w->nthreads = 0;
+    t_kernel = saved_kernel;
+    cudaperf_emu_cur = saved_cur;
+  };
+  int k = (int)std::min<unsigned long long>((unsigned long long)host_threads(), nblocks);
+  if (nblocks * nthreads < 4096) k = 1;  // not worth waking the pool
+  if (k <= 1) {
+    job();
+  } else {
+    std::lock_guard<std::mutex> lk(g_pool_mu);  // one launch at a time uses the pool
+    if (!g_pool) g_pool = new Pool();
+    g_pool->run(k, job);
+  }
+  if (failed) {
+    std::lock_guard<std::mutex> lk(g_mu);
+    g_sticky = cudaErrorLaunchFailure; g_last = cudaErrorLaunchFailure; g_message = first_error;
+    return cudaErrorLaunchFailure;
+  }
+  return cudaSuccess;
+}
+}  // namespace cudaperf_emu
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidSymbol: return "cudaErrorInvalidSymbol";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    default: return "cudaErrorUnknown";
+  }
+}
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidSymbol: return "invalid device symbol";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorNotSupported: return "operation not supported";
+    default: return "unknown error";
+  }
+}
+
+// ---- the C interface the harness reads (kernels_harness/emulation/library.py) ---------------------
+CUDAPERF_EMU_EXPORT int cudaperf_emu_num_launches(void) {
+  std::lock_guard<std::mutex> lk(cudaperf_emu::g_mu);
+  return (int)cudaperf_emu::g_launches.size();
+}
+CUDAPERF_EMU_EXPORT int cudaperf_emu_get_launch(int i, char* name, int name_len, unsigned* grid3, unsigned* block3,
+                                                size_t* dyn_smem) {
+  std::lock_guard<std::mutex> lk(cudaperf_emu::g_mu);
+  if (i < 0 || i >= (int)cudaperf_emu::g_launches.size()) return -1;
+  const auto& r = cudaperf_emu::g_launches[i];
+  if (name && name_len > 0) snprintf(name, (size_t)name_len, "%s", r.name.c_str());
+  if (grid3) { grid3[0] = r.grid.x; grid3[1] = r.grid.y; grid3[2] = r.grid.z; }
+  if (block3) { block3[0] = r.block.x; block3[1] = r.block.y; block3[2] = r.block.z; }
+  if (dyn_smem) *dyn_smem = r.smem;
+  return 0;
+}
+CUDAPERF_EMU_EXPORT void cudaperf_emu_reset(void) {
+  std::lock_guard<std::mutex> lk(cudaperf_emu::g_mu);
+  cudaperf_emu::g_launches.clear();
+  cudaperf_emu::g_last = cudaSuccess;
+  cudaperf_emu::g_sticky = cudaSuccess;
+  cudaperf_emu::g_message.clear();
+}
+CUDAPERF_EMU_EXPORT const char* cudaperf_emu_last_error(void) {
+  std::lock_guard<std::mutex> lk(cudaperf_emu::g_mu);
+  snprintf(cudaperf_emu::g_message_copy, sizeof cudaperf_emu::g_message_copy, "%s", cudaperf_emu::g_message.c_str());
+  return cudaperf_emu::g_message_copy;
+}
+CUDAPERF_EMU_EXPORT void cudaperf_emu_set_threads(int n) { cudaperf_emu::g_threads = n > 0 ? n : 0; }
+CUDAPERF_EMU_EXPORT int cudaperf_emu_get_threads(void) { return cudaperf_emu::host_threads(); }
