@@ -42,6 +42,7 @@ SMEM_RESERVED_PER_BLOCK = 1024
 SMEM_ALLOC_UNIT = 128
 CARVEOUTS_KIB = (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
 BARRIERS_PER_BLOCK_SLOT = 2
+NUM_SMS = 132                      # H100 SXM and H200 SXM (cudaDeviceProp.multiProcessorCount)
 
 LIMITS = ("warps", "registers", "shared_memory", "blocks", "barriers")
 

@@ -125,6 +125,7 @@ class StaticAnalysis:
     kernels: list                # [KernelStatic]
     launches: list               # [parse.StaticLaunch]
     note: str = ""               # why something could not be analysed
+    macros: dict = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -147,7 +148,7 @@ def analyse_source(source: str) -> StaticAnalysis:
     note = "" if kernels else "no __global__ kernel found in the source"
     if root.has_error and kernels:
         note = ""  # partial parses are normal for macro-heavy code; the kernels found are analysed
-    return StaticAnalysis(kernels, launches, note)
+    return StaticAnalysis(kernels, launches, note, macros)
 
 
 def _base_type(type_text: str) -> str:

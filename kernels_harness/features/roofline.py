@@ -1,0 +1,110 @@
+"""Arithmetic intensity and the roofline: how close a measured time is to the device's bound.
+
+Peaks are measured once on the device (benchmarks/features_validation.py or benchmarks/device_probe.py
+write them) and cached as JSON; `load_peaks()` reads, in order, $CUDAPERF_PEAKS, ~/.cache/cudaperf/
+device_peaks.json, benchmarks/results/device_peaks.json, and otherwise returns the H200 datasheet
+figures (marked `"source": "datasheet"`): HBM3e 4.8 TB/s, FP32 67 TFLOP/s (non-tensor), BF16 989
+TFLOP/s dense (NVIDIA H200 product brief).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+H200_DATASHEET = {"bandwidth_GBps": 4800.0, "fp32_TFLOPs": 67.0, "bf16_TFLOPs": 989.0, "fp64_TFLOPs": 34.0,
+                  "source": "datasheet", "device": "NVIDIA H200 (nominal)"}
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def cache_paths() -> list[Path]:
+    env = os.environ.get("CUDAPERF_PEAKS")
+    paths = [Path(env)] if env else []
+    return paths + [Path.home() / ".cache" / "cudaperf" / "device_peaks.json",
+                    _REPO / "benchmarks" / "results" / "device_peaks.json"]
+
+
+def load_peaks() -> dict:
+    """{bandwidth_GBps, fp32_TFLOPs, bf16_TFLOPs, fp64_TFLOPs, source, device}: measured if cached."""
+    for p in cache_paths():
+        try:
+            d = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(d, dict) and d.get("bandwidth_GBps") and d.get("fp32_TFLOPs"):
+            return {**H200_DATASHEET, **d, "source": d.get("source", str(p))}
+    return dict(H200_DATASHEET)
+
+
+def save_peaks(peaks: dict, path: str | Path | None = None) -> Path:
+    """Caches measured peaks (the keys of load_peaks) as JSON; returns the path written."""
+    p = Path(path) if path else Path.home() / ".cache" / "cudaperf" / "device_peaks.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(peaks, indent=2))
+    return p
+
+
+def compute_peak(peaks: dict, dtype: str) -> float:
+    """FLOP/s ceiling for a task whose arithmetic is in `dtype` (CUDA cores; tensor cores for 16-bit)."""
+    key = {"float64": "fp64_TFLOPs", "bfloat16": "bf16_TFLOPs", "float16": "bf16_TFLOPs"}.get(dtype, "fp32_TFLOPs")
+    return float(peaks.get(key) or peaks["fp32_TFLOPs"]) * 1e12
+
+
+@dataclasses.dataclass
+class ConfigRoofline:
+    index: int
+    flops: float
+    bytes: float
+    intensity: float | None          # FLOP per byte (None when the task declares no FLOPs)
+    bound: str                       # memory | compute
+    time_ms: float | None = None
+    bound_ms: float | None = None    # the roofline's lower bound on time
+    fraction: float | None = None    # bound_ms / time_ms, in [0, 1]
+    achieved_GBps: float | None = None
+    achieved_TFLOPs: float | None = None
+
+
+def task_dtype(task) -> str:
+    floats = [a.dtype for a in task.arrays if a.dtype.startswith(("float", "bfloat"))]
+    return floats[0] if floats else "float32"
+
+
+def analyse(task, times_ms: list | None = None, peaks: dict | None = None) -> dict:
+    """Roofline of each config of `task`: intensity, bound, and the fraction reached when timed.
+
+    times_ms: one measured median time per config (None entries where untimed). Returns
+    {"configs": [ConfigRoofline as dict], "bound": memory|compute (of the largest config),
+    "intensity": of the largest config, "ridge": FLOP/byte where the roofs meet, "fraction": geometric
+    of the largest timed config (small configs measure launch overhead) or None, "fraction_geomean"
+    over timed configs, "peaks_source"}.
+    """
+    peaks = peaks or load_peaks()
+    bw = float(peaks["bandwidth_GBps"]) * 1e9
+    fl = compute_peak(peaks, task_dtype(task))
+    ridge = fl / bw
+    rows = []
+    from kernels_harness.tasks.schema import config_env
+    for i, cfg in enumerate(task.configs):
+        env = config_env(cfg)
+        flops, nbytes = task.flops_at(env), task.min_bytes_at(env)
+        ai = flops / nbytes if nbytes and flops else (0.0 if nbytes else None)
+        r = ConfigRoofline(i, flops, nbytes, ai, "compute" if ai and ai > ridge else "memory")
+        t = times_ms[i] if times_ms and i < len(times_ms) else None
+        if t and t > 0:
+            r.time_ms = float(t)
+            r.bound_ms = max(flops / fl, nbytes / bw) * 1e3
+            r.fraction = min(1.0, r.bound_ms / r.time_ms)
+            r.achieved_GBps = nbytes / (t * 1e-3) / 1e9
+            r.achieved_TFLOPs = flops / (t * 1e-3) / 1e12
+        rows.append(r)
+    timed = [r.fraction for r in rows if r.fraction]
+    largest = max(rows, key=lambda r: r.bytes + r.flops) if rows else None
+    largest_timed = max((r for r in rows if r.fraction), key=lambda r: r.bytes + r.flops, default=None)
+    return {"configs": [dataclasses.asdict(r) for r in rows],
+            "bound": largest.bound if largest else "memory",
+            "intensity": largest.intensity if largest else None, "ridge": ridge,
+            "fraction": largest_timed.fraction if largest_timed else None,
+            "fraction_geomean": math.exp(sum(math.log(max(f, 1e-9)) for f in timed) / len(timed)) if timed else None,
+            "peaks_source": peaks.get("source", "")}
