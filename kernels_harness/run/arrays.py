@@ -71,11 +71,14 @@ class Guarded:
         self.bits(self.base[self.guard:self.guard + self.n])[...] = pattern(self.base.itemsize, variant)
 
 
-def allocate(xp, dtype: np.dtype, shape: tuple) -> Guarded:
-    """A guarded array of `shape` and `dtype` whose canaries are set; contents are the canary too."""
+def allocate(xp, dtype: np.dtype, shape: tuple, guard_bytes: int = GUARD_BYTES) -> Guarded:
+    """A guarded array of `shape` and `dtype` whose canaries are set; contents are the canary too.
+
+    guard_bytes=0 gives an exact-size buffer (for AddressSanitizer, which guards heap blocks itself).
+    """
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
     itemsize = np.dtype(dtype).itemsize
-    guard = max(GUARD_BYTES // itemsize, 1)
+    guard = max(guard_bytes // itemsize, 1) if guard_bytes else 0
     base = xp.empty(guard * 2 + n, dtype=dtype)
     base.view(_UINT[itemsize])[...] = pattern(itemsize)
     view = base[guard:guard + n].reshape(shape)

@@ -13,6 +13,8 @@ import os
 
 import numpy as np
 
+from kernels_harness.run.arrays import GUARD_BYTES
+
 _CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ctypes.c_int32,
            "uint32": ctypes.c_uint32, "int64": ctypes.c_int64, "uint64": ctypes.c_uint64,
            "int16": ctypes.c_int16, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "bool": ctypes.c_bool,
@@ -61,6 +63,11 @@ class CpuBackend:
         self._emulation = emulation_module()
         self.xp = np
         self.stream_ptr = None
+        try:  # under AddressSanitizer exact-size heap blocks catch out-of-bounds accesses precisely
+            from kernels_harness.emulation.library import asan_loaded
+            self.guard_bytes = 0 if asan_loaded() else GUARD_BYTES
+        except ImportError:
+            self.guard_bytes = GUARD_BYTES
 
     def load(self, path: str):
         return self._emulation.EmulatedLibrary(path)
@@ -68,8 +75,9 @@ class CpuBackend:
     def entry(self, lib, name: str, task, with_stream: bool = True):
         try:
             fn = lib.entry(name)
-        except (AttributeError, KeyError, OSError) as e:
-            raise LookupError(f"the solution does not export `{task.c_prototype()}` ({e})") from None
+        except (AttributeError, KeyError, OSError, RuntimeError) as e:
+            raise LookupError(str(e).splitlines()[0] if str(e) else
+                              f"the solution does not export `{task.c_prototype()}`") from None
         return set_signature(fn, task, with_stream)
 
     def call(self, fn, args: list) -> int:
@@ -112,6 +120,7 @@ class CudaBackend:
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.stream.use()
         self.stream_ptr = int(self.stream.ptr)
+        self.guard_bytes = GUARD_BYTES
 
     def load(self, path: str):
         return ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)

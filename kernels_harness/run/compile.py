@@ -2,7 +2,8 @@
 
 `build(kind, backend, source, out_path)` turns one translation unit into a shared library:
   kind "solution":    a CUDA solution; backend "cuda" -> nvcc (kernels_harness.build.nvcc),
-                      backend "cpu" -> the emulation layer (kernels_harness.emulation)
+                      backend "cpu" -> the emulation layer (kernels_harness.emulation; `checks`
+                      builds with AddressSanitizer, so the worker must preload libasan)
   kind "c_reference": a task's C reference -> gcc (as C, else as C++ wrapped in extern "C")
 Returns a plain dict {ok, log, path, resources, seconds} that crosses process boundaries.
 """
@@ -20,7 +21,7 @@ MAX_LOG = 20000
 
 
 def build(kind: str, backend: str, source: str, out_path: str, timeout_s: float = 120.0,
-          arch: str = "sm_90") -> dict:
+          arch: str = "sm_90", checks: bool = True) -> dict:
     t0 = time.perf_counter()
     try:
         if kind == "c_reference":
@@ -38,7 +39,7 @@ def build(kind: str, backend: str, source: str, out_path: str, timeout_s: float 
             except ImportError as e:
                 return {"ok": False, "setup_error": True, "log": f"the cpu backend is not available ({e})",
                         "path": None, "resources": {}, "seconds": time.perf_counter() - t0}
-            r = emulation.build_shared_library(source, out_path, checks=True, timeout_s=timeout_s)
+            r = emulation.build_shared_library(source, out_path, checks=checks, timeout_s=timeout_s)
             res = {"ok": bool(r.ok), "log": r.log, "path": str(r.path) if r.ok and r.path else None,
                    "resources": dict(getattr(r, "resources", {}) or {})}
         else:

@@ -83,7 +83,8 @@ class HarnessPool:
                  timing_params: dict | None = None, rules: hacks.Rules = hacks.DEFAULT_RULES,
                  checks: bool = True, workers_per_gpu: int = 2, memory_limit_bytes: int | None = 8 << 30,
                  max_jobs_per_worker: int = 100, arch: str = "sm_90", features: bool = True,
-                 use_numba: bool = True, progress: bool = False, seed: int | None = None):
+                 use_numba: bool = True, progress: bool = False, seed: int | None = None,
+                 emulation_checks: bool = True):
         if trials < 2:
             raise HarnessSetupError("trials must be at least 2 (fresh inputs catch cached results)")
         self.backend = resolve_backend(backend)
@@ -106,8 +107,11 @@ class HarnessPool:
             limits = Limits(address_space_bytes=None)
         else:
             slots = [(0, k) for k in range(workers or max(1, cores))]
-            limits = Limits(address_space_bytes=memory_limit_bytes)
+            # AddressSanitizer reserves terabytes of address space: cap memory through ASan instead
+            limits = Limits(address_space_bytes=None if emulation_checks else memory_limit_bytes)
         self.limits, self.use_numba = limits, use_numba
+        self.emulation_checks = emulation_checks and self.backend == "cpu"
+        self.asan_memory_mb = (memory_limit_bytes or (8 << 30)) >> 20 if self.emulation_checks else None
         self.compile_pool = CompilePool(compile_workers or cores, self.root, self.backend, compile_timeout_s)
         self._builds: dict[str, Future] = {}
         self._lock = threading.Lock()
@@ -125,7 +129,8 @@ class HarnessPool:
     # ---- lifecycle ------------------------------------------------------------------------------------
     def _new_worker(self, device: int) -> ExecWorker:
         try:
-            return ExecWorker(self.backend, device, self.root, self.limits, use_numba=self.use_numba).start()
+            return ExecWorker(self.backend, device, self.root, self.limits, use_numba=self.use_numba,
+                              asan_memory_mb=self.asan_memory_mb).start()
         except RuntimeError as e:
             raise HarnessSetupError(str(e)) from None
 
@@ -154,12 +159,14 @@ class HarnessPool:
 
     # ---- compilation ----------------------------------------------------------------------------------
     def _build(self, kind: str, source: str) -> Future:
-        key = hashlib.sha256("\0".join([kind, self.backend, self.arch, source]).encode()).hexdigest()[:24]
+        key = hashlib.sha256("\0".join([kind, self.backend, self.arch, str(self.emulation_checks), source])
+                             .encode()).hexdigest()[:24]
         with self._lock:
             fut = self._builds.get(key)
             if fut is None or (fut.done() and fut.result()["log"].startswith("the compiler worker failed")):
                 out = os.path.join(self.cache_dir, f"{kind}_{key}.so")
-                fut = self.compile_pool.submit(kind, self.backend, source, out, self.compile_timeout_s, self.arch)
+                fut = self.compile_pool.submit(kind, self.backend, source, out, self.compile_timeout_s, self.arch,
+                                               self.emulation_checks)
                 self._builds[key] = fut
             return fut
 

@@ -75,7 +75,7 @@ def _launch(ctx: Context, lib, fn, task: Task, env: dict, inputs: dict, scal: di
     be, xp = ctx.backend, ctx.backend.xp
     bufs = {}
     for a in task.arrays:
-        g = allocate(xp, np_dtype(a.dtype), task.shape(a, env))
+        g = allocate(xp, np_dtype(a.dtype), task.shape(a, env), be.guard_bytes)
         if a.role in ("in", "inout"):
             g.view[...] = inputs[a.name]
         else:
@@ -178,8 +178,8 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
     failed = None
     try:
         lib, fn = ctx.entry(job["solution"], task)
-    except (LookupError, OSError) as e:
-        out.update(status="runtime_error", error=str(e).splitlines()[0][:300])
+    except (LookupError, OSError, RuntimeError) as e:
+        out.update(status="runtime_error", error=(str(e).splitlines() or ["cannot load the solution"])[0][:300])
         return out
     for p in job["plan"]:
         index = p["index"]

@@ -46,8 +46,10 @@ class ExecWorker:
     """One execution worker process bound to a backend and device."""
 
     def __init__(self, backend: str, device: int, root: str, limits: limits_lib.Limits,
-                 startup_timeout_s: float = 180.0, use_numba: bool = True, role: str = "exec"):
+                 startup_timeout_s: float = 180.0, use_numba: bool = True, role: str = "exec",
+                 asan_memory_mb: int | None = None):
         self.backend, self.device, self.root, self.limits, self.role = backend, device, root, limits, role
+        self.asan_memory_mb = asan_memory_mb  # cpu backend with checks: preload ASan, cap its allocations
         self.startup_timeout_s, self.use_numba = startup_timeout_s, use_numba
         self.proc = None
         self.conn = None
@@ -61,7 +63,15 @@ class ExecWorker:
         extra = {"PYTHONPATH": os.pathsep.join(p for p in (_PKG_ROOT, os.environ.get("PYTHONPATH")) if p)}
         if self.backend == "cuda":
             extra["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        if self.role == "compile":  # the emulation runtime object is cached across builds
+            extra["CUDAPERF_CACHE"] = os.environ.get("CUDAPERF_CACHE") or os.path.join(
+                os.path.expanduser("~"), ".cache", "cudaperf")
         env = limits_lib.scrubbed_env(self.tmp, extra)
+        if self.asan_memory_mb is not None:
+            from kernels_harness.emulation import asan_environment
+            env = asan_environment(env)
+            env["ASAN_OPTIONS"] += (f":max_allocation_size_mb={self.asan_memory_mb}"
+                                    f":hard_rss_limit_mb={self.asan_memory_mb}")
         cmd = [sys.executable, "-m", "kernels_harness.run.worker", "--fd", str(child.fileno()),
                "--backend", self.backend, "--device", str(self.device),
                "--limits", json.dumps(self.limits.__dict__)]
@@ -84,10 +94,18 @@ class ExecWorker:
 
     def _log_tail(self) -> str:
         try:
-            text = Path(self.tmp, "worker.log").read_text(errors="replace")[-2000:]
-            text += Path(self.tmp, "stderr.log").read_text(errors="replace")[-2000:]
+            text = Path(self.tmp, "worker.log").read_text(errors="replace")[-20000:]
+            text += Path(self.tmp, "stderr.log").read_text(errors="replace")[-4000:]
         except OSError:
             return ""
+        if self.asan_memory_mb is not None:
+            try:
+                from kernels_harness.emulation import summarize_report
+                report = summarize_report(text)
+                if report:
+                    return report[:300]
+            except ImportError:
+                pass
         lines = [ln for ln in text.splitlines() if ln.strip()]
         return lines[-1][:200] if lines else ""
 
@@ -97,8 +115,13 @@ class ExecWorker:
                 return "timeout", f"no answer within {timeout_s:.0f} s while {stage}"
             return self.conn.recv()
         except (EOFError, OSError, ConnectionError):
-            rc = self.proc.wait(timeout=5) if self.proc else None
+            try:
+                rc = self.proc.wait(timeout=5) if self.proc else None
+            except subprocess.TimeoutExpired:
+                rc = None
             tail = self._log_tail()
+            if rc == 86 and tail:  # kernels_harness.emulation.ASAN_EXIT_CODE: a memory error report
+                return "died", f"memory error during {stage}: {tail}"
             return "died", f"the worker died ({_signal_name(rc)}) during {stage}" + (f": {tail}" if tail else "")
 
     def run(self, job, call_timeout_s: float, job_timeout_s: float, op: str = "eval") -> dict:

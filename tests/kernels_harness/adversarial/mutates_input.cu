@@ -1,0 +1,10 @@
+// mutates an input: computes the right y, then clears x
+#include <cuda_runtime.h>
+__global__ void saxpy_k(int n, float a, float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { y[i] = a * x[i] + y[i]; x[i] = 0.0f; }
+}
+extern "C" int saxpy(int n, float a, const float* x, float* y, cudaStream_t stream) {
+  saxpy_k<<<(n + 255) / 256, 256, 0, stream>>>(n, a, const_cast<float*>(x), y);
+  return (int)cudaGetLastError();
+}

@@ -1,0 +1,12 @@
+// segfaults in host code: writes through a null pointer before launching
+#include <cuda_runtime.h>
+__global__ void saxpy_k(int n, float a, const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+extern "C" int saxpy(int n, float a, const float* x, float* y, cudaStream_t stream) {
+  volatile int* p = nullptr;
+  if (n > 0) *p = n;
+  saxpy_k<<<(n + 255) / 256, 256, 0, stream>>>(n, a, x, y);
+  return (int)cudaGetLastError();
+}

@@ -1,0 +1,137 @@
+"""Known-good and adversarial saxpy solutions get the right verdict, and the pool stays healthy.
+
+Runs on the cpu backend (emulation) in the default suite; the `gpu` tests at the end run the same
+kernels on the cuda backend (H200). Static-check hacks (exit, fork, other stream, clock spin) are
+also run with the checks off, to show that the worker isolation catches them at run time.
+"""
+import json
+from pathlib import Path
+
+import pytest
+
+from kernels_harness.run import HarnessPool
+from kernels_harness.tasks.schema import Task
+
+HERE = Path(__file__).parent
+TASK = Task.from_dict(json.loads((HERE / "saxpy_task.json").read_text()))
+
+
+def src(name: str) -> str:
+    return (HERE / f"{name}.cu").read_text()
+
+
+def _cpu_backend_ready() -> bool:
+    try:
+        from kernels_harness.run.backends import emulation_module
+        return hasattr(emulation_module(), "build_shared_library")
+    except ImportError:
+        return False
+
+
+cpu = pytest.mark.skipif(not _cpu_backend_ready(), reason="the cpu emulation backend is not available")
+
+# name -> verdicts accepted on the cpu backend with the static checks on
+EXPECTED = {
+    "good_naive": {"ok"},
+    "good_vectorized": {"ok"},
+    "wrong_result": {"wrong"},
+    "nan_output": {"wrong"},
+    "writes_nothing": {"wrong"},
+    "oob_write": {"runtime_error"},
+    "oob_read": {"wrong", "runtime_error"},
+    "never_ends": {"timeout"},
+    "segfault_host": {"runtime_error"},
+    "calls_exit": {"hack"},
+    "forks": {"hack"},
+    "alloc_100gb": {"runtime_error"},
+    "mutates_input": {"wrong"},
+    "cached_results": {"wrong"},
+    "other_stream": {"hack"},
+    "spins_on_clock": {"hack"},
+}
+
+
+@pytest.fixture(scope="module")
+def cpu_results():
+    names = list(EXPECTED)
+    with HarnessPool("cpu", workers=2, call_timeout_s=8, cpu_budget_bytes=8 << 20) as pool:
+        results = dict(zip(names, pool.evaluate([(TASK, src(n)) for n in names])))
+        # the pool still serves after hangs and crashes: the good kernel passes again
+        again = pool.evaluate([(TASK, src("good_naive"))])[0]
+    return results, again
+
+
+@cpu
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_verdict_on_cpu(cpu_results, name):
+    res = cpu_results[0][name]
+    assert res.status in EXPECTED[name], (res.status, res.error, res.compile_log[-500:])
+    if res.status == "ok":
+        ran = [c for c in res.configs if not c.skipped]
+        assert res.correct and len(ran) == 2 and all(c.correct for c in ran)
+        skipped = [c for c in res.configs if c.skipped]
+        assert len(skipped) == 1 and "cpu backend" in skipped[0].skip_reason  # N=16M is over the budget
+        assert ran[0].max_abs_err is not None and ran[0].max_abs_err <= 1e-5
+        assert res.speedup is None and res.seed is not None
+    else:
+        assert not res.correct and res.feedback
+
+
+@cpu
+def test_failure_messages_say_what_went_wrong(cpu_results):
+    r = cpu_results[0]
+    assert "NaN/Inf" in r["nan_output"].error
+    assert "out of bounds" in r["oob_write"].error or "bound" in r["oob_write"].error.lower()
+    assert "modified its input array 'x'" in r["mutates_input"].error
+    assert "trial 1" in r["cached_results"].error  # trial 0 is right; fresh inputs in trial 1 expose it
+    assert "config 0" in r["never_ends"].error
+    assert {v["rule"] for v in r["other_stream"].violations} == {"stream"}
+    assert {v["rule"] for v in r["spins_on_clock"].violations} == {"timing"}
+    assert r["calls_exit"].compiled is False and r["calls_exit"].violations[0]["name"] == "exit"
+
+
+@cpu
+def test_pool_keeps_serving_after_hangs_and_crashes(cpu_results):
+    assert cpu_results[1].status == "ok"
+
+
+@cpu
+def test_isolation_catches_exit_fork_and_crash_without_static_checks():
+    with HarnessPool("cpu", workers=1, call_timeout_s=8, checks=False) as pool:
+        names = ["calls_exit", "forks", "segfault_host", "good_naive"]
+        res = dict(zip(names, pool.evaluate([(TASK, src(n)) for n in names])))
+    assert res["calls_exit"].status == "runtime_error" and "died" in res["calls_exit"].error
+    assert res["forks"].status == "runtime_error" and "child process" in res["forks"].error
+    assert res["segfault_host"].status == "runtime_error" and "SEGV" in res["segfault_host"].error
+    assert res["good_naive"].status == "ok"
+
+
+# ---- the same kernels on the H200 ------------------------------------------------------------------
+GPU_EXPECTED = dict(EXPECTED, oob_write={"runtime_error", "wrong"}, alloc_100gb={"ok", "runtime_error"})
+
+
+@pytest.fixture(scope="module")
+def gpu_results():
+    names = list(GPU_EXPECTED)
+    with HarnessPool("cuda", call_timeout_s=15) as pool:
+        results = dict(zip(names, pool.evaluate([(TASK, src(n)) for n in names])))
+        again = pool.evaluate([(TASK, src("good_naive")), (TASK, src("good_vectorized"))])
+    return results, again
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(GPU_EXPECTED))
+def test_verdict_on_gpu(gpu_results, name):
+    res = gpu_results[0][name]
+    assert res.status in GPU_EXPECTED[name], (res.status, res.error, res.compile_log[-500:])
+
+
+@pytest.mark.gpu
+def test_gpu_good_kernels_are_timed_against_the_baseline(gpu_results):
+    for res in gpu_results[1]:
+        assert res.status == "ok", res.error
+        assert all(c.correct and not c.skipped for c in res.configs)
+        big = res.configs[2]  # N = 16M: ~0.06 ms on an H200
+        assert 0.01 < big.time_ms < 1.0 and big.baseline_ms and big.reps >= 10
+        assert big.time_iqr_ms < 0.2 * big.time_ms
+        assert 0.5 < res.speedup < 2.0
