@@ -16,8 +16,9 @@ from kernels_harness.features.indexing import SYM, Form
 SECTOR = 32
 WARP = 32
 KINDS = ("unit", "uniform", "strided_const", "strided_param", "indirect", "unknown")
-# A symbolic stride stands for a stride of this many elements (distinct primes keep axes apart).
-_SYM_STRIDE = (4099, 524309, 16777259)
+# A symbolic stride stands for a stride of this many elements: large, sector-aligned (as row pitches
+# of real arrays mostly are) and different per axis.
+_SYM_STRIDE = (1 << 12, 1 << 20, 1 << 28)
 
 
 def classify(f: Form, block: tuple = (256, 1, 1)) -> str:

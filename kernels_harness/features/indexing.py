@@ -101,7 +101,8 @@ def div(a: Form, b: Form) -> Form:
             out = Form((ZERO,) + out.t[1:], out.const, out.indirect)
         return out
     if b.uniform:
-        return scale(a, SYM)
+        # idx / cols with a runtime divisor: taken as large (>= 32), so one value per warp
+        return Form((ZERO,) + tuple(c_scale(c, SYM) for c in a.t[1:]), None, a.indirect or b.indirect)
     return dataclasses.replace(NONLINEAR, indirect=a.indirect or b.indirect)
 
 

@@ -363,7 +363,7 @@ class _KernelWalker:
                 self.events.append(("smem", depth))
                 return True
             g = self.subscript_target(n)
-        elif n.type == "pointer_expression":
+        elif n.type == "pointer_expression" and not text(n).startswith("&"):
             arg = n.child_by_field_name("argument")
             g = self.pointer_of(arg) if arg is not None else None
         else:
@@ -376,6 +376,8 @@ class _KernelWalker:
         if kind != "atomic":
             a.pattern = coalescing.classify(form, self.k.block)
             a.sectors, a.ideal_sectors = coalescing.sectors(form, es, self.k.block)
+            if a.pattern.startswith("strided") and a.sectors == a.ideal_sectors:
+                a.pattern = "unit"  # e.g. 16x16 blocks: the warp reads two full 64-byte row segments
         self.k.accesses.append(a)
         return True
 
