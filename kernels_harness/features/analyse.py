@@ -52,10 +52,13 @@ def _jsonable(x):
     return str(x)
 
 
-def _resources(source: str, result, notes: list) -> dict:
+def _resources(source: str, result, notes: list, compile: bool) -> dict:
     res = dict(getattr(result, "resources", None) or {})
     if res:
         return {k: {**v, "smem_static": v.get("smem_static", v.get("smem", 0))} for k, v in res.items()}
+    if not compile:
+        notes.append("no ptxas resources (compile=False and the result carries none)")
+        return {}
     try:
         from kernels_harness.build import nvcc
         return nvcc.resource_usage(source)
@@ -94,13 +97,15 @@ def _launch_shapes(result, sa: static.StaticAnalysis) -> tuple[list, str]:
     return [{"kernel": k, "block": list(b), "smem": s, "grid_blocks": g} for (k, b, s), g in shapes.items()], src
 
 
-def analyse(task, source: str, result=None, measured: dict | None = None, peaks: dict | None = None) -> Features:
+def analyse(task, source: str, result=None, measured: dict | None = None, peaks: dict | None = None,
+            compile: bool = True) -> Features:
     """The structural features and score of `source` (a candidate for `task`).
 
     task: kernels_harness.tasks.schema.Task; source: the .cu text; result: an optional EvalResult
     (its launches, resources and per-config time_ms are used when present); measured: optional Nsight
     Compute numbers per kernel ({kernel: {sectors_per_request_ld, sectors_per_request_st,
-    achieved_occupancy}}) that replace the static estimates; peaks: device peaks (roofline.load_peaks()).
+    achieved_occupancy}}) that replace the static estimates; peaks: device peaks (roofline.load_peaks());
+    compile: whether to run ptxas (about 1-2 s, cached per source) when `result` has no resources.
     Never raises for a bad source: what cannot be measured is None, with a note.
     """
     notes: list[str] = []
@@ -117,7 +122,7 @@ def analyse(task, source: str, result=None, measured: dict | None = None, peaks:
                 times[idx] = t
     roof = roofline.analyse(task, times, peaks)
     bound = roof["bound"]
-    resources = _resources(source, result, notes)
+    resources = _resources(source, result, notes, compile)
     maxdyn = _max_dynamic(source, sa.macros)
     shapes, launch_src = _launch_shapes(result, sa)
     occ_rows = []

@@ -49,7 +49,7 @@ def sentences(comp: dict, coal: dict, occ_worst: dict, resources: dict, sync: di
                    "thread of the block reaches it.")
     elif comp.get("sync") is not None and comp["sync"] < 1.0:
         if sync["global_atomics_in_loops"]:
-            k, line, arr = sync["global_atomics_in_loops"][0]
+            k, line, arr, _ = sync["global_atomics_in_loops"][0]
             out.append(f"The atomic on global `{arr}` inside a loop at line {line} in kernel {k} serialises "
                        "threads on the same address; accumulate in registers or shared memory and issue one "
                        "atomic per block.")

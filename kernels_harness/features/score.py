@@ -9,7 +9,8 @@ Each component is a number in [0, 1] (or None when it cannot be measured for thi
                that more warps rarely help), times the share of SMs the grid fills (when the grid is
                known), halved when ptxas spills registers.
   sync         1, minus: a barrier in a thread-divergent branch (-> 0, a correctness hazard), 0.2 per
-               redundant barrier, 0.4 for global atomics in a loop, 0.15 for a shared-memory tree
+               redundant barrier, 0.4 for global atomics in a loop (0.8 when every thread hits the same
+               address), 0.15 for a shared-memory tree
                reduction with no warp-level primitive.
   memory       compute-bound: 0.5 shared-memory reuse + 0.2 conflict-free banks + 0.15 unrolling + 0.1
                vector + 0.05 read-only loads; memory-bound: 0.5 base + 0.2 vector + 0.1 read-only
@@ -80,10 +81,12 @@ def sync_summary(kernels) -> dict:
     div = [(k.name, b.line, b.reason) for k in kernels for b in k.barriers if b.divergent]
     red = [(k.name, b.line) for k in kernels for b in k.barriers if b.redundant]
     in_loops = sum(1 for k in kernels for b in k.barriers if b.loop_depth > 0)
-    atomics = [(k.name, a.line, a.array) for k in kernels for a in k.accesses
+    atomics = [(k.name, a.line, a.array, a.index.uniform) for k in kernels for a in k.accesses
                if a.kind == "atomic" and a.space == "global" and a.loop_depth > 0]
     trees = [k.name for k in kernels if k.smem_tree_reduction and not k.warp_primitives]
-    score = 0.0 if div else max(0.0, 1.0 - 0.2 * len(red) - (0.4 if atomics else 0.0) - (0.15 if trees else 0.0))
+    same_addr = [x for x in atomics if x[3]]
+    atomic_pen = 0.8 if same_addr else (0.4 if atomics else 0.0)
+    score = 0.0 if div else max(0.0, 1.0 - 0.2 * len(red) - atomic_pen - (0.15 if trees else 0.0))
     return {"score": score, "barriers": sum(len(k.barriers) for k in kernels), "barriers_in_loops": in_loops,
             "divergent_barriers": [list(x) for x in div], "redundant_barriers": [list(x) for x in red],
             "global_atomics_in_loops": [list(x) for x in atomics],
