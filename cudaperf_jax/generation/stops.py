@@ -54,7 +54,7 @@ def truncate_at_stop_strings(tokens: np.ndarray, lengths: np.ndarray, stop_strin
     texts = []
     for b in range(tokens.shape[0]):
         row = tokens[b, : lengths[b]].tolist()
-        text = tokenizer.decode(row, skip_special_tokens=False)
+        text = tokenizer.decode(row, skip_special_tokens=True)
         hits = [text.find(s) for s in stop_strings if s and s in text]
         if not hits:
             texts.append(text)
@@ -62,7 +62,7 @@ def truncate_at_stop_strings(tokens: np.ndarray, lengths: np.ndarray, stop_strin
         lo, hi = 1, len(row)  # smallest k with a stop string in decode(row[:k]): monotone in k
         while lo < hi:
             mid = (lo + hi) // 2
-            if any(s in tokenizer.decode(row[:mid], skip_special_tokens=False) for s in stop_strings if s):
+            if any(s in tokenizer.decode(row[:mid], skip_special_tokens=True) for s in stop_strings if s):
                 hi = mid
             else:
                 lo = mid + 1
