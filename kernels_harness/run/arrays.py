@@ -32,9 +32,10 @@ def is_float(dtype: np.dtype) -> bool:
     return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
-def pattern(itemsize: int, variant: int = 0) -> int:
-    """The canary (variant 0) or the alternative poison (variant 1) for an item size."""
-    return _PATTERNS[itemsize][variant % 2]
+def pattern(itemsize: int, variant: int = 0):
+    """The canary (variant 0) or the alternative poison (variant 1) for an item size, as an unsigned
+    numpy scalar (CuPy cannot take Python ints above 2**63 - 1)."""
+    return _UINT[itemsize](_PATTERNS[itemsize][variant % 2])
 
 
 @dataclasses.dataclass

@@ -41,7 +41,11 @@ class HarnessSetupError(RuntimeError):
 def gpu_count() -> int:
     """GPUs visible to this process (nvidia-smi), without initialising CUDA here."""
     if not shutil.which("nvidia-smi"):
-        return 0
+        import glob
+        import re
+        n = len([d for d in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", d)])
+        vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+        return min(n, len([v for v in vis.split(",") if v.strip()])) if vis is not None else n
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.TimeoutExpired):

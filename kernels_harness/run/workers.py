@@ -60,7 +60,9 @@ class ExecWorker:
     def start(self) -> "ExecWorker":
         self.tmp = tempfile.mkdtemp(prefix=f"w{self.device}_", dir=self.root)
         parent, child = socket.socketpair()
-        extra = {"PYTHONPATH": os.pathsep.join(p for p in (_PKG_ROOT, os.environ.get("PYTHONPATH")) if p)}
+        # whatever this process can import, the worker can (user site-packages depend on HOME, which changes)
+        paths = [_PKG_ROOT] + [p for p in sys.path if p and os.path.isdir(p)]
+        extra = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
         if self.backend == "cuda":
             extra["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         if self.role == "compile":  # the emulation runtime object is cached across builds

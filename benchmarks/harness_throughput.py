@@ -1,0 +1,451 @@
+"""Harness throughput and timing repeatability on a GPU, against PyTorch's load_inline path.
+
+    OUT=out python benchmarks/harness_throughput.py [--kernels 64] [--inline 2] [--quick]
+
+1. Builds >= 64 candidate kernels (element-wise maps and row reductions, four implementation styles
+   each) as c2cuda tasks with a C reference and a naive baseline implementation.
+2. Harness, run 1 and run 2 (two separate HarnessPools): every candidate is statically checked,
+   compiled (nvcc, parallel over cores), checked for correctness (3 configs x 2 trials, fresh inputs)
+   and timed against its baseline (events, L2 flush, adaptive repetitions). Candidates per minute =
+   candidates / wall time of `evaluate` (pool start-up reported apart).
+3. load_inline (the KernelBench path): `--inline` of the same candidates, each built with
+   torch.utils.cpp_extension.load_inline, checked on the same configs (2 trials) against a PyTorch
+   reference and timed with CUDA events (100 repetitions per config, as KernelBench does). Its
+   candidates per minute is extrapolated from the mean time per candidate (stated in the output).
+4. Repeatability: per (kernel, config) timed in both harness runs with time >= 20 us: the ratio
+   run2/run1 (median, p10-p90, fraction within 3%).
+Writes $OUT/harness_throughput.json and $OUT/harness_repeatability.png; prints a table last. Each
+phase is guarded: a failure is recorded and the rest still runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernels_harness.tasks.schema import Task  # noqa: E402
+
+# ---- the kernels ----------------------------------------------------------------------------------
+# element-wise: z[i] = f(x[i], y[i]); (C expression, torch expression)
+EW_OPS = {
+    "add": ("x + y", "x + y"),
+    "mul": ("x * y", "x * y"),
+    "saxpy": ("2.5f * x + y", "2.5 * x + y"),
+    "relu_add": ("fmaxf(x, 0.0f) + y", "torch.relu(x) + y"),
+    "sigmoid": ("1.0f / (1.0f + expf(-x)) * y", "torch.sigmoid(x) * y"),
+    "tanh_mul": ("tanhf(x) * y", "torch.tanh(x) * y"),
+    "gelu_tanh": ("0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x))) + y",
+                  "torch.nn.functional.gelu(x, approximate='tanh') + y"),
+    "silu": ("x / (1.0f + expf(-x)) + y", "torch.nn.functional.silu(x) + y"),
+    "sq_diff": ("(x - y) * (x - y)", "(x - y) * (x - y)"),
+    "lerp": ("x + 0.25f * (y - x)", "x + 0.25 * (y - x)"),
+    "softplus": ("log1pf(expf(-fabsf(x))) + fmaxf(x, 0.0f) - y", "torch.nn.functional.softplus(x) - y"),
+    "clamp": ("fminf(fmaxf(x + y, -0.5f), 0.5f)", "torch.clamp(x + y, -0.5, 0.5)"),
+    "hypot": ("sqrtf(x * x + y * y)", "torch.sqrt(x * x + y * y)"),
+    "fma3": ("x * y + x", "x * y + x"),
+}
+EW_CONFIGS = [{"N": 4096}, {"N": 1 << 20}, {"N": 1 << 24}]
+RS_CONFIGS = [{"R": 64, "C": 64}, {"R": 4096, "C": 256}, {"R": 16384, "C": 1024}]
+
+
+def _ew_kernel(style: str, expr: str) -> str:
+    f = f"__device__ __forceinline__ float op(float x, float y) {{ return {expr}; }}\n"
+    if style == "naive":
+        return f + """__global__ void k(int n, const float* x, const float* y, float* z) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) z[i] = op(x[i], y[i]);
+}
+extern "C" int ENTRY(int n, const float* x, const float* y, float* z, cudaStream_t stream) {
+  k<<<(n + 255) / 256, 256, 0, stream>>>(n, x, y, z);
+  return (int)cudaGetLastError();
+}
+"""
+    if style == "grid_stride":
+        return f + """__global__ void k(int n, const float* __restrict__ x, const float* __restrict__ y, float* __restrict__ z) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) z[i] = op(x[i], y[i]);
+}
+extern "C" int ENTRY(int n, const float* x, const float* y, float* z, cudaStream_t stream) {
+  int blocks = (n + 255) / 256; if (blocks > 132 * 16) blocks = 132 * 16;
+  k<<<blocks, 256, 0, stream>>>(n, x, y, z);
+  return (int)cudaGetLastError();
+}
+"""
+    if style == "vectorized":
+        return f + """__global__ void k4(int n4, const float4* __restrict__ x, const float4* __restrict__ y, float4* __restrict__ z) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += gridDim.x * blockDim.x) {
+    float4 a = x[i], b = y[i], c;
+    c.x = op(a.x, b.x); c.y = op(a.y, b.y); c.z = op(a.z, b.z); c.w = op(a.w, b.w);
+    z[i] = c;
+  }
+}
+__global__ void tail(int n, int s, const float* x, const float* y, float* z) {
+  int i = s + threadIdx.x;
+  if (i < n) z[i] = op(x[i], y[i]);
+}
+extern "C" int ENTRY(int n, const float* x, const float* y, float* z, cudaStream_t stream) {
+  int n4 = n / 4;
+  if (n4) { int b = (n4 + 255) / 256; if (b > 132 * 16) b = 132 * 16;
+            k4<<<b, 256, 0, stream>>>(n4, (const float4*)x, (const float4*)y, (float4*)z); }
+  if (n % 4) tail<<<1, 4, 0, stream>>>(n, n4 * 4, x, y, z);
+  return (int)cudaGetLastError();
+}
+"""
+    # unrolled: 4 elements per thread, strided by blockDim
+    return f + """__global__ void k(int n, const float* __restrict__ x, const float* __restrict__ y, float* __restrict__ z) {
+  int base = blockIdx.x * blockDim.x * 4 + threadIdx.x;
+  #pragma unroll
+  for (int u = 0; u < 4; u++) { int i = base + u * blockDim.x; if (i < n) z[i] = op(x[i], y[i]); }
+}
+extern "C" int ENTRY(int n, const float* x, const float* y, float* z, cudaStream_t stream) {
+  k<<<(n + 1023) / 1024, 256, 0, stream>>>(n, x, y, z);
+  return (int)cudaGetLastError();
+}
+"""
+
+
+def _rs_kernel(style: str) -> str:
+    if style == "naive":  # one thread per row
+        return """__global__ void k(int R, int C, const float* x, float* out) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < R) { float s = 0.f; for (int j = 0; j < C; j++) s += x[(size_t)r * C + j]; out[r] = s; }
+}
+extern "C" int ENTRY(int R, int C, const float* x, float* out, cudaStream_t stream) {
+  k<<<(R + 127) / 128, 128, 0, stream>>>(R, C, x, out);
+  return (int)cudaGetLastError();
+}
+"""
+    if style == "warp_shuffle":  # one warp per row
+        return """__global__ void k(int R, int C, const float* __restrict__ x, float* __restrict__ out) {
+  int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  if (warp >= R) return;
+  float s = 0.f;
+  for (int j = lane; j < C; j += 32) s += x[(size_t)warp * C + j];
+  for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
+  if (lane == 0) out[warp] = s;
+}
+extern "C" int ENTRY(int R, int C, const float* x, float* out, cudaStream_t stream) {
+  k<<<(R * 32 + 255) / 256, 256, 0, stream>>>(R, C, x, out);
+  return (int)cudaGetLastError();
+}
+"""
+    if style == "smem_tree":  # one block per row, shared-memory tree
+        return """__global__ void k(int R, int C, const float* __restrict__ x, float* __restrict__ out) {
+  __shared__ float buf[256];
+  int r = blockIdx.x; float s = 0.f;
+  for (int j = threadIdx.x; j < C; j += blockDim.x) s += x[(size_t)r * C + j];
+  buf[threadIdx.x] = s; __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w /= 2) { if (threadIdx.x < w) buf[threadIdx.x] += buf[threadIdx.x + w]; __syncthreads(); }
+  if (threadIdx.x == 0) out[r] = buf[0];
+}
+extern "C" int ENTRY(int R, int C, const float* x, float* out, cudaStream_t stream) {
+  k<<<R, 256, 0, stream>>>(R, C, x, out);
+  return (int)cudaGetLastError();
+}
+"""
+    # vectorized warp per row (C % 4 == 0 in every config)
+    return """__global__ void k(int R, int C, const float* __restrict__ x, float* __restrict__ out) {
+  int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  if (warp >= R) return;
+  const float4* row = (const float4*)(x + (size_t)warp * C);
+  float s = 0.f;
+  for (int j = lane; j < C / 4; j += 32) { float4 v = row[j]; s += (v.x + v.y) + (v.z + v.w); }
+  for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
+  if (lane == 0) out[warp] = s;
+}
+extern "C" int ENTRY(int R, int C, const float* x, float* out, cudaStream_t stream) {
+  k<<<(R * 32 + 255) / 256, 256, 0, stream>>>(R, C, x, out);
+  return (int)cudaGetLastError();
+}
+"""
+
+
+EW_STYLES = ("naive", "grid_stride", "vectorized", "unrolled")
+RS_STYLES = ("naive", "warp_shuffle", "smem_tree", "vectorized")
+
+
+def _unit(entry: str, body: str, tag: str) -> str:
+    return f"// {tag}\n#include <cuda_runtime.h>\n" + body.replace("ENTRY", entry)
+
+
+def make_candidates(n_kernels: int) -> list[dict]:
+    """[{name, task: Task, source, torch_expr, kind}] -- n_kernels candidates over the task families."""
+    out = []
+    for op, (cexpr, texpr) in EW_OPS.items():
+        entry = f"ew_{op}"
+        task = Task.from_dict({
+            "id": entry, "track": "c2cuda", "entry": entry, "source": _c_reference_ew(entry, cexpr),
+            "signature": [{"name": "n", "role": "scalar", "dtype": "int32", "value": "N"},
+                          {"name": "x", "role": "in", "dtype": "float32", "shape": ["N"]},
+                          {"name": "y", "role": "in", "dtype": "float32", "shape": ["N"]},
+                          {"name": "z", "role": "out", "dtype": "float32", "shape": ["N"]}],
+            "configs": EW_CONFIGS, "tolerance": {"atol": 1e-5, "rtol": 1e-5}, "flops": "N", "min_bytes": "12*N",
+            "implementations": [{"name": "naive", "baseline": True, "strategies": ["naive"],
+                                 "source": _unit(entry, _ew_kernel("naive", cexpr), "baseline")}]})
+        for style in EW_STYLES:
+            out.append({"name": f"{entry}/{style}", "task": task, "kind": "ew", "torch_expr": texpr,
+                        "source": _unit(entry, _ew_kernel(style, cexpr), f"candidate {style}")})
+    rs_entry = "row_sum"
+    rs_task = Task.from_dict({
+        "id": rs_entry, "track": "c2cuda", "entry": rs_entry,
+        "source": ("void row_sum(int R, int C, const float* x, float* out) {\n"
+                   "  for (int r = 0; r < R; r++) { double s = 0; for (int j = 0; j < C; j++) s += x[(long)r * C + j];"
+                   " out[r] = (float)s; }\n}\n"),
+        "signature": [{"name": "R", "role": "scalar", "dtype": "int32", "value": "R"},
+                      {"name": "C", "role": "scalar", "dtype": "int32", "value": "C"},
+                      {"name": "x", "role": "in", "dtype": "float32", "shape": ["R", "C"]},
+                      {"name": "out", "role": "out", "dtype": "float32", "shape": ["R"]}],
+        "configs": RS_CONFIGS, "tolerance": {"atol": 1e-4, "rtol": 1e-4}, "flops": "R*C", "min_bytes": "4*R*C+4*R",
+        "implementations": [{"name": "naive", "baseline": True, "strategies": ["naive"],
+                             "source": _unit(rs_entry, _rs_kernel("naive"), "baseline")}]})
+    k = 0
+    while len(out) < n_kernels:  # fill up with row reductions (distinct sources: a numbered tag)
+        style = RS_STYLES[k % len(RS_STYLES)]
+        out.append({"name": f"row_sum/{style}/{k}", "task": rs_task, "kind": "rs", "torch_expr": "x.sum(dim=1)",
+                    "source": _unit(rs_entry, _rs_kernel(style), f"candidate {style} {k}")})
+        k += 1
+    return out[:n_kernels]
+
+
+def _c_reference_ew(entry: str, cexpr: str) -> str:
+    return (f"#include <math.h>\nstatic float op(float x, float y) {{ return {cexpr}; }}\n"
+            f"void {entry}(int n, const float* x, const float* y, float* z) {{\n"
+            f"  for (int i = 0; i < n; i++) z[i] = op(x[i], y[i]);\n}}\n")
+
+
+# ---- harness runs ---------------------------------------------------------------------------------
+def harness_run(cands: list[dict], label: str, timing_params: dict, backend: str = "cuda") -> dict:
+    from kernels_harness.run import HarnessPool
+    t0 = time.perf_counter()
+    pool = HarnessPool(backend, progress=True, timing_params=timing_params)
+    t_start = time.perf_counter() - t0
+    try:
+        t1 = time.perf_counter()
+        results = pool.evaluate([(c["task"], c["source"]) for c in cands])
+        wall = time.perf_counter() - t1
+        info = pool.worker_info
+    finally:
+        pool.close()
+    rows = []
+    for c, r in zip(cands, results):
+        rows.append({"name": c["name"], "status": r.status, "error": r.error[:200], "speedup": r.speedup,
+                     "seconds": r.seconds,
+                     "configs": [{"index": x.index, "time_ms": x.time_ms, "iqr_ms": x.time_iqr_ms, "reps": x.reps,
+                                  "baseline_ms": x.baseline_ms, "correct": x.correct} for x in r.configs]})
+    ok = sum(r.status == "ok" for r in results)
+    stage = {k: float(sum(r.seconds.get(k, 0.0) for r in results)) for k in ("compile", "execute", "run", "time")}
+    return {"label": label, "pool_start_s": t_start, "wall_s": wall, "candidates": len(cands), "ok": ok,
+            "per_minute": 60.0 * len(cands) / wall, "stage_seconds_sum": stage, "workers": info, "rows": rows}
+
+
+# ---- load_inline runs -----------------------------------------------------------------------------
+def _wrapper(c: dict) -> tuple[str, str]:
+    t = c["task"]
+    if c["kind"] == "ew":
+        cpp = "torch::Tensor run(torch::Tensor x, torch::Tensor y);"
+        cu = c["source"] + f"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+torch::Tensor run(torch::Tensor x, torch::Tensor y) {{
+  auto z = torch::empty_like(x);
+  {t.entry}((int)x.numel(), x.data_ptr<float>(), y.data_ptr<float>(), z.data_ptr<float>(),
+            at::cuda::getCurrentCUDAStream());
+  return z;
+}}
+"""
+    else:
+        cpp = "torch::Tensor run(torch::Tensor x);"
+        cu = c["source"] + f"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+torch::Tensor run(torch::Tensor x) {{
+  auto out = torch::empty({{x.size(0)}}, x.options());
+  {t.entry}((int)x.size(0), (int)x.size(1), x.data_ptr<float>(), out.data_ptr<float>(),
+            at::cuda::getCurrentCUDAStream());
+  return out;
+}}
+"""
+    return cpp, cu
+
+
+def inline_one(c: dict, idx: int, build_root: str) -> dict:
+    import torch
+    from torch.utils.cpp_extension import load_inline
+    t0 = time.perf_counter()
+    cpp, cu = _wrapper(c)
+    mod = load_inline(name=f"cand_{idx}_{os.getpid()}", cpp_sources=[cpp], cuda_sources=[cu], functions=["run"],
+                      build_directory=tempfile.mkdtemp(dir=build_root), verbose=False,
+                      extra_cuda_cflags=["-O3", "-arch=sm_90"])
+    t_build = time.perf_counter() - t0
+    correct, times = True, []
+    configs = EW_CONFIGS if c["kind"] == "ew" else RS_CONFIGS
+    for cfg in configs:
+        for trial in range(2):
+            g = torch.Generator(device="cuda").manual_seed(1000 * idx + trial)
+            if c["kind"] == "ew":
+                x = torch.rand(cfg["N"], device="cuda", generator=g) * 2 - 1
+                y = torch.rand(cfg["N"], device="cuda", generator=g) * 2 - 1
+                args = (x, y)
+            else:
+                x = torch.rand(cfg["R"], cfg["C"], device="cuda", generator=g) * 2 - 1
+                args = (x,)
+            got = mod.run(*args)
+            ref = eval(c["torch_expr"], {"torch": torch, "x": x, **({"y": args[1]} if len(args) > 1 else {})})
+            correct &= bool(torch.allclose(got, ref, atol=1e-4, rtol=1e-4))
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for _ in range(3):
+            mod.run(*args)
+        ts = []
+        for _ in range(100):  # KernelBench: 100 timed trials per problem
+            start.record()
+            mod.run(*args)
+            end.record()
+            torch.cuda.synchronize()
+            ts.append(start.elapsed_time(end))
+        times.append(float(np.median(ts)))
+    return {"name": c["name"], "build_s": t_build, "total_s": time.perf_counter() - t0, "correct": correct,
+            "time_ms": times}
+
+
+def inline_runs(cands: list[dict], n: int) -> dict:
+    build_root = tempfile.mkdtemp(prefix="load_inline_")
+    picks = [cands[i * max(len(cands) // max(n, 1), 1)] for i in range(n)]
+    rows = []
+    for i, c in enumerate(picks):
+        try:
+            rows.append(inline_one(c, i, build_root))
+        except Exception as e:
+            rows.append({"name": c["name"], "error": f"{type(e).__name__}: {e}"[:400]})
+        print(f"[load_inline] {rows[-1]}", file=sys.stderr, flush=True)
+    good = [r for r in rows if "total_s" in r]
+    mean = float(np.mean([r["total_s"] for r in good])) if good else None
+    return {"measured": len(good), "rows": rows, "mean_s_per_candidate": mean,
+            "per_minute": 60.0 / mean if mean else None,
+            "note": f"extrapolated: {len(good)} load_inline candidates built, checked and timed one after another; "
+                    "candidates per minute = 60 / mean seconds per candidate"}
+
+
+# ---- repeatability -------------------------------------------------------------------------------
+def repeatability(r1: dict, r2: dict, min_ms: float = 0.02) -> dict:
+    pairs = []
+    by_name = {r["name"]: r for r in r2["rows"]}
+    for a in r1["rows"]:
+        b = by_name.get(a["name"])
+        if not b:
+            continue
+        for ca, cb in zip(a["configs"], b["configs"]):
+            if ca["time_ms"] and cb["time_ms"] and min(ca["time_ms"], cb["time_ms"]) >= min_ms:
+                pairs.append((a["name"], ca["index"], ca["time_ms"], cb["time_ms"]))
+    if not pairs:
+        return {"pairs": 0}
+    ratio = np.array([p[3] / p[2] for p in pairs])
+    dev = np.abs(ratio - 1)
+    return {"pairs": len(pairs), "min_ms": min_ms, "median_ratio": float(np.median(ratio)),
+            "p10_ratio": float(np.percentile(ratio, 10)), "p90_ratio": float(np.percentile(ratio, 90)),
+            "median_abs_dev": float(np.median(dev)), "max_abs_dev": float(dev.max()),
+            "within_3pct": float(np.mean(dev <= 0.03)), "points": [list(p) for p in pairs]}
+
+
+def plot(rep: dict, path: Path) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    pts = rep.get("points") or []
+    if not pts:
+        return
+    a = np.array([p[2] for p in pts]) * 1000
+    b = np.array([p[3] for p in pts]) * 1000
+    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+    ax[0].loglog(a, b, ".", alpha=0.7)
+    lo, hi = min(a.min(), b.min()), max(a.max(), b.max())
+    ax[0].plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    ax[0].set_xlabel("run 1 (us)")
+    ax[0].set_ylabel("run 2 (us)")
+    ax[0].set_title("kernel time, two separate harness runs")
+    ax[1].hist(b / a, bins=40)
+    ax[1].axvline(0.97, color="r", ls=":")
+    ax[1].axvline(1.03, color="r", ls=":")
+    ax[1].set_xlabel("run 2 / run 1")
+    ax[1].set_title(f"{len(pts)} (kernel, config) pairs >= 20 us")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kernels", type=int, default=64)
+    ap.add_argument("--inline", type=int, default=2, help="load_inline candidates to build (each ~45 s)")
+    ap.add_argument("--quick", action="store_true", help="one harness run, no load_inline (smoke test)")
+    ap.add_argument("--budget-s", type=float, default=0.1, help="timing budget per config and candidate")
+    ap.add_argument("--backend", default="cuda", help="cuda (the benchmark) or cpu (a smoke test of the script)")
+    args = ap.parse_args(argv)
+    out_dir = Path(os.environ.get("OUT", "out"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report: dict = {"argv": sys.argv[1:], "errors": {}}
+    t_all = time.perf_counter()
+    cands = make_candidates(args.kernels)
+    report["kernels"] = len(cands)
+    timing = {"budget_s": args.budget_s, "target_rel_iqr": 0.02, "min_reps": 10}
+    runs = []
+    for label in (("run1",) if args.quick else ("run1", "run2")):
+        try:
+            runs.append(harness_run(cands, label, timing, args.backend))
+            r = runs[-1]
+            print(f"[harness {label}] {r['ok']}/{r['candidates']} ok, {r['wall_s']:.1f} s, "
+                  f"{r['per_minute']:.1f}/min", file=sys.stderr, flush=True)
+        except Exception:
+            report["errors"][label] = traceback.format_exc()[-2000:]
+            print(report["errors"][label], file=sys.stderr)
+    report["harness"] = runs
+    if not args.quick and args.inline > 0:
+        try:
+            report["load_inline"] = inline_runs(cands, args.inline)
+        except Exception:
+            report["errors"]["load_inline"] = traceback.format_exc()[-2000:]
+    if len(runs) == 2:
+        try:
+            report["repeatability"] = repeatability(runs[0], runs[1])
+            plot(report["repeatability"], out_dir / "harness_repeatability.png")
+        except Exception:
+            report["errors"]["repeatability"] = traceback.format_exc()[-2000:]
+    report["total_s"] = time.perf_counter() - t_all
+    (out_dir / "harness_throughput.json").write_text(json.dumps(report, indent=1, default=str))
+    # ---- the table ----
+    print(f"\n== harness throughput ({args.backend}) ==")
+    for r in runs:
+        bad = [x for x in r["rows"] if x["status"] != "ok"][:3]
+        print(f"harness {r['label']}: {r['ok']}/{r['candidates']} ok  wall {r['wall_s']:.1f} s  "
+              f"{r['per_minute']:.1f} cand/min  (pool start {r['pool_start_s']:.1f} s)"
+              + (f"  first failures: {[(x['name'], x['status'], x['error'][:80]) for x in bad]}" if bad else ""))
+    li = report.get("load_inline") or {}
+    if li.get("per_minute"):
+        print(f"load_inline: {li['measured']} measured, {li['mean_s_per_candidate']:.1f} s/cand -> "
+              f"{li['per_minute']:.2f} cand/min (extrapolated)")
+        if runs:
+            best = max(r["per_minute"] for r in runs)
+            print(f"ratio harness / load_inline: {best / li['per_minute']:.1f}x (goal >= 50x)")
+    rep = report.get("repeatability") or {}
+    if rep.get("pairs"):
+        print(f"repeatability ({rep['pairs']} pairs >= 20 us): median ratio {rep['median_ratio']:.4f}, "
+              f"p10-p90 {rep['p10_ratio']:.4f}-{rep['p90_ratio']:.4f}, median |dev| {100 * rep['median_abs_dev']:.2f}%, "
+              f"within 3%: {100 * rep['within_3pct']:.0f}%")
+    for k, v in report["errors"].items():
+        print(f"ERROR in {k}: {v.strip().splitlines()[-1][:200]}")
+    print(f"total {report['total_s']:.0f} s; JSON: {out_dir / 'harness_throughput.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
