@@ -32,11 +32,20 @@ def libasan_path() -> str:
     return os.path.realpath(out)
 
 
+@functools.lru_cache(maxsize=1)
+def libstdcxx_path() -> str:
+    """Path of the host compiler's libstdc++ (preloaded too, so that ASan intercepts C++ throws)."""
+    out = subprocess.run([find_cxx(), "-print-file-name=libstdc++.so.6"], capture_output=True, text=True,
+                         timeout=30).stdout.strip()
+    return os.path.realpath(out) if out and os.path.isabs(out) else ""
+
+
 def asan_environment(base: dict | None = None) -> dict:
     """An environment for a subprocess that loads checks-mode libraries (LD_PRELOAD + ASAN_OPTIONS)."""
     env = dict(os.environ if base is None else base)
     pre = env.get("LD_PRELOAD", "")
-    env["LD_PRELOAD"] = libasan_path() + (":" + pre if pre else "")
+    libs = [libasan_path(), libstdcxx_path()] + ([pre] if pre else [])
+    env["LD_PRELOAD"] = ":".join(x for x in libs if x)
     env["ASAN_OPTIONS"] = ASAN_OPTIONS
     return env
 
