@@ -63,7 +63,7 @@ def _chain_fn(chain, dtype: str, qual: str) -> str:
 def variants(rng: random.Random) -> list[dict]:
     ops = sorted(UNARY)
     chains = set()
-    while len(chains) < 150:
+    while len(chains) < 550:
         k = rng.choice((1, 1, 2, 2, 3))
         chains.add(tuple(rng.choice(ops) for _ in range(k)))
     out = []

@@ -23,7 +23,7 @@ def variants(rng: random.Random) -> list[dict]:
         for dt in ("float32", "float64", "int32"):
             if kind == "index_add" and dt == "int32":
                 continue
-            for d in (1, 3, 16, 64, 127, 512):
+            for d in (1, 2, 3, 8, 16, 32, 64, 127, 256, 512):
                 out.append({"kind": kind, "dtype": dt, "D": d, "odd": rng.randrange(1, 50),
                             "wrong": kind == "gather_clamp" and rng.random() < 0.5})
     for i, v in enumerate(out):

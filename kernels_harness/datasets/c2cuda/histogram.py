@@ -17,7 +17,7 @@ def variants(rng: random.Random) -> list[dict]:
     out = []
     for key in ("int_id", "int_mod", "float_clamp", "float_drop"):
         for weighted in (False, True):
-            for bins in (16, 64, 100, 256, 1000, 2048):
+            for bins in (8, 16, 64, 100, 256, 500, 1000, 2048):
                 out.append({"key": key, "weighted": weighted, "bins": bins, "odd": rng.randrange(1, 200),
                             "wrong": key.startswith("float") and rng.random() < 0.3})
     for i, v in enumerate(out):

@@ -22,7 +22,7 @@ def matvec_variants(rng: random.Random) -> list[dict]:
         for trans in (False, True):
             for acc in (False, True):
                 for shape in ("square", "wide", "tall"):
-                    for pad in (0, 5):
+                    for pad in (0, 5, 17):
                         out.append({"dtype": dt, "trans": trans, "accumulate": acc, "shape": shape,
                                     "pad": pad, "odd": rng.randrange(1, 40)})
     for i, v in enumerate(out):
@@ -75,7 +75,7 @@ def matmul_variants(rng: random.Random) -> list[dict]:
         for ta in (False, True):
             for tb in (False, True):
                 for acc in (False, True):
-                    for shape in ("square", "tall_skinny", "long_k"):
+                    for shape in ("square", "tall_skinny", "long_k", "wide", "short_k"):
                         out.append({"dtype": dt, "ta": ta, "tb": tb, "accumulate": acc, "shape": shape,
                                     "odd": rng.randrange(1, 17), "wrong": rng.random() < 0.25})
     for i, v in enumerate(out):
@@ -125,7 +125,9 @@ for (int i = 0; i < m; ++i)
     o = p["odd"]
     shp = {"square": ((24, 20, 28), (512, 512, 512), (2048, 2048, 2048)),
            "tall_skinny": ((70, 6, 40), (16384, 64, 64), (131072, 64, 128)),
-           "long_k": ((9, 11, 90), (64, 64, 16384), (256, 256, 65536))}[p["shape"]]
+           "long_k": ((9, 11, 90), (64, 64, 16384), (256, 256, 65536)),
+           "wide": ((6, 70, 40), (64, 16384, 64), (64, 131072, 128)),
+           "short_k": ((40, 50, 20), (2048, 2048, 16), (8192, 8192, 32))}[p["shape"]]
     configs = B.configs3(*[{"M": m + o, "N": n + o, "K": k + o} for m, n, k in shp])
     return B.make_task(tid=p["name"], track="c2cuda", entry=entry, source=source, signature=sig,
                        configs=configs, tol=B.tolerance(dt, 30), flops="2*M*N*K",

@@ -29,7 +29,7 @@ def variants(rng: random.Random) -> list[dict]:
                     out.append({"kind": "kde", "layout": "self" if self_ else "cross", "dtype": dt, "eps": h,
                                 "D": dims, "odd": rng.randrange(1, 60)})
     for metric in ("euclidean", "sqeuclidean", "manhattan"):
-        for dims in (2, 3, 8, 32):
+        for dims in (1, 2, 3, 4, 8, 16, 32, 64):
             for dt in B.FLOAT_DTYPES:
                 for shape in ("square", "rect"):
                     out.append({"kind": "cdist_" + metric, "layout": shape, "dtype": dt, "eps": 0, "D": dims,

@@ -15,7 +15,7 @@ from kernels_harness.datasets import base as B
 
 # op -> (init(T) as C, combine(acc, v), finalize(acc, count), is_arg)
 OPS = ("sum", "max", "min", "argmax", "argmin", "l1", "l2", "sumsq", "mean")
-PRE = {"none": "v", "abs": "@fabs(v)", "square": "(v * v)"}
+PRE = {"none": "v", "abs": "@fabs(v)", "square": "(v * v)", "exp": "@exp(v)", "relu": "(v > 0 ? v : 0)"}
 
 
 def _m(name, dt):
@@ -84,7 +84,7 @@ def build(p: dict):
     entry = f"reduce_{op}_axis{axis}"
     sig = [B.scalar("rows", "int32", "R"), B.scalar("cols", "int32", "C"), B.scalar("ld", "int32", "C+P"),
            B.inp("x", dt, ["R", "C+P"]), B.out("y", out_dt, [n_out])]
-    pre_e = PRE[pre].replace("@fabs", _m("fabs", dt))
+    pre_e = PRE[pre].replace("@fabs", _m("fabs", dt)).replace("@exp", _m("exp", dt))
     # x index of output o, reduced position j
     xi = "(long long)o * ld + j" if axis == 1 else "(long long)j * ld + o"
     n_out_c, n_red_c = ("rows", "cols") if axis == 1 else ("cols", "rows")

@@ -34,7 +34,7 @@ def variants(rng: random.Random) -> list[dict]:
     for op in OPS:
         for dt in ("float32", "float64", "int32"):
             for kind in ("inclusive", "exclusive"):
-                for regime in ("many_short", "few_long"):
+                for regime in ("many_short", "square", "few_long"):
                     for stride in (1, 2):
                         out.append({"op": op, "dtype": dt, "kind": kind, "regime": regime,
                                     "stride": stride, "odd": rng.randrange(1, 31),
@@ -155,6 +155,8 @@ __global__ void scan_block({kargs}) {{
     o, S = p["odd"], p["stride"]
     if p["regime"] == "many_short":
         cfg = ({"R": 32 + o, "C": 48 + o}, {"R": 8192 + o, "C": 96 + o}, {"R": 131072 + o, "C": 128 + o})
+    elif p["regime"] == "square":
+        cfg = ({"R": 20 + o, "C": 40 + o}, {"R": 1024 + o, "C": 1024 + o}, {"R": 4096 + o, "C": 4096 + o})
     else:
         cfg = ({"R": 2, "C": 700 + o}, {"R": 64, "C": 65536 + o}, {"R": 512, "C": 131072 + o})
     configs = B.configs3(*[dict(c, S=S) for c in cfg])

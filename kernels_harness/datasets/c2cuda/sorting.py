@@ -21,7 +21,7 @@ def variants(rng: random.Random) -> list[dict]:
     out = []
     for kind in ("sort_asc", "sort_desc"):
         for dt in ("float32", "float64", "int32"):
-            for cols in (32, 100, 1000, 2048):
+            for cols in (32, 64, 100, 256, 512, 1000, 2048):
                 for rows in ("few_rows", "many_rows"):
                     out.append({"kind": kind, "dtype": dt, "cols": cols, "k": 0, "rows": rows})
     for kind in ("topk_values", "topk_indices"):

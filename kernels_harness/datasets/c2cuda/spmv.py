@@ -18,7 +18,7 @@ def variants(rng: random.Random) -> list[dict]:
     out = []
     for fmt in FORMATS:
         for dt in B.FLOAT_DTYPES:
-            for per_row in (4, 32, 256):
+            for per_row in (4, 8, 32, 64, 256):
                 for acc in (False, True):
                     for shape in ("square", "rect"):
                         out.append({"format": fmt, "dtype": dt, "per_row": per_row, "accumulate": acc,

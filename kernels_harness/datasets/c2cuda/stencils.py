@@ -26,11 +26,12 @@ def variants(rng: random.Random) -> list[dict]:
         for kind in KINDS:
             for bnd in BOUNDARIES:
                 for dt in B.FLOAT_DTYPES:
-                    for extra in ((1, 2) if dim == 1 else ("square", "elongated")):
-                        out.append({"dim": dim, "kind": kind, "boundary": bnd, "dtype": dt,
-                                    "radius": extra if dim == 1 else 1,
-                                    "shape": "line" if dim == 1 else extra, "odd": rng.randrange(1, 13),
-                                    "wrong": rng.random() < 0.3})
+                    shapes = ("line",) if dim == 1 else ("square", "elongated")
+                    for shape in shapes:
+                        for radius in ((1, 2) if dim < 3 else (1,)):
+                            out.append({"dim": dim, "kind": kind, "boundary": bnd, "dtype": dt,
+                                        "radius": radius, "shape": shape, "odd": rng.randrange(1, 13),
+                                        "wrong": rng.random() < 0.3})
     for i, v in enumerate(out):
         v["name"] = B.slug("stencil", i, f"{v['dim']}d", v["kind"], v["boundary"], f"r{v['radius']}",
                            v["shape"], v["dtype"])
@@ -47,7 +48,7 @@ def _points(dim: int, radius: int):
                 off = [0] * dim
                 off[a] = s
                 pts.append((tuple(off), coef))
-    k = 2.0 * dim if radius == 1 else 2.5
+    k = 2.0 * dim if radius == 1 else 2.5 * dim
     return pts, k, len(pts) + 1
 
 
@@ -181,15 +182,15 @@ __global__ void stencil_tiled({kargs}) {{
                 kern = f"""
 {dev_at}
 __global__ void stencil_tiled({kargs}) {{
-  __shared__ {T} tile[8 + 2][32 + 2];
+  __shared__ {T} tile[8 + 2 * {R}][32 + 2 * {R}];
   int x0 = blockIdx.x * 32, y0 = blockIdx.y * 8;
-  for (int ly = threadIdx.y; ly < 10; ly += 8)
-    for (int lx = threadIdx.x; lx < 34; lx += 32)
-      tile[ly][lx] = at(u, ny, nx, y0 + ly - 1, x0 + lx - 1);
+  for (int ly = threadIdx.y; ly < 8 + 2 * {R}; ly += 8)
+    for (int lx = threadIdx.x; lx < 32 + 2 * {R}; lx += 32)
+      tile[ly][lx] = at(u, ny, nx, y0 + ly - {R}, x0 + lx - {R});
   {sync}
   int tx = threadIdx.x, ty = threadIdx.y, x = x0 + tx, y = y0 + ty;
   if (x >= nx || y >= ny) return;
-  {point_stmt(lambda o: f"tile[ty + {1 + o[0]}][tx + {1 + o[1]}]", "tile[ty + 1][tx + 1]")}
+  {point_stmt(lambda o: f"tile[ty + {R + o[0]}][tx + {R + o[1]}]", f"tile[ty + {R}][tx + {R}]")}
 }}"""
                 launch = "dim3((nx + 31) / 32, (ny + 7) / 8), dim3(32, 8)"
             return lambda proto: B.cuda_unit(proto, kern, f"stencil_tiled<<<{launch}, 0, stream>>>({call});")

@@ -32,7 +32,7 @@ KINDS = {
     "nhwc_to_nchw": (("N", "HW", "C"), ["N", "HW", "C"], ["N", "C", "HW"], "n", "hw", "c",
                      "(b * hw + i) * c + j", "(b * c + j) * hw + i"),
 }
-DTYPES = ("float32", "float64", "int32", "int16", "uint8")
+DTYPES = ("float32", "float64", "int32", "int64", "int16", "int8", "uint8")
 
 
 def variants(rng: random.Random) -> list[dict]:
