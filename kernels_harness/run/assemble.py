@@ -72,7 +72,7 @@ def assemble(task: Task, source: str, backend: str, build: dict, out: dict, seed
             features_lib = None
         if features_lib is not None and hasattr(features_lib, "analyse"):
             try:
-                f = features_lib.analyse(task, source, res)
+                f = features_lib.analyse(task, source, res, compile=False)  # resources come from the build
                 res.features = f.to_dict() if hasattr(f, "to_dict") else dict(f)
             except Exception as e:  # a feature failure never breaks a verdict
                 res.features = {"error": f"{type(e).__name__}: {e}"[:200]}

@@ -3,7 +3,8 @@
 `build(kind, backend, source, out_path)` turns one translation unit into a shared library:
   kind "solution":    a CUDA solution; backend "cuda" -> nvcc (kernels_harness.build.nvcc),
                       backend "cpu" -> the emulation layer (kernels_harness.emulation; `checks`
-                      builds with AddressSanitizer, so the worker must preload libasan)
+                      builds with AddressSanitizer, so the worker must preload libasan; with
+                      `resources`, ptxas registers/shared memory are read too, for the features)
   kind "c_reference": a task's C reference -> gcc (as C, else as C++ wrapped in extern "C")
 Returns a plain dict {ok, log, path, resources, seconds} that crosses process boundaries.
 """
@@ -21,7 +22,7 @@ MAX_LOG = 20000
 
 
 def build(kind: str, backend: str, source: str, out_path: str, timeout_s: float = 120.0,
-          arch: str = "sm_90", checks: bool = True) -> dict:
+          arch: str = "sm_90", checks: bool = True, resources: bool = True) -> dict:
     t0 = time.perf_counter()
     try:
         if kind == "c_reference":
@@ -42,6 +43,8 @@ def build(kind: str, backend: str, source: str, out_path: str, timeout_s: float 
             r = emulation.build_shared_library(source, out_path, checks=checks, timeout_s=timeout_s)
             res = {"ok": bool(r.ok), "log": r.log, "path": str(r.path) if r.ok and r.path else None,
                    "resources": dict(getattr(r, "resources", {}) or {})}
+            if res["ok"] and resources and not res["resources"]:
+                res["resources"] = _ptxas_resources(source, arch, timeout_s)
         else:
             raise ValueError(f"unknown backend {backend!r}")
     except Exception as e:  # a compiler that is missing or crashes is a failed build, not a crash
@@ -50,6 +53,15 @@ def build(kind: str, backend: str, source: str, out_path: str, timeout_s: float 
     res["log"] = (res.get("log") or "")[-MAX_LOG:]
     res["seconds"] = time.perf_counter() - t0
     return res
+
+
+def _ptxas_resources(source: str, arch: str, timeout_s: float) -> dict:
+    """Registers and shared memory per kernel from ptxas, for the cpu backend's features ({} if no nvcc)."""
+    try:
+        from kernels_harness.build import nvcc
+        return nvcc.resource_usage(source, arch=arch, timeout_s=timeout_s)
+    except Exception:  # no nvcc, or a source the emulation accepts and nvcc does not
+        return {}
 
 
 def _host_cc(name: str) -> str:

@@ -88,7 +88,7 @@ class HarnessPool:
                  checks: bool = True, workers_per_gpu: int = 2, memory_limit_bytes: int | None = 8 << 30,
                  max_jobs_per_worker: int = 100, arch: str = "sm_90", features: bool = True,
                  use_numba: bool = True, progress: bool = False, seed: int | None = None,
-                 emulation_checks: bool = True):
+                 emulation_checks: bool = True, ptxas_resources: bool = True):
         if trials < 2:
             raise HarnessSetupError("trials must be at least 2 (fresh inputs catch cached results)")
         self.backend = resolve_backend(backend)
@@ -100,6 +100,7 @@ class HarnessPool:
         self.rules, self.checks, self.arch = rules, checks, arch
         self.max_jobs_per_worker, self.features, self.progress = max_jobs_per_worker, features, progress
         self.fixed_seed = seed
+        self.ptxas_resources = ptxas_resources and features  # cpu: registers/smem for the features
         self.root = tempfile.mkdtemp(prefix="cudaperf_harness_")
         self.cache_dir = os.path.join(self.root, "build")
         os.makedirs(self.cache_dir)
@@ -170,7 +171,7 @@ class HarnessPool:
             if fut is None or (fut.done() and fut.result()["log"].startswith("the compiler worker failed")):
                 out = os.path.join(self.cache_dir, f"{kind}_{key}.so")
                 fut = self.compile_pool.submit(kind, self.backend, source, out, self.compile_timeout_s, self.arch,
-                                               self.emulation_checks)
+                                               self.emulation_checks, self.ptxas_resources and kind == "solution")
                 self._builds[key] = fut
             return fut
 

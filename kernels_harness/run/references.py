@@ -64,7 +64,8 @@ def torch_values(task: Task, config: dict, seed: int, device: str = "cpu") -> di
     """Runs the module once: name -> torch tensor (or Python scalar) for every signature argument.
 
     Forward inputs come from get_inputs() under torch.manual_seed(seed); parameters and buffers from
-    Model(*get_init_inputs()) under the same seed; `out` arguments hold the module's outputs.
+    Model(*get_init_inputs()) under the same seed; `out` arguments hold the module's outputs. Scalar
+    arguments after the forward inputs (e.g. sizes) take their value from the config.
     """
     torch = _import_torch()
     key = (task.id, hashlib.sha1(task.source.encode()).hexdigest(), tuple(sorted(config_env(config).items())))
@@ -91,14 +92,20 @@ def torch_values(task: Task, config: dict, seed: int, device: str = "cpu") -> di
     named = dict(model.named_parameters())
     named.update(dict(model.named_buffers()))
     it_in, it_out, values = iter(inputs), iter(outs), {}
+    left = len(inputs)
     for a in task.signature:
         try:
             if a.torch_name:
                 values[a.name] = named[a.torch_name].detach()
             elif a.role == "out":
                 values[a.name] = next(it_out)
-            else:
+            elif left:
                 values[a.name] = next(it_in)
+                left -= 1
+            elif a.role == "scalar":  # an extra size argument after the forward inputs
+                values[a.name] = task.scalar(a, config_env(config))
+            else:
+                raise StopIteration
         except (StopIteration, KeyError):
             raise SetupError(f"task {task.id!r}: argument {a.name!r} has no matching module input, "
                              "parameter or output; regenerate the task with the importer") from None

@@ -54,7 +54,7 @@ EXPECTED = {
 @pytest.fixture(scope="module")
 def cpu_results():
     names = list(EXPECTED)
-    with HarnessPool("cpu", workers=2, call_timeout_s=8, cpu_budget_bytes=8 << 20) as pool:
+    with HarnessPool("cpu", workers=2, call_timeout_s=8, cpu_budget_bytes=8 << 20, features=False) as pool:
         results = dict(zip(names, pool.evaluate([(TASK, src(n)) for n in names])))
         # the pool still serves after hangs and crashes: the good kernel passes again
         again = pool.evaluate([(TASK, src("good_naive"))])[0]
@@ -97,7 +97,7 @@ def test_pool_keeps_serving_after_hangs_and_crashes(cpu_results):
 
 @cpu
 def test_isolation_catches_exit_fork_and_crash_without_static_checks():
-    with HarnessPool("cpu", workers=1, call_timeout_s=8, checks=False) as pool:
+    with HarnessPool("cpu", workers=1, call_timeout_s=8, checks=False, features=False) as pool:
         names = ["calls_exit", "forks", "segfault_host", "good_naive"]
         res = dict(zip(names, pool.evaluate([(TASK, src(n)) for n in names])))
     assert res["calls_exit"].status == "runtime_error" and "died" in res["calls_exit"].error

@@ -1,0 +1,100 @@
+"""HarnessPool end to end on the cpu backend: features and resources, torch2cuda tasks, planning."""
+import json
+
+import pytest
+
+from kernels_harness.run import HarnessPool
+from kernels_harness.run.assemble import plan_configs
+from kernels_harness.tasks.schema import Task
+from tests.kernels_harness.adversarial.test_adversarial import TASK, cpu, src
+
+MODULE = '''
+import torch
+import torch.nn as nn
+
+B = 4
+F = 64
+
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(features))
+        self.register_buffer("shift", torch.randn(features))
+
+    def forward(self, x):
+        return torch.relu(x) * self.scale + self.shift
+
+
+def get_inputs():
+    return [torch.randn(B, F)]
+
+
+def get_init_inputs():
+    return [F]
+'''
+
+SOLUTION = r'''
+#include <cuda_runtime.h>
+__global__ void k(int n, int f, const float* x, const float* scale, const float* shift, float* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = fmaxf(x[i], 0.0f) * scale[i % f] + shift[i % f];
+}
+extern "C" int relu_scale(const float* x, const float* scale, const float* shift, float* out, int n, int f,
+                          cudaStream_t stream) {
+  k<<<(n + 255) / 256, 256, 0, stream>>>(n, f, x, scale, shift, out);
+  return (int)cudaGetLastError();
+}
+'''
+
+TORCH_TASK = {
+    "id": "relu_scale", "track": "torch2cuda", "entry": "relu_scale", "source": MODULE,
+    "signature": [{"name": "x", "role": "in", "dtype": "float32", "shape": ["B", "F"]},
+                  {"name": "scale", "role": "in", "dtype": "float32", "shape": ["F"], "torch_name": "scale"},
+                  {"name": "shift", "role": "in", "dtype": "float32", "shape": ["F"], "torch_name": "shift"},
+                  {"name": "out", "role": "out", "dtype": "float32", "shape": ["B", "F"]},
+                  {"name": "n", "role": "scalar", "dtype": "int32", "value": "B*F"},
+                  {"name": "f", "role": "scalar", "dtype": "int32", "value": "F"}],
+    "configs": [{"B": 4, "F": 64}, {"B": 16, "F": 256}, {"B": 512, "F": 4096}],
+    "constants": ["B", "F"], "tolerance": {"atol": 1e-5, "rtol": 1e-5},
+}
+
+
+@cpu
+def test_good_kernel_gets_features_resources_and_launches():
+    with HarnessPool("cpu", workers=1) as pool:
+        res = pool.evaluate([(TASK, src("good_naive"))])[0]
+    assert res.status == "ok", res.error
+    assert res.launches[0]["kernel"] == "saxpy_k" and res.launches[0]["block"] == (256, 1, 1)
+    assert res.launches[0]["grid"][0] == 4  # N = 1000 -> 4 blocks of 256 in the first trial
+    assert res.resources["saxpy_k"]["registers"] > 0  # ptxas, read in the compile worker
+    assert 0.0 <= res.features["score"] <= 1.0
+    assert res.seconds["compile"] > 0 and res.seconds["execute"] > 0
+    assert res.feedback.startswith("Correct on all 2 checked configs")
+
+
+@cpu
+def test_torch2cuda_task_checks_against_the_pytorch_module():
+    pytest.importorskip("torch")
+    task = Task.from_dict(TORCH_TASK)
+    wrong = SOLUTION.replace("+ shift[i % f]", "- shift[i % f]")
+    with HarnessPool("cpu", workers=1, features=False) as pool:
+        good, bad = pool.evaluate([(task, SOLUTION), (task, wrong)])
+    assert good.status == "ok", good.error
+    assert [c.skipped for c in good.configs] == [False, False, True]  # 512x4096: over the cpu budget
+    assert good.configs[1].max_abs_err <= 1e-5
+    assert bad.status == "wrong" and "output 'out'" in bad.error
+
+
+def test_plan_runs_small_configs_first_and_picks_references():
+    t = Task.from_dict(json.loads(json.dumps(TASK.to_dict())))
+    cpu_plan = plan_configs(t, "cpu", 8 << 20, 64 << 20, 2e8, have_c=True, have_oracle=True)
+    assert [(p["index"], p["run"], p["reference"]) for p in cpu_plan] == [
+        (0, True, "c"), (1, True, "c"), (2, False, "oracle")]
+    cuda_plan = plan_configs(t, "cuda", 8 << 20, 64 << 20, 2e8, have_c=True, have_oracle=True)
+    assert [(p["index"], p["run"], p["reference"]) for p in cuda_plan] == [
+        (0, True, "c"), (1, True, "c"), (2, True, "oracle")]  # 16M floats x 2 = 128 MiB > 64 MiB
+    no_oracle = plan_configs(t, "cuda", 8 << 20, 64 << 20, 2e8, have_c=True, have_oracle=False)
+    assert all(p["run"] and p["reference"] == "c" for p in no_oracle)
+    tiny_budget = plan_configs(t, "cpu", 1, 64 << 20, 2e8, have_c=True, have_oracle=True)
+    assert [p["run"] for p in tiny_budget] == [True, False, False]  # the smallest always runs
