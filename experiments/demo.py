@@ -1,0 +1,171 @@
+"""The main job on embedded defaults: the policy writes CUDA for a small task suite over refinement turns,
+and the harness judges every candidate (correctness, speed on a GPU, structure).
+
+    python -m experiments.demo [--config=experiments/configs/demo.py] [--config.field=value] [--workdir=DIR]
+
+Stages: (1) the suite's own implementations through the harness (a health check of the backend);
+(2) the default policy (SmolLM2-135M-Instruct GGUF, fetched once) loaded into the Flax decoder;
+(3) per task (one step, checkpointed, so a killed run resumes at the next task): `samples_per_task`
+candidates per turn, each turn seeing the harness feedback on its previous answer; metrics per step in
+metrics.jsonl, all candidates and verdicts in candidates.jsonl, a summary table, summary.json and a plot.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from experiments import launch
+
+launch.define_config("experiments/configs/demo.py")
+
+
+def load_suite(path: str, max_tasks: int):
+    from kernels_harness.tasks.schema import load_task
+    root = Path(path)
+    if not root.is_absolute():
+        root = launch.REPO / root
+    files = sorted(root.glob("*.json"))
+    if not files:
+        raise FileNotFoundError(f"no task files (*.json) in {root}; point --config.suite at a directory of tasks")
+    return [load_task(f) for f in files][:max_tasks]
+
+
+def check_references(pool, tasks, run) -> dict:
+    """Runs each task's own implementations; returns {task_id/impl: status}."""
+    items = [(t, impl.source) for t in tasks for impl in t.implementations]
+    names = [f"{t.id}/{impl.name}" for t in tasks for impl in t.implementations]
+    expected = [impl.expected for t in tasks for impl in t.implementations]
+    t0 = time.perf_counter()
+    results = pool.evaluate(items)
+    rows = {}
+    print(f"\n{'reference implementation':<44} {'status':<14} {'speedup':>8} {'structure':>9}", file=sys.stderr)
+    for name, exp, r in zip(names, expected, results):
+        sp = f"{r.speedup:.2f}" if r.speedup else "-"
+        score = r.features.get("score") if r.features else None
+        print(f"{name:<44} {r.status:<14} {sp:>8} {score if score is None else round(score, 3)!s:>9}",
+              file=sys.stderr)
+        rows[name] = {"status": r.status, "expected": exp, "speedup": r.speedup, "structure": score,
+                      "error": r.error or (r.compile_log[:300] if not r.compiled else "")}
+    bad = [n for n, e, r in zip(names, expected, results) if (r.status == "ok") != (e == "correct")]
+    print(f"references: {len(results) - len(bad)}/{len(results)} as expected in "
+          f"{time.perf_counter() - t0:.1f} s" + (f"; unexpected: {bad}" if bad else ""), file=sys.stderr)
+    run.write_json("references.json", rows)
+    return rows
+
+
+def candidate_record(task, turn, sample, text, source, r) -> dict:
+    return {"task": task.id, "turn": turn, "sample": sample, "status": r.status, "compiled": r.compiled,
+            "correct": r.correct, "speedup": r.speedup, "structure": (r.features or {}).get("score"),
+            "feedback": r.feedback, "completion": text, "source": source, "seed": r.seed}
+
+
+def step_metrics(records: list[dict], turns: int) -> dict:
+    m = {}
+    for turn in range(turns):
+        rs = [r for r in records if r["turn"] == turn]
+        if not rs:
+            continue
+        m[f"turn{turn}/compiled"] = float(np.mean([r["compiled"] for r in rs]))
+        m[f"turn{turn}/correct"] = float(np.mean([r["correct"] for r in rs]))
+        scores = [r["structure"] for r in rs if r["structure"] is not None]
+        m[f"turn{turn}/structure"] = float(np.mean(scores)) if scores else 0.0
+    m["correct_any"] = float(any(r["correct"] for r in records))
+    speedups = [r["speedup"] for r in records if r["correct"] and r["speedup"]]
+    m["best_speedup"] = float(max(speedups)) if speedups else 0.0
+    return m
+
+
+def plot_statuses(records: list[dict], turns: int, path: Path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    from kernels_harness.result import STATUSES
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    bottom = np.zeros(turns)
+    for status in STATUSES:
+        counts = np.array([sum(r["status"] == status and r["turn"] == t for r in records) for t in range(turns)])
+        if counts.any():
+            ax.bar([f"turn {t}" for t in range(turns)], counts, bottom=bottom, label=status)
+            bottom += counts
+    ax.set_ylabel("candidates")
+    ax.set_title("Harness verdicts of the policy's candidates")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(config, workdir):
+    from cudaperf_jax.assets import default_model_path
+    from cudaperf_jax.experiment import open_run
+    from cudaperf_jax.generation.sampler import Sampler, SamplingParams
+    from cudaperf_jax.models.loading import load_policy
+    from cudaperf_jax.rl import prompts
+    from kernels_harness.run.pool import HarnessPool
+
+    run = open_run(workdir, config, name="demo")
+    tasks = load_suite(config.suite, config.max_tasks)
+    cand_path = Path(workdir) / "candidates.jsonl"
+    done = run.restore_step()
+    if cand_path.exists():  # keep the candidates of finished steps only
+        keep = {t.id for t in tasks[:done]}
+        lines = [ln for ln in cand_path.read_text().splitlines() if ln and json.loads(ln)["task"] in keep]
+        cand_path.write_text("".join(ln + "\n" for ln in lines))
+    print(f"[demo] {len(tasks)} tasks from {config.suite}; workdir {workdir}"
+          + (f"; resuming at task {done}" if done else ""), file=sys.stderr)
+
+    with HarnessPool(backend=config.backend, workers=config.workers, progress=True) as pool:
+        print(f"[demo] harness backend: {pool.backend}", file=sys.stderr)
+        if config.check_references and not (Path(workdir) / "references.json").exists():
+            check_references(pool, tasks, run)
+        model_path = default_model_path(download=True) if config.model == "default" else config.model
+        t0 = time.perf_counter()
+        model, tokenizer = load_policy(model_path, dtype=config.dtype, progress=True)
+        sampler = Sampler(model, tokenizer)
+        print(f"[demo] policy {Path(str(model_path)).name} loaded in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr)
+        params = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
+                                top_p=config.top_p)
+        for step in range(done, len(tasks)):
+            task = tasks[step]
+            history = [[] for _ in range(config.samples_per_task)]
+            records = []
+            for turn in range(config.turns):
+                msgs = [prompts.messages(task, h) for h in history]
+                t0 = time.perf_counter()
+                out = sampler.generate(msgs, params, seed=config.seed * 100003 + step * 101 + turn, chat=True)
+                gen_s = time.perf_counter() - t0
+                sources = [prompts.extract_solution(t) for t in out.texts]
+                results = pool.evaluate([(task, s) for s in sources])
+                for i, (text, src, r) in enumerate(zip(out.texts, sources, results)):
+                    records.append(candidate_record(task, turn, i, text, src, r))
+                    history[i].append((text, r.feedback or r.status))
+                print(f"[demo] task {task.id} turn {turn}: {int(out.lengths.sum())} tokens in {gen_s:.1f} s; "
+                      f"verdicts {collections.Counter(r.status for r in results).most_common()}", file=sys.stderr)
+            with open(cand_path, "a") as f:
+                for rec in records:
+                    f.write(json.dumps(rec) + "\n")
+            run.log(step, {"task": task.id, **step_metrics(records, config.turns)}, echo=True)
+            run.save(step, {"step": np.int32(step)})
+
+    records = [json.loads(ln) for ln in cand_path.read_text().splitlines() if ln] if cand_path.exists() else []
+    summary = {"tasks": len(tasks), "candidates": len(records),
+               "statuses": dict(collections.Counter(r["status"] for r in records)),
+               **{k: v for k, v in step_metrics(records, config.turns).items()}}
+    run.write_json("summary.json", summary)
+    plot_statuses(records, config.turns, Path(workdir) / "verdicts.png")
+    run.close()
+    print("\n[demo] summary: " + json.dumps(summary), file=sys.stderr)
+    print(f"[demo] wrote {workdir}/summary.json, candidates.jsonl, metrics.jsonl, verdicts.png", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    launch.run(main, name="demo")

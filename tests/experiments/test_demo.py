@@ -1,0 +1,65 @@
+"""The main job end to end on a tiny random policy (the real SmolLM2 run is `make demo` / the slow test)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _tiny_policy_dir(path: Path) -> Path:
+    from tests.cudaperf_jax.models import tiny
+    tiny.hf_model("llama").save_pretrained(path)
+    tiny.tokenizer().save_pretrained(path)
+    return path
+
+
+def _demo(workdir, *overrides, env_extra=None):
+    cmd = [sys.executable, "-m", "experiments.demo", f"--workdir={workdir}", *overrides]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900,
+                          env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "HOME": str(workdir),
+                               **(env_extra or {})})
+
+
+def test_demo_runs_end_to_end_and_resumes(tmp_path):
+    model = _tiny_policy_dir(tmp_path / "policy")
+    args = [f"--config.model={model}", "--config.max_tasks=2", "--config.samples_per_task=2",
+            "--config.turns=2", "--config.max_new_tokens=24", "--config.backend=cpu"]
+    proc = _demo(tmp_path / "run", *args)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    work = tmp_path / "run"
+    refs = json.loads((work / "references.json").read_text())
+    assert len(refs) == 5 and all(r["status"] == "ok" for r in refs.values()), refs
+    cands = [json.loads(x) for x in (work / "candidates.jsonl").read_text().splitlines()]
+    assert len(cands) == 2 * 2 * 2 and {c["turn"] for c in cands} == {0, 1}
+    assert all(c["status"] in ("ok", "wrong", "compile_error", "runtime_error", "timeout", "hack") for c in cands)
+    assert all(c["feedback"] for c in cands)  # every verdict carries feedback for the next turn
+    metrics = [json.loads(x) for x in (work / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [0, 1] and "turn1/compiled" in metrics[0]
+    summary = json.loads((work / "summary.json").read_text())
+    assert summary["candidates"] == 8 and (work / "verdicts.png").stat().st_size > 1000
+    # a second launch into the finished workdir resumes: no step is redone, outputs unchanged
+    again = _demo(work, *args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [json.loads(x)["step"] for x in (work / "metrics.jsonl").read_text().splitlines()] == [0, 1]
+    assert len((work / "candidates.jsonl").read_text().splitlines()) == 8
+
+
+def test_demo_reports_a_bad_suite_in_one_line(tmp_path):
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "broken.json").write_text('{"id": "x", "track": "c2cuda"}')
+    proc = _demo(tmp_path / "run", f"--config.suite={tmp_path / 'suite'}")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: task 'x' is missing the field 'entry'")
+
+
+@pytest.mark.slow
+def test_demo_with_the_default_policy(tmp_path):
+    import os
+    env = {"CUDAPERF_CACHE": os.environ.get("CUDAPERF_CACHE", str(Path.home() / ".cache" / "cudaperf_jax"))}
+    proc = _demo(tmp_path / "run", "--config.max_tasks=1", "--config.turns=1", "--config.max_new_tokens=64",
+                 env_extra=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["candidates"] == 2
