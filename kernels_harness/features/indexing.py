@@ -128,7 +128,7 @@ class Evaluator:
         self.macros = macros
         self.env: dict[str, Form] = dict(env or {})
 
-    def __call__(self, n) -> Form:  # noqa: C901 - one case per node type
+    def __call__(self, n) -> Form:
         t = n.type
         if t in ("parenthesized_expression", "condition_clause"):
             kids = [c for c in n.named_children if c.type != "comment"]

@@ -216,13 +216,13 @@ def _sizeof_eval(expr: str, macros: dict) -> Fraction | None:
 def _dim3(arg, host, macros: dict) -> list | None:
     """[x, y, z] of a launch argument: a number, a macro, `dim3(a, b)` or a `dim3 v(a, b)` variable."""
     t = text(arg).strip()
-    m = re.fullmatch(r"dim3\s*\((.*)\)", t, re.S)
+    m = re.fullmatch(r"dim3\s*\((.*)\)", t, re.DOTALL)
     if m:
         return _dims_from_args(m.group(1), macros)
     if re.fullmatch(r"[A-Za-z_]\w*", t) and host is not None and t not in macros:
         for d in walk(host):
             if d.type == "declaration" and "dim3" in text(d):
-                mm = re.search(rf"\b{re.escape(t)}\s*(?:\((.*?)\)|=\s*dim3\s*\((.*?)\)|\{{(.*?)\}})\s*[;,]", text(d), re.S)
+                mm = re.search(rf"\b{re.escape(t)}\s*(?:\((.*?)\)|=\s*dim3\s*\((.*?)\)|\{{(.*?)\}})\s*[;,]", text(d), re.DOTALL)
                 if mm:
                     return _dims_from_args(next(g for g in mm.groups() if g is not None), macros)
             elif d.type == "declaration" and re.search(rf"\b{re.escape(t)}\s*=", text(d)):

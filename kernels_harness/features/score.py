@@ -47,9 +47,9 @@ def coalescing_summary(kernels, measured: dict | None = None) -> dict:
         accs = k.global_accesses()
         kp = []
         for a in accs:
-            eff = min(1.0, a.ideal_sectors / a.sectors) if a.sectors == a.sectors and a.sectors else float("nan")
+            eff = min(1.0, a.ideal_sectors / a.sectors) if not math.isnan(a.sectors) and a.sectors else float("nan")
             kp.append((eff, a.weight))
-            if eff == eff and (worst is None or (eff, -a.weight) < (worst[0], -worst[1].weight)):
+            if not math.isnan(eff) and (worst is None or (eff, -a.weight) < (worst[0], -worst[1].weight)):
                 worst = (eff, a, k.name)
         est = _wmean(kp)
         m = (measured or {}).get(k.name) or {}
@@ -106,8 +106,8 @@ def memory_summary(kernels, bound: str) -> dict:
         filled = any(a.fills_shared for a in k.global_accesses(("load",)))
         ratio = ld / st if st else 0.0
         reuse.append((k.name, filled, ratio, filled and ratio >= 2.0 and not k.smem_tree_reduction))
-    bank = _wmean([(1.0 / a.bank_degree if a.bank_degree == a.bank_degree and a.bank_degree else None, a.weight) for a in sh])
-    worst_bank = max((a for a in sh if a.bank_degree == a.bank_degree), key=lambda a: a.bank_degree, default=None)
+    bank = _wmean([(1.0 / a.bank_degree if not math.isnan(a.bank_degree) and a.bank_degree else None, a.weight) for a in sh])
+    worst_bank = max((a for a in sh if not math.isnan(a.bank_degree)), key=lambda a: a.bank_degree, default=None)
     vec = _wmean([(1.0 if a.vector else 0.0, a.weight) for a in g])
     ro = _wmean([(1.0 if a.readonly else 0.0, a.weight) for a in loads])
     unroll = any(k.unroll_pragmas for k in kernels)

@@ -19,7 +19,14 @@ import re
 from fractions import Fraction
 
 from kernels_harness.features import coalescing, parse
-from kernels_harness.features.indexing import NONLINEAR, SYM, UNIFORM, Evaluator, Form, add
+from kernels_harness.features.indexing import (
+    NONLINEAR,
+    SYM,
+    UNIFORM,
+    Evaluator,
+    Form,
+    add,
+)
 from kernels_harness.features.parse import SIZEOF, VECTOR_TYPES, line, text, walk
 
 BARRIERS = ("__syncthreads", "__syncthreads_count", "__syncthreads_and", "__syncthreads_or", "__barrier_sync")
@@ -286,8 +293,8 @@ class _KernelWalker:
             node = node.child_by_field_name("declarator")
         while node is not None and node.type == "array_declarator":
             size = node.child_by_field_name("size")
-            dims.insert(0, None if size is None else (lambda v: int(v) if v is not None else None)(
-                parse.const_eval(text(size), self.macros)))
+            v = parse.const_eval(text(size), self.macros) if size is not None else None
+            dims.insert(0, int(v) if v is not None else None)
             node = node.child_by_field_name("declarator")
         if node is None:
             return
@@ -381,7 +388,7 @@ class _KernelWalker:
         self.k.accesses.append(a)
         return True
 
-    def expr(self, n, depth: int, divergent: bool, fills: bool = False):  # noqa: C901
+    def expr(self, n, depth: int, divergent: bool, fills: bool = False):
         if n is None:
             return
         t = n.type
@@ -409,12 +416,12 @@ class _KernelWalker:
                 for a in arg_nodes:
                     self.expr(a, depth, divergent)
                 return
-            elif LDG.match(name) and arg_nodes:
-                if self.record(arg_nodes[0], "load", depth, readonly=name == "__ldg", fills=fills):
-                    for sub in walk(arg_nodes[0]):
-                        if sub.type == "subscript_argument_list":
-                            self.expr(sub, depth, divergent)
-                    return
+            elif LDG.match(name) and arg_nodes and self.record(arg_nodes[0], "load", depth, readonly=name == "__ldg",
+                                                               fills=fills):
+                for sub in walk(arg_nodes[0]):
+                    if sub.type == "subscript_argument_list":
+                        self.expr(sub, depth, divergent)
+                return
             for a in arg_nodes:
                 self.expr(a, depth, divergent, fills)
             return
@@ -453,10 +460,9 @@ class _KernelWalker:
             if arg is not None:
                 self._index_loads(arg, depth, divergent)
             return
-        if t in ("subscript_expression", "pointer_expression"):
-            if self.record(n, "load", depth, fills=fills):
-                self._index_loads(n, depth, divergent)
-                return
+        if t in ("subscript_expression", "pointer_expression") and self.record(n, "load", depth, fills=fills):
+            self._index_loads(n, depth, divergent)
+            return
         for c in n.named_children:
             self.expr(c, depth, divergent, fills)
 
@@ -476,9 +482,7 @@ class _KernelWalker:
                 since = True
                 continue
             b = e[1]
-            if not any_smem:
-                b.redundant = True
-            elif not since and prev_barrier_depth == e[2]:
+            if not any_smem or not since and prev_barrier_depth == e[2]:
                 b.redundant = True
             prev_barrier_depth, since = e[2], False
 

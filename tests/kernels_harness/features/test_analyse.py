@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernels_harness import features
-from kernels_harness.features import parse, roofline
+from kernels_harness.features import parse
 from kernels_harness.result import ConfigResult, EvalResult
 from kernels_harness.tasks.schema import Task, load_task
 

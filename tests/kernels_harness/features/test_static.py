@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(256, 2) k(int n, const float* __restrict__ x, 
 }""")
     assert k.name == "k" and k.launch_bounds == (256, 2) and k.unroll_pragmas == 1
     assert k.shared[0].dynamic and k.shared[0].bytes is None
-    ldg = [a for a in k.global_accesses(("load",))][0]
+    ldg = k.global_accesses(("load",))[0]
     assert ldg.readonly and ldg.fills_shared and ldg.pattern == "strided_const"
     assert k.shared_accesses()[0].bank_degree == 4.0   # stride 4 words: 4-way conflict
 
