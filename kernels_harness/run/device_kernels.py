@@ -13,12 +13,15 @@ import math
 from kernels_harness.run import arrays
 
 _KERNELS = {}
+cuda = None  # numba.cuda, imported on first use
 
 
 def _numba_kernels():
+    global cuda  # a module global, so that Numba's CUDA simulator can swap it in the kernels
     if _KERNELS:
         return _KERNELS
-    from numba import cuda
+    from numba import cuda as _cuda
+    cuda = _cuda
 
     @cuda.jit
     def flush(buf, value):
