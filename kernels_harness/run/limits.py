@@ -38,7 +38,9 @@ def scrubbed_env(home: str, extra: dict | None = None, base: dict | None = None)
     base = os.environ if base is None else base
     env = {k: v for k, v in base.items()
            if (k in _KEEP or k.startswith(_KEEP_PREFIX)) and not is_secret(k)}
-    env.update(HOME=home, TMPDIR=home, CUPY_CACHE_DIR=os.path.join(home, "cupy_cache"),
+    # CuPy's kernel cache is the harness's own (its kernels, not the candidate's): shared across workers
+    cupy_cache = base.get("CUPY_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cupy", "kernel_cache")
+    env.update(HOME=home, TMPDIR=home, CUPY_CACHE_DIR=cupy_cache,
                NUMBA_CACHE_DIR=os.path.join(home, "numba_cache"), PYTHONDONTWRITEBYTECODE="1",
                PYTHONUNBUFFERED="1")
     env.update(extra or {})
