@@ -47,7 +47,8 @@ DEFAULT_TASKS = [REPO / "tests/kernels_harness/features/data", REPO / "experimen
 NCU_METRICS = ["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
                "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
                "sm__warps_active.avg.pct_of_peak_sustained_active", "sm__maximum_warps_per_active_cycle_pct",
-               "launch__registers_per_thread", "launch__block_size", "launch__grid_size", "gpu__time_duration.sum"]
+               "launch__registers_per_thread", "launch__block_size", "launch__grid_size", "gpu__time_duration.sum",
+               "launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic"]
 
 
 # ---- statistics -------------------------------------------------------------------------------------
@@ -337,44 +338,77 @@ def entry_fn(path, task):
     return lib, fn
 
 
-def stage_families(tasks, builds: dict, peaks: dict, dry: bool, deadline: float) -> dict:
+def family_child(spec_path: str) -> None:
+    """Times every built implementation of one task on its largest config (run in its own process, so
+    that a kernel that corrupts the CUDA context cannot take the other tasks with it)."""
+    from kernels_harness.tasks.schema import load_task
+    spec = json.loads(Path(spec_path).read_text())
+    task = load_task(spec["task_file"])
+    big = len(task.configs) - 1
+    out, ref = {}, None
+    runner = Runner(task, big)
+    for name, so in spec["impls"]:  # the baseline comes first: it is the reference
+        row: dict = {}
+        try:
+            _, fn = entry_fn(so, task)
+            row.update(runner.time(fn))
+            outs = runner.outputs()
+            if ref is None:
+                ref = outs
+            else:
+                row["matches_baseline"] = all(_close(outs[k], ref[k], task) for k in outs)
+        except Exception as e:  # noqa: BLE001
+            row["error"] = f"{type(e).__name__}: {e}"[:300]
+        out[name] = row
+        Path(spec["out"]).write_text(json.dumps(out))
+
+
+def time_task(path, task, builds: dict, work: Path, timeout_s: float) -> dict:
+    impls = sorted((i for i in task.implementations if i.expected == "correct"), key=lambda i: not i.baseline)
+    pairs = [(i.name, str(builds[(task.id, i.name)].path)) for i in impls
+             if (task.id, i.name) in builds and builds[(task.id, i.name)].ok]
+    spec = {"task_file": str(path), "impls": pairs, "out": str(work / f"{task.id}__times.json")}
+    spec_path = work / f"{task.id}__spec.json"
+    spec_path.write_text(json.dumps(spec))
+    try:
+        p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--family-child", str(spec_path)],
+                           capture_output=True, text=True, timeout=timeout_s, cwd=str(REPO), check=False)
+        err = "" if p.returncode == 0 else f"child exited {p.returncode}: {p.stderr[-600:]}"
+    except subprocess.TimeoutExpired:
+        err = f"timed out after {timeout_s:.0f} s"
+    got = json.loads(Path(spec["out"]).read_text()) if Path(spec["out"]).exists() else {}
+    if err:
+        got["_error"] = err
+    return got
+
+
+def stage_families(tasks, builds: dict, peaks: dict, dry: bool, deadline: float, work: Path) -> dict:
     from kernels_harness import features
     from kernels_harness.result import ConfigResult, EvalResult
     rows, per_task = [], {}
     for path, task in tasks:
-        impls = [i for i in task.implementations if i.expected == "correct"]
         big = len(task.configs) - 1
-        runner, ref = None, None
+        timed = {}
         if not dry and time.time() < deadline:
-            try:
-                runner = Runner(task, big)
-            except Exception as e:  # noqa: BLE001
-                per_task[task.id] = {"error": f"inputs: {type(e).__name__}: {e}"}
-        order = sorted(impls, key=lambda i: not i.baseline)  # the baseline first: it is the reference
-        for impl in order:
+            timed = time_task(path, task, builds, work, max(20.0, min(180.0, deadline - time.time())))
+            if "_error" in timed:
+                per_task[task.id] = {"error": timed.pop("_error")}
+        for impl in task.implementations:
+            if impl.expected != "correct":
+                continue
             b = builds.get((task.id, impl.name))
-            row = {"task": task.id, "impl": impl.name, "strategies": list(impl.strategies), "built": bool(b and b.ok)}
-            times = [None] * len(task.configs)
-            if b is not None and b.ok and runner is not None and time.time() < deadline:
-                try:
-                    _, fn = entry_fn(b.path, task)
-                    row.update(runner.time(fn))
-                    times[big] = row["median_ms"]
-                    outs = runner.outputs()
-                    if ref is None:
-                        ref = outs
-                    else:
-                        row["matches_baseline"] = all(_close(outs[k], ref[k], task) for k in outs)
-                except Exception as e:  # noqa: BLE001
-                    row["error"] = f"{type(e).__name__}: {e}"[:300]
-            elif b is not None and not b.ok:
+            row = {"task": task.id, "impl": impl.name, "strategies": list(impl.strategies), "built": bool(b and b.ok),
+                   **timed.get(impl.name, {})}
+            if b is not None and not b.ok:
                 row["error"] = "build failed: " + b.log[:300]
+            times = [None] * len(task.configs)
+            times[big] = row.get("median_ms")
             try:
-                res = EvalResult(task_id=task.id, backend="cuda" if times[big] else "cpu",
-                                 resources=b.resources if b is not None and b.ok else {},
+                resources = b.resources if b is not None and b.ok else {}
+                res = EvalResult(task_id=task.id, backend="cuda" if times[big] else "cpu", resources=resources,
                                  configs=[ConfigResult(i, c, time_ms=times[i]) for i, c in enumerate(task.configs)])
                 f = features.analyse(task, impl.source, res, peaks=peaks)
-                fs = features.analyse(task, impl.source, EvalResult(task_id=task.id, backend="cpu", resources=res.resources),
+                fs = features.analyse(task, impl.source, EvalResult(task_id=task.id, backend="cpu", resources=resources),
                                       peaks=peaks)
                 row.update(score=f.score, score_static=fs.score, components=f.components, bound=f.bound,
                            feedback=f.feedback, notes=f.notes,
@@ -382,7 +416,6 @@ def stage_families(tasks, builds: dict, peaks: dict, dry: bool, deadline: float)
             except Exception as e:  # noqa: BLE001
                 row["features_error"] = f"{type(e).__name__}: {e}"[:300]
             rows.append(row)
-        del runner
     # Spearman within each task: structural score (static, and with roofline) vs speed (1 / time)
     by_task: dict = {}
     for r in rows:
@@ -484,7 +517,9 @@ def assign_ncu_rows(rows: list[dict], spec: list[dict]) -> dict:
                "theoretical_occupancy": m["sm__maximum_warps_per_active_cycle_pct"] / 100
                if m["sm__maximum_warps_per_active_cycle_pct"] is not None else None,
                "registers": m["launch__registers_per_thread"], "block": m["launch__block_size"],
-               "grid": m["launch__grid_size"], "time_ns": m["gpu__time_duration.sum"]}
+               "grid": m["launch__grid_size"], "time_ns": m["gpu__time_duration.sum"],
+               "smem_static": m["launch__shared_mem_per_block_static"],
+               "smem_dynamic": m["launch__shared_mem_per_block_dynamic"]}
         out.setdefault((spec[k]["task"], spec[k]["impl"]), {})[base] = rec
     return out
 
@@ -532,10 +567,21 @@ def compare_coalescing(tasks, measured: dict, peaks: dict) -> dict:
                     continue
                 pairs.append({"task": task.id, "impl": impl.name, "kernel": kname, "static": est["estimated"],
                               "measured": meas, "ncu": m.get(kname)})
+    occ = []  # Nsight Compute's theoretical occupancy of each profiled launch against ours
+    for kernels in measured.values():
+        for kname, m in kernels.items():
+            if None in (m.get("registers"), m.get("block"), m.get("theoretical_occupancy")):
+                continue
+            mine = occ_lib.theoretical(int(m["registers"]), int(m.get("smem_static") or 0), int(m["block"]),
+                                       dynamic_smem=int(m.get("smem_dynamic") or 0))
+            occ.append({"kernel": kname, "ncu": m["theoretical_occupancy"], "mine": mine.occupancy,
+                        "achieved": m.get("achieved_occupancy"), "agree": abs(mine.occupancy - m["theoretical_occupancy"]) < 1e-3})
+    out = {"pairs": len(pairs), "occupancy_vs_ncu": {"launches": len(occ), "agree": sum(o["agree"] for o in occ),
+                                                     "rows": occ}}
     if not pairs:
-        return {"pairs": 0}
+        return out
     agree = sum((p["static"] >= 0.5) == (p["measured"] >= 0.5) for p in pairs)
-    return {"pairs": len(pairs), "class_agreement": agree / len(pairs),
+    return {**out, "class_agreement": agree / len(pairs),
             "mean_abs_error": sum(abs(p["static"] - p["measured"]) for p in pairs) / len(pairs),
             "spearman": spearman([p["static"] for p in pairs], [p["measured"] for p in pairs]), "rows": pairs}
 
@@ -628,7 +674,7 @@ def plots(report: dict, out_dir: Path) -> list[str]:
 
 
 def table(report: dict) -> str:
-    lines = ["", "features_validation summary", "-" * 60]
+    lines = ["", "features_validation summary", "-" * 60, f"static analysis: {report.get('static_analysis')}"]
     p = report.get("peaks") or {}
     if "bandwidth_GBps" in p:
         lines.append(f"peaks: {p['bandwidth_GBps']:.0f} GB/s copy, fp32 {p.get('fp32_TFLOPs', float('nan')):.1f}, "
@@ -656,6 +702,8 @@ def table(report: dict) -> str:
     if c.get("pairs"):
         lines.append(f"ncu coalescing: {c['pairs']} kernels, class agreement {c['class_agreement']:.0%}, "
                      f"MAE {c['mean_abs_error']:.2f}, rho {c['spearman']}")
+        ov = c.get("occupancy_vs_ncu") or {}
+        lines.append(f"ncu theoretical occupancy: {ov.get('agree')}/{ov.get('launches')} launches agree with ours")
     else:
         lines.append(f"ncu: {n.get('error') or n.get('skipped') or 'no pairs'}")
     lines.append(f"total {report.get('seconds', 0):.0f} s; JSON: {report.get('json')}")
@@ -670,9 +718,13 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new stages after this many seconds")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 2))
     ap.add_argument("--ncu-child", help=argparse.SUPPRESS)
+    ap.add_argument("--family-child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.ncu_child:
         ncu_child(args.ncu_child)
+        return 0
+    if args.family_child:
+        family_child(args.family_child)
         return 0
     t0 = time.time()
     deadline = t0 + args.budget_s
@@ -717,7 +769,7 @@ def main(argv=None) -> int:
         builds.update(build_all(tasks, work, args.jobs))
         return {"built": sum(b.ok for b in builds.values()), "failed": [f"{k[0]}/{k[1]}" for k, b in builds.items() if not b.ok]}
     stage("builds", do_builds)
-    stage("families", lambda: stage_families(tasks, builds, peaks, args.dry_run, deadline))
+    stage("families", lambda: stage_families(tasks, builds, peaks, args.dry_run, deadline, work))
     if args.dry_run or args.skip_ncu:
         report["ncu"] = {"skipped": "dry run" if args.dry_run else "--skip-ncu"}
     else:
