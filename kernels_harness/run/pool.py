@@ -57,6 +57,15 @@ def gpu_count() -> int:
     return n
 
 
+def _asan_available() -> bool:
+    """AddressSanitizer's runtime exists (else the cpu backend falls back to guard zones only)."""
+    try:
+        from kernels_harness.emulation.asan import libasan_path
+        return bool(libasan_path())
+    except Exception:
+        return False
+
+
 def resolve_backend(backend: str) -> str:
     if backend == "auto":
         return "cuda" if importlib.util.find_spec("cupy") and gpu_count() > 0 else "cpu"
@@ -115,7 +124,7 @@ class HarnessPool:
             # AddressSanitizer reserves terabytes of address space: cap memory through ASan instead
             limits = Limits(address_space_bytes=None if emulation_checks else memory_limit_bytes)
         self.limits, self.use_numba = limits, use_numba
-        self.emulation_checks = emulation_checks and self.backend == "cpu"
+        self.emulation_checks = emulation_checks and self.backend == "cpu" and _asan_available()
         self.asan_memory_mb = (memory_limit_bytes or (8 << 30)) >> 20 if self.emulation_checks else None
         self.compile_pool = CompilePool(compile_workers or cores, self.root, self.backend, compile_timeout_s)
         self._builds: dict[str, Future] = {}
