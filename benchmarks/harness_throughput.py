@@ -226,7 +226,7 @@ def _c_reference_ew(entry: str, cexpr: str) -> str:
 def harness_run(cands: list[dict], label: str, timing_params: dict, backend: str = "cuda") -> dict:
     from kernels_harness.run import HarnessPool
     t0 = time.perf_counter()
-    pool = HarnessPool(backend, progress=True, timing_params=timing_params)
+    pool = HarnessPool(backend, progress=sys.stderr.isatty(), timing_params=timing_params)
     t_start = time.perf_counter() - t0
     try:
         t1 = time.perf_counter()
@@ -282,9 +282,10 @@ def inline_one(c: dict, idx: int, build_root: str) -> dict:
     from torch.utils.cpp_extension import load_inline
     t0 = time.perf_counter()
     cpp, cu = _wrapper(c)
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
     mod = load_inline(name=f"cand_{idx}_{os.getpid()}", cpp_sources=[cpp], cuda_sources=[cu], functions=["run"],
                       build_directory=tempfile.mkdtemp(dir=build_root), verbose=False,
-                      extra_cuda_cflags=["-O3", "-arch=sm_90"])
+                      extra_cuda_cflags=["-O3"])
     t_build = time.perf_counter() - t0
     correct, times = True, []
     configs = EW_CONFIGS if c["kind"] == "ew" else RS_CONFIGS
