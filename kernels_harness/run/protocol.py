@@ -217,6 +217,9 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
             except Failure as f:  # a failure that shows only under repetition
                 cr.correct, cr.error, failed = False, f.message, f
                 out["sticky"] = out["sticky"] or f.sticky
+            except Exception as e:  # the measurement itself failed: keep the verdict, drop the time
+                cr.error = f"timing failed: {type(e).__name__}: {e}"[:300]
+                out["sticky"] = True
             out["seconds"]["time"] += time.perf_counter() - t0
     out["seconds"]["run"] = time.perf_counter() - t_start - out["seconds"]["time"]
     if out["setup_error"]:
