@@ -102,7 +102,7 @@ def c_function(entry: str, signature, body: str, helpers: str = "") -> str:
 
 def cuda_unit(prototype: str, kernels: str, body: str) -> str:
     """A solution translation unit in the ABI: kernels, then the extern "C" launcher."""
-    head = "#include <cuda_runtime.h>\n#include <stdint.h>\n#include <float.h>\n#include <limits.h>\n"
+    head = "#include <cuda_runtime.h>\n#include <math.h>\n#include <stdint.h>\n#include <float.h>\n#include <limits.h>\n"
     return (f"{head}\n{kernels.strip()}\n\n{prototype} {{\n{_indent(body)}\n"
             f"  return (int)cudaGetLastError();\n}}\n")
 
