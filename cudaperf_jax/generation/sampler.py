@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from typing import NamedTuple, Sequence
 
 import jax
@@ -179,9 +180,12 @@ class Sampler:
         return cache
 
     def generate_tokens(self, tokens: np.ndarray, mask: np.ndarray, params: SamplingParams, keys,
-                        ) -> tuple[jax.Array, jax.Array, jax.Array]:
+                        timings: dict | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Device arrays (tokens int32[B, N], logprobs float32[B, N], lengths int32[B]) for left-padded
-        prompts tokens int32[B, P] with mask bool[B, P] and per-sample keys (uint32[B, 2])."""
+        prompts tokens int32[B, P] with mask bool[B, P] and per-sample keys (uint32[B, 2]).
+
+        timings: if a dict is given, the call waits for each phase and stores prefill_s and decode_s.
+        """
         b, p = tokens.shape
         n = params.max_new_tokens
         stop_ids = params.stop_token_ids if params.stop_token_ids is not None else self.cfg.eos_ids
@@ -196,13 +200,20 @@ class Sampler:
             arrays = [jax.device_put(a, batch_sharding(self.mesh, a.shape)) for a in arrays]
         tokens_d, kv_mask_d, pos_d, lens_d, keys_d = arrays
         cache = self._get_cache(b, p + n)
+        t0 = time.perf_counter()
         cache, logits0 = _prefill(self.graphdef, self.state, cache, tokens_d, kv_mask_d, pos_d)
+        if timings is not None:
+            logits0.block_until_ready()
+            t1 = time.perf_counter()
         greedy = params.temperature == 0
         spec = (n, p, int(params.top_k), greedy, (not greedy) and params.top_p < 1.0, self.pad_id)
         cache, out_t, out_lp, lengths = _decode(
             self.graphdef, self.state, cache, logits0, kv_mask_d, lens_d, keys_d,
             jnp.float32(max(params.temperature, 1e-6)), jnp.float32(params.top_p), jnp.asarray(stop_ids),
             jnp.asarray(stop_seqs), spec=spec)
+        if timings is not None:
+            lengths.block_until_ready()
+            timings.update(prefill_s=t1 - t0, decode_s=time.perf_counter() - t1)
         self._cache[(b, p + n)] = cache
         return out_t, out_lp, lengths
 
