@@ -2,6 +2,7 @@
 
     OUT=out python benchmarks/harness_throughput.py [--kernels 64] [--inline 2] [--quick]
 
+0. Adversarial kernels (tests/kernels_harness/adversarial): verdicts on this backend, pool health.
 1. Builds >= 64 candidate kernels (element-wise maps and row reductions, four implementation styles
    each) as c2cuda tasks with a C reference and a naive baseline implementation.
 2. Harness, run 1 and run 2 (two separate HarnessPools): every candidate is statically checked,
@@ -247,6 +248,36 @@ def harness_run(cands: list[dict], label: str, timing_params: dict, backend: str
             "per_minute": 60.0 * len(cands) / wall, "stage_seconds_sum": stage, "workers": info, "rows": rows}
 
 
+# ---- adversarial kernels (the GPU variant of tests/kernels_harness/adversarial, without pytest) ------
+ADV_DIR = Path(__file__).resolve().parents[1] / "tests" / "kernels_harness" / "adversarial"
+ADV_EXPECTED = {
+    "good_naive": {"ok"}, "good_vectorized": {"ok"}, "wrong_result": {"wrong"}, "nan_output": {"wrong"},
+    "writes_nothing": {"wrong"}, "oob_write": {"runtime_error", "wrong"}, "oob_read": {"wrong", "runtime_error"},
+    "never_ends": {"timeout"}, "segfault_host": {"runtime_error"}, "calls_exit": {"hack"}, "forks": {"hack"},
+    "alloc_100gb": {"ok", "runtime_error"}, "mutates_input": {"wrong"}, "cached_results": {"wrong"},
+    "other_stream": {"hack"}, "spins_on_clock": {"hack"},
+}
+
+
+def adversarial_run(backend: str = "cuda") -> dict:
+    """Verdicts of the adversarial kernels, then the pool must still pass the good ones."""
+    from kernels_harness.run import HarnessPool
+    task = Task.from_dict(json.loads((ADV_DIR / "saxpy_task.json").read_text()))
+    names = list(ADV_EXPECTED)
+    t0 = time.perf_counter()
+    with HarnessPool(backend, call_timeout_s=10, features=False) as pool:
+        res = pool.evaluate([(task, (ADV_DIR / f"{n}.cu").read_text()) for n in names])
+        again = pool.evaluate([(task, (ADV_DIR / "good_naive.cu").read_text())])[0]
+    rows = [{"name": n, "status": r.status, "expected": sorted(ADV_EXPECTED[n]), "as_expected": r.status in ADV_EXPECTED[n],
+             "error": r.error[:200]} for n, r in zip(names, res)]
+    good = [r for n, r in zip(names, res) if n.startswith("good")]
+    timing = [{"name": n, "configs": [(c.index, c.time_ms, c.time_iqr_ms, c.baseline_ms, c.reps) for c in r.configs]}
+              for n, r in zip(names, res) if n.startswith("good")]
+    return {"rows": rows, "as_expected": sum(r["as_expected"] for r in rows), "total": len(rows),
+            "healthy_after": again.status == "ok", "good_timing": timing,
+            "good_speedups": [r.speedup for r in good], "seconds": time.perf_counter() - t0}
+
+
 # ---- load_inline runs -----------------------------------------------------------------------------
 def _wrapper(c: dict) -> tuple[str, str]:
     t = c["task"]
@@ -391,6 +422,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="one harness run, no load_inline (smoke test)")
     ap.add_argument("--budget-s", type=float, default=0.1, help="timing budget per config and candidate")
     ap.add_argument("--backend", default="cuda", help="cuda (the benchmark) or cpu (a smoke test of the script)")
+    ap.add_argument("--no-adversarial", action="store_true", help="skip the adversarial-kernel verdicts")
     args = ap.parse_args(argv)
     out_dir = Path(os.environ.get("OUT", "out"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -399,6 +431,11 @@ def main(argv=None) -> int:
     cands = make_candidates(args.kernels)
     report["kernels"] = len(cands)
     timing = {"budget_s": args.budget_s, "target_rel_iqr": 0.02, "min_reps": 10}
+    if not args.no_adversarial:
+        try:
+            report["adversarial"] = adversarial_run(args.backend)
+        except Exception:
+            report["errors"]["adversarial"] = traceback.format_exc()[-2000:]
     runs = []
     for label in (("run1",) if args.quick else ("run1", "run2")):
         try:
@@ -430,6 +467,11 @@ def main(argv=None) -> int:
         print(f"harness {r['label']}: {r['ok']}/{r['candidates']} ok  wall {r['wall_s']:.1f} s  "
               f"{r['per_minute']:.1f} cand/min  (pool start {r['pool_start_s']:.1f} s)"
               + (f"  first failures: {[(x['name'], x['status'], x['error'][:80]) for x in bad]}" if bad else ""))
+    adv = report.get("adversarial")
+    if adv:
+        wrong = [(r["name"], r["status"], r["error"][:60]) for r in adv["rows"] if not r["as_expected"]]
+        print(f"adversarial: {adv['as_expected']}/{adv['total']} verdicts as expected, pool healthy after: "
+              f"{adv['healthy_after']} ({adv['seconds']:.0f} s)" + (f"  unexpected: {wrong}" if wrong else ""))
     li = report.get("load_inline") or {}
     if li.get("per_minute"):
         print(f"load_inline: {li['measured']} measured, {li['mean_s_per_candidate']:.1f} s/cand -> "
