@@ -11,6 +11,8 @@ it also runs where tree-sitter is not installed) and changes only:
   on one OS thread, one block at a time);
 - `extern __shared__ T x[];` -> `T* x = (T*)::cudaperf_emu::dyn_smem();` inside functions; at file scope
   every later use of `x` becomes that expression;
+- `volatile T*` -> `::cudaperf_emu::vptr<T>`: stores through it are warp lockstep points, so legacy
+  warp-synchronous reductions compute what they compute on the GPU;
 - `__noinline__` -> `__attribute__((noinline))`.
 
 Line numbers are preserved, so compiler messages point at the user's lines. Constructs the backend cannot
@@ -27,6 +29,10 @@ SYNC_NAMES = frozenset({
     "__all_sync", "__uni_sync", "__match_any_sync", "__reduce_add_sync", "__reduce_min_sync",
     "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
 })
+# Names that make a kernel run its threads as fibers: the collectives, and `volatile` (warp-synchronous
+# shared-memory code, see include/cudaperf_emu_volatile.h).
+FIBER_NAMES = SYNC_NAMES | {"volatile"}
+_CASTS = {"reinterpret_cast", "static_cast", "const_cast"}
 
 # identifier -> what to call it in the error message
 _UNSUPPORTED_IDENTS = {
@@ -213,7 +219,7 @@ def _uses_sync(name: str, functions: dict, memo: dict) -> bool:
     seen, todo = {name}, [name]
     while todo:
         for ident in functions.get(todo.pop(), ()):
-            if ident in SYNC_NAMES:
+            if ident in FIBER_NAMES:
                 memo[name] = True
                 return True
             if ident in functions and ident not in seen:
@@ -286,8 +292,8 @@ def rewrite(source: str) -> RewriteResult:
     toks = tokenize(source)
     _check_supported(toks)
     scopes = _scan_scopes(toks)
-    any_sync = any(t.kind == "ident" and t.text in SYNC_NAMES for t in toks) or any(
-        t.kind == "pp" and any(s in t.text for s in SYNC_NAMES) for t in toks)
+    any_sync = any(t.kind == "ident" and t.text in FIBER_NAMES for t in toks) or any(
+        t.kind == "pp" and any(s in t.text for s in FIBER_NAMES) for t in toks)
     memo: dict = {}
     edits: list[tuple[int, int, str]] = []
     fiber_kernels: dict[str, bool] = {}
@@ -306,6 +312,10 @@ def rewrite(source: str) -> RewriteResult:
                                            f"(dynamic parallelism, line {t.line})")
             edits.append(_launch_edit(source, toks, i, scopes.functions, any_sync, memo, fiber_kernels))
             launches += 1
+        elif t.text == "volatile":
+            edit = _volatile_edit(toks, i)
+            if edit:
+                edits.append(edit)
         elif t.text == "__noinline__":
             edits.append((t.start, t.end, "__attribute__((noinline))"))
         elif t.text == "__shared__":
@@ -403,6 +413,32 @@ def _shared_edit(source, toks, i, in_function):
     else:
         repl = ""
     return (start, stop, repl + _line_breaks(source[start:stop])), name, ctype
+
+
+def _volatile_edit(toks, i):
+    """`volatile T *` -> `::cudaperf_emu::vptr<T>` (None where the pattern does not apply)."""
+    if i >= 2 and toks[i - 1].text == "<" and toks[i - 2].text in _CASTS:
+        return None
+    j, depth, type_toks = i + 1, 0, []
+    while j < len(toks):
+        x = toks[j]
+        if x.text == "<":
+            depth += 1
+        elif x.text == ">":
+            depth -= 1
+        elif x.text == "*" and depth == 0:
+            break
+        elif not (x.kind in ("ident", "number") or x.text == "::" or (x.text == "," and depth > 0)) \
+                or x.text in ("__shared__", "__restrict__", "const"):
+            return None
+        type_toks.append(x.text)
+        j += 1
+    if j >= len(toks) or not type_toks:
+        return None
+    end = toks[j].end
+    if j + 1 < len(toks) and toks[j + 1].text in ("__restrict__", "__restrict", "restrict"):
+        end = toks[j + 1].end
+    return toks[i].start, end, f"::cudaperf_emu::vptr<{' '.join(type_toks)}> "
 
 
 def _apply(source: str, edits: list[tuple[int, int, str]]) -> str:

@@ -38,5 +38,6 @@
 #include "cudaperf_emu_types.h"
 #include "cudaperf_emu_half.h"
 #include "cudaperf_emu_device.h"
+#include "cudaperf_emu_volatile.h"
 #include "cudaperf_emu_api.h"
 #include "math_constants.h"

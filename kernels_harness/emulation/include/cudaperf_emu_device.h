@@ -29,7 +29,7 @@ static constexpr int warpSize = 32;
 // ---- barriers and warp collectives (implemented by the runtime) --------------------------------
 namespace cudaperf_emu {
 enum WarpOp { kWarpSync = 0, kShflIdx, kShflUp, kShflDown, kShflXor, kBallot, kMatchAny, kReduceAdd,
-              kReduceMin, kReduceMax, kReduceUMin, kReduceUMax, kReduceAnd, kReduceOr, kReduceXor };
+              kReduceMin, kReduceMax, kReduceUMin, kReduceUMax, kReduceAnd, kReduceOr, kReduceXor, kLockstep };
 enum BarOp { kBarPlain = 0, kBarCount, kBarAnd, kBarOr };
 int block_barrier(int op, int predicate);
 uint64_t warp_collective(int op, unsigned mask, uint64_t value, int param, int width);

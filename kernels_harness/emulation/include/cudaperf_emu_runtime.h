@@ -159,6 +159,14 @@ uint64_t warp_collective(int op, unsigned mask, uint64_t value, int param, int w
   return f->result;
 }
 
+void lockstep() {
+  Worker* w = tw;
+  if (!w || !w->fiber_mode || !w->running) return;
+  Fiber* f = w->running;
+  f->state = kWaitWarp; f->op = kLockstep; f->mask = 0; f->value = 0;
+  switch_to_scheduler(w, f, false);
+}
+
 unsigned active_mask() {
   Worker* w = tw;
   if (!w || !w->fiber_mode || !w->running) return w && w->nthreads > 0 && w->nthreads < 32 ? (1u << w->nthreads) - 1u : 0xffffffffu;

@@ -244,10 +244,13 @@ bool run_block_fibers(Worker* w) {
     bool progressed = false;
     int done = 0, bar = 0;
     for (int i = 0; i < n; ++i) {
-      done += w->fibers[i]->state == kDone;
-      bar += w->fibers[i]->state == kWaitBar;
+      Fiber* f = w->fibers[i];
+      done += f->state == kDone;
+      bar += f->state == kWaitBar;
+      if (f->state == kWaitWarp && f->op == kLockstep) { f->state = kRunnable; progressed = true; }
     }
     if (done == n) return true;
+    if (progressed) continue;  // lanes at a lockstep point of a volatile store: every lane has caught up
     for (int wi = 0; wi < nwarps; ++wi) progressed |= resolve_warp(w, wi);
     if (progressed) continue;
     if (bar == n) {

@@ -87,3 +87,15 @@ def test_unsupported_constructs_are_named_in_one_line(src, words):
     assert "\n" not in msg
     for w in words:
         assert w in msg
+
+
+def test_volatile_pointers_become_lockstep_proxies_and_need_fibers():
+    src = ("__device__ void wr(volatile float* __restrict__ s, int t) { s[t] += s[t + 16]; }\n"
+           "__global__ void k(float* y) { __shared__ float s[64]; wr(s, threadIdx.x);"
+           " volatile int* f = reinterpret_cast<volatile int*>(y); }\n"
+           "void run(float* y) { k<<<1, 64>>>(y); }\n")
+    out = rewrite(src)
+    assert "void wr(::cudaperf_emu::vptr<float>  s, int t)" in out.source
+    assert "reinterpret_cast<volatile int*>(y)" in out.source      # casts keep the qualifier
+    assert "::cudaperf_emu::vptr<int>  f" in out.source
+    assert out.fiber_kernels == {"k": True}
