@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from kernels_harness.features.indexing import SYM, Form
+from kernels_harness.features.indexing import ZERO, Form, is_sym
 
 SECTOR = 32
 WARP = 32
@@ -27,12 +27,12 @@ def classify(f: Form, block: tuple = (256, 1, 1)) -> str:
     coefs = [f.t[a] for a in axes]
     if any(c is None for c in coefs):
         return "indirect" if f.indirect else "unknown"
-    if all(c == 0 for c in coefs):
+    if all(c == ZERO for c in coefs):
         return "uniform"
-    if any(c == SYM for c in coefs):
+    if any(is_sym(c) for c in coefs):
         return "strided_param"
-    lead = coefs[0] if coefs[0] != 0 else next(c for c in coefs if c != 0)
-    return "unit" if abs(lead) <= 1 else "strided_const"
+    lead = coefs[0] if coefs[0] != ZERO else next(c for c in coefs if c != ZERO)
+    return "unit" if abs(lead[0]) <= 1 else "strided_const"
 
 
 def _warp_axes(block) -> list[int]:
@@ -58,10 +58,8 @@ def sectors(f: Form, elem_size: int, block: tuple = (256, 1, 1)) -> tuple[float,
     for lane in range(lanes):
         tid = (lane % bx, (lane // bx) % by, lane // (bx * by))
         off = Fraction(0)
-        for axis, c in enumerate(f.t):
-            if c == SYM:
-                c = Fraction(_SYM_STRIDE[axis])
-            off += c * tid[axis]
+        for axis, (a, b) in enumerate(f.t):
+            off += math.floor(a * tid[axis]) + math.floor(b * tid[axis]) * _SYM_STRIDE[axis]
         offsets.add(math.floor(off))
     touched = set()
     for o in offsets:

@@ -1,9 +1,10 @@
 """Abstract values of index expressions: how an integer depends on the thread index.
 
 A Form records, for each of threadIdx.x/y/z, the coefficient with which the value changes from one
-thread to the next: a Fraction (a known stride), SYM (a stride that is uniform across the block but
-not known at compile time, e.g. a kernel parameter such as `cols`), or None (not affine in the thread
-index). `indirect` marks values read from memory (gathers). Everything uniform across a block
+thread to the next: a pair (a, b) meaning a + b*BIG, where `a` is a known stride and BIG a stride that
+is uniform across the block but unknown at compile time (a kernel parameter such as `cols`, taken as
+at least a sector); SYM = (0, 1). Each part is applied with its own floor, so `(tid / 16) * ld +
+tid % 16` keeps its two 16-element row segments. None means not affine in the thread index. `indirect` marks values read from memory (gathers). Everything uniform across a block
 (parameters, blockIdx, blockDim, gridDim, loop counters with uniform bounds) has zero coefficients.
 """
 from __future__ import annotations
@@ -14,17 +15,16 @@ from fractions import Fraction
 
 from kernels_harness.features.parse import SIZEOF, const_eval, strip_literal, text
 
-SYM = "sym"
-ZERO = Fraction(0)
+ZERO = (Fraction(0), Fraction(0))
+ONE = (Fraction(1), Fraction(0))
+SYM = (Fraction(0), Fraction(1))
 AXES = ("x", "y", "z")
 
 
 def c_add(a, b):
     if a is None or b is None:
         return None
-    if a == SYM or b == SYM:
-        return b if a == ZERO else a if b == ZERO else SYM
-    return a + b
+    return (a[0] + b[0], a[1] + b[1])
 
 
 def c_scale(c, k):
@@ -33,9 +33,13 @@ def c_scale(c, k):
         return ZERO
     if c is None:
         return None
-    if c == SYM or k == SYM:
-        return SYM
-    return c * k
+    if isinstance(k, Fraction):
+        return (c[0] * k, c[1] * k)
+    return (Fraction(0), c[1] if c[1] else c[0])  # times an unknown large value: large (BIG*BIG ~ BIG)
+
+
+def is_sym(c) -> bool:
+    return c is not None and c[1] != 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +101,7 @@ def div(a: Form, b: Form) -> Form:
         out = scale(a, 1 / b.const)
         # integer division: a thread stride of at most 1/32 gives one value per (aligned) warp
         tx = out.t[0]
-        if isinstance(tx, Fraction) and abs(tx) <= Fraction(1, 32):
+        if tx is not None and tx[1] == 0 and abs(tx[0]) <= Fraction(1, 32):
             out = Form((ZERO,) + out.t[1:], out.const, out.indirect)
         return out
     if b.uniform:
@@ -157,7 +161,7 @@ class Evaluator:
             f = text(field) if field is not None else ""
             if base == "threadIdx" and f in AXES:
                 t3 = [ZERO, ZERO, ZERO]
-                t3[AXES.index(f)] = Fraction(1)
+                t3[AXES.index(f)] = ONE
                 return Form(tuple(t3))
             if base in ("blockIdx", "blockDim", "gridDim"):
                 return UNIFORM
@@ -181,6 +185,8 @@ class Evaluator:
         if t == "conditional_expression":
             c = self(n.child_by_field_name("condition"))
             a, b = self(n.child_by_field_name("consequence")), self(n.child_by_field_name("alternative"))
+            if a.uniform != b.uniform:  # a clamp (i < 0 ? 0 : i): the thread-dependent branch decides
+                return a if not a.uniform else b
             out = join(a, b)
             if not c.uniform and a.const != b.const and out.uniform:
                 out = dataclasses.replace(NONLINEAR, indirect=out.indirect)

@@ -133,16 +133,18 @@ class KernelDef:
     template: bool = False
 
 
-def kernels_of(root) -> list[KernelDef]:
-    """Every __global__ function definition, templates included."""
+def _functions(root, qualifier: str) -> list[KernelDef]:
     out = []
     for n in walk(root):
-        if n.type != "function_definition" or not any(c.type == "__global__" for c in n.children):
+        if n.type != "function_definition" or not any(c.type == qualifier or (c.type == "attribute_specifier" and
+                                                                              qualifier in text(c)) for c in n.children):
+            continue
+        if qualifier == "__device__" and any(c.type == "__global__" for c in n.children):
             continue
         decl = n.child_by_field_name("declarator")
         while decl is not None and decl.type != "function_declarator":
             decl = decl.child_by_field_name("declarator")
-        if decl is None:
+        if decl is None or decl.child_by_field_name("declarator") is None:
             continue
         name = text(decl.child_by_field_name("declarator")).split("::")[-1]
         params = []
@@ -165,6 +167,16 @@ def kernels_of(root) -> list[KernelDef]:
         out.append(KernelDef(name=name, node=n, params=params, launch_bounds=nums,
                              template=n.parent is not None and n.parent.type == "template_declaration"))
     return out
+
+
+def kernels_of(root) -> list[KernelDef]:
+    """Every __global__ function definition, templates included."""
+    return _functions(root, "__global__")
+
+
+def device_functions_of(root) -> dict[str, KernelDef]:
+    """__device__ helper functions by name (their accesses are analysed where they are called)."""
+    return {f.name: f for f in _functions(root, "__device__")}
 
 
 @dataclasses.dataclass

@@ -10,7 +10,7 @@ import dataclasses
 import math
 from fractions import Fraction
 
-from kernels_harness.features.indexing import SYM, Form
+from kernels_harness.features.indexing import Form, is_sym
 
 LOOP_WEIGHT = 8  # an access in a loop counts this many times per nesting level (up to 3)
 
@@ -33,6 +33,7 @@ class Access:
     sectors: float = float("nan")
     ideal_sectors: float = float("nan")
     bank_degree: float = float("nan")   # shared: max distinct words one bank serves for one warp request
+    coop_loops: int = 0          # enclosing loops that spread work over threads (start at a thread index)
 
     @property
     def weight(self) -> float:
@@ -49,9 +50,9 @@ class Access:
 
 
 def _coef_str(c) -> str | float | None:
-    if c is None or c == SYM:
+    if c is None or is_sym(c):
         return None if c is None else "symbolic"
-    return float(c)
+    return float(c[0])
 
 
 @dataclasses.dataclass
@@ -133,9 +134,9 @@ def bank_degree(arr: SharedArray, idxs: list, block) -> float:
         c = Fraction(0)
         for f, s in zip(idxs, strides):
             fc = f.t[axis]
-            if fc == SYM:
+            if is_sym(fc):
                 return float("nan")
-            c += fc * s
+            c += fc[0] * s
         coefs.append(c)
     bx, by, bz = (max(1, int(b)) for b in block)
     words_per_elem = max(1, arr.elem_size // 4)

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import math
 
+from kernels_harness.features.indexing import ZERO
+
 WEIGHTS = {
     "memory": {"coalescing": 0.40, "occupancy": 0.15, "sync": 0.15, "memory": 0.10, "roofline": 0.20},
     "compute": {"coalescing": 0.20, "occupancy": 0.15, "sync": 0.15, "memory": 0.30, "roofline": 0.20},
@@ -101,11 +103,12 @@ def memory_summary(kernels, bound: str) -> dict:
     sh = [a for k in kernels for a in k.shared_accesses()]
     reuse = []
     for k in kernels:
-        st = sum(a.weight for a in k.shared_accesses() if a.kind == "store")
-        ld = sum(a.weight for a in k.shared_accesses() if a.kind == "load")
+        reads = [a for a in k.shared_accesses() if a.kind == "load"]
+        writes = [a for a in k.shared_accesses() if a.kind == "store"]
+        st = sum(a.weight for a in writes)
         filled = any(a.fills_shared for a in k.global_accesses(("load",)))
-        ratio = ld / st if st else 0.0
-        reuse.append((k.name, filled, ratio, filled and ratio >= 2.0 and not k.smem_tree_reduction))
+        ratio = sum(a.weight for a in reads) / st if st else 0.0
+        reuse.append((k.name, filled, ratio, filled and not k.smem_tree_reduction and _reused(reads, writes)))
     bank = _wmean([(1.0 / a.bank_degree if not math.isnan(a.bank_degree) and a.bank_degree else None, a.weight) for a in sh])
     worst_bank = max((a for a in sh if not math.isnan(a.bank_degree)), key=lambda a: a.bank_degree, default=None)
     vec = _wmean([(1.0 if a.vector else 0.0, a.weight) for a in g])
@@ -125,6 +128,20 @@ def memory_summary(kernels, bound: str) -> dict:
                                                                     "degree": worst_bank.bank_degree, "array": worst_bank.array},
             "vector_fraction": vec, "readonly_fraction": ro, "unroll_pragmas": sum(k.unroll_pragmas for k in kernels),
             "grid_stride": any(k.grid_stride for k in kernels), "launch_bounds": any(k.launch_bounds for k in kernels)}
+
+
+def _reused(reads: list, writes: list) -> bool:
+    """Shared data is reused when it is read in a deeper compute loop than it was written (tiling), read
+    at twice as many places as written (stencil halos), or broadcast to the warp inside a loop."""
+    if not reads or not writes:
+        return False
+
+    def compute_depth(a):
+        return a.loop_depth - a.coop_loops
+    deeper = max(map(compute_depth, reads)) > max(map(compute_depth, writes))
+    sites = len({a.text for a in reads}) >= 2 * len({a.text for a in writes})
+    broadcast = any(compute_depth(a) > 0 and all(f.affine and f.t[0] == ZERO for f in a.indices) for a in reads)
+    return deeper or sites or broadcast
 
 
 def occupancy_score(launches: list, resources: dict, bound: str) -> tuple[float | None, dict]:

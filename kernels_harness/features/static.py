@@ -14,15 +14,16 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from kernels_harness.features import coalescing, parse
 from kernels_harness.features.indexing import (
     NONLINEAR,
-    SYM,
     UNIFORM,
     Evaluator,
     Form,
     add,
+    c_scale,
 )
 from kernels_harness.features.parse import SIZEOF, VECTOR_TYPES, line, text, walk
 from kernels_harness.features.records import (
@@ -52,9 +53,10 @@ def analyse_source(source: str) -> StaticAnalysis:
     macros = parse.macros_of(root)
     launches = parse.launches_of(root, macros)
     kernels = []
+    devfns = parse.device_functions_of(root)
     for kd in parse.kernels_of(root):
         block = next((tuple(la.block) for la in launches if la.kernel == kd.name and la.block), None)
-        ks = _KernelWalker(kd, macros, block).run()
+        ks = _KernelWalker(kd, macros, block, devfns).run()
         kernels.append(ks)
     note = "" if kernels else "no __global__ kernel found in the source"
     if root.has_error and kernels:
@@ -68,8 +70,12 @@ def _base_type(type_text: str) -> str:
 
 
 class _KernelWalker:
-    def __init__(self, kd: parse.KernelDef, macros: dict, block):
+    def __init__(self, kd: parse.KernelDef, macros: dict, block, devfns: dict | None = None):
         self.kd = kd
+        self.devfns = devfns or {}
+        self.inlining: list[str] = []   # __device__ functions being analysed at their call site
+        self.fills_ctx = False          # the inlined function's value is stored to shared memory
+        self.coop = 0                   # enclosing loops that distribute work over threads
         self.ev = Evaluator(macros)
         self.macros = macros
         self.k = KernelStatic(name=kd.name, line=line(kd.node), params=[p[0] for p in kd.params],
@@ -113,7 +119,7 @@ class _KernelWalker:
             self.loop(n, depth, divergent)
         elif t == "return_statement":
             for c in n.named_children:
-                self.expr(c, depth, divergent)
+                self.expr(c, depth, divergent, fills=self.fills_ctx)
         elif t == "preproc_call":
             if re.search(r"#\s*pragma\s+unroll", text(n)):
                 self.k.unroll_pragmas += 1
@@ -142,8 +148,10 @@ class _KernelWalker:
                         loop_vars.append(text(target))
         upd_text = text(update) if update is not None else ""
         upd_form = self.ev(update) if update is not None else UNIFORM
+        coop = False
         for v in loop_vars:  # the counter: its start, plus uniform steps (or anything, if the step varies per thread)
             start = self.ev.env.get(v, UNIFORM)
+            coop = coop or (not start.uniform and upd_form.uniform)
             self.ev.env[v] = add(start, Form()) if upd_form.uniform else NONLINEAR
         if "gridDim" in upd_text or ("gridDim" in text(n) and any(v in upd_text for v in loop_vars)):
             self.k.grid_stride = True
@@ -153,8 +161,10 @@ class _KernelWalker:
             self.expr(cond, depth + 1, divergent)
         before = len(self.k.accesses), len(self.k.barriers)
         body = n.child_by_field_name("body")
+        self.coop += coop
         if body is not None:
             self.stmt(body, depth + 1, div)
+        self.coop -= coop
         if update is not None:
             self.expr(update, depth + 1, divergent)
         if halving and len(self.k.barriers) > before[1] and any(a.space == "shared" for a in self.k.accesses[before[0]:]):
@@ -186,7 +196,8 @@ class _KernelWalker:
                 if alias is not None:
                     base_ptr, off, es, vec, ro = alias
                     if base in SIZEOF and SIZEOF[base] != es:  # a reinterpreting alias: offsets in new units
-                        off, es, vec = Form(tuple(c if c is None or c == SYM else c * es / SIZEOF[base] for c in off.t)), SIZEOF[base], base in VECTOR_TYPES
+                        off = Form(tuple(c_scale(c, Fraction(es, SIZEOF[base])) for c in off.t), None, off.indirect)
+                        es, vec = SIZEOF[base], base in VECTOR_TYPES
                     self.globals[name] = (base_ptr, off, es, vec, ro)
                     continue
             self.ev.env[name] = self.ev(value)
@@ -224,7 +235,7 @@ class _KernelWalker:
             if ptr is not None and m and m.group(1).strip() in SIZEOF:
                 es = SIZEOF[m.group(1).strip()]
                 off = ptr[1]
-                off = Form(tuple(c if c is None or c == SYM else c * ptr[2] / es for c in off.t), None, off.indirect)
+                off = Form(tuple(c_scale(c, Fraction(ptr[2], es)) for c in off.t), None, off.indirect)
                 return ptr[0], off, es, m.group(1).strip() in VECTOR_TYPES, ptr[4]
             return ptr
         if t == "binary_expression" and text(n.child_by_field_name("operator")) in ("+", "-"):
@@ -233,7 +244,7 @@ class _KernelWalker:
             if ptr is not None:
                 off = self.ev(right)
                 if text(n.child_by_field_name("operator")) == "-":
-                    off = Form(tuple(None if c is None else (c if c == SYM else -c) for c in off.t), None, off.indirect)
+                    off = Form(tuple(c_scale(c, Fraction(-1)) for c in off.t), None, off.indirect)
                 return ptr[0], add(ptr[1], off), ptr[2], ptr[3], ptr[4]
             ptr = self.pointer_of(right)
             if ptr is not None:
@@ -268,7 +279,7 @@ class _KernelWalker:
             if sh is not None:
                 arr, idxs = sh
                 a = Access(kind, "shared", arr.name, line(n), text(n)[:80], idxs[-1] if idxs else UNIFORM,
-                           arr.elem_size, depth, indices=tuple(idxs))
+                           arr.elem_size, depth, indices=tuple(idxs), coop_loops=self.coop)
                 a.bank_degree = bank_degree(arr, idxs, self.k.block)
                 self.k.accesses.append(a)
                 self.events.append(("smem", depth))
@@ -282,8 +293,8 @@ class _KernelWalker:
         if g is None:
             return False
         base, form, es, vec, ro = g
-        a = Access(kind, "global", base, line(n), text(n)[:80], form, es, depth, vector=vec or es >= 8 and vec,
-                   readonly=readonly or (ro and kind == "load"), fills_shared=fills)
+        a = Access(kind, "global", base, line(n), text(n)[:80], form, es, depth, vector=vec,
+                   readonly=readonly or (ro and kind == "load"), fills_shared=fills, coop_loops=self.coop)
         if kind != "atomic":
             a.pattern = coalescing.classify(form, self.k.block)
             a.sectors, a.ideal_sectors = coalescing.sectors(form, es, self.k.block)
@@ -319,6 +330,11 @@ class _KernelWalker:
                     self.record(target, "atomic", depth)
                 for a in arg_nodes:
                     self.expr(a, depth, divergent)
+                return
+            elif name in self.devfns and name not in self.inlining and len(self.inlining) < 4:
+                for a in arg_nodes:
+                    self.expr(a, depth, divergent)
+                self.inline(self.devfns[name], arg_nodes, depth, divergent, fills)
                 return
             elif LDG.match(name) and arg_nodes and self.record(arg_nodes[0], "load", depth, readonly=name == "__ldg",
                                                                fills=fills):
@@ -369,6 +385,28 @@ class _KernelWalker:
             return
         for c in n.named_children:
             self.expr(c, depth, divergent, fills)
+
+    def inline(self, fn: parse.KernelDef, args: list, depth: int, divergent: bool, fills: bool):
+        """Analyses a __device__ function's body at its call site, its parameters bound to the arguments."""
+        saved = (dict(self.ev.env), dict(self.globals), dict(self.shared), self.divergent_exit, self.fills_ctx)
+        for (pname, _ty, is_ptr, _c, _r), arg in zip(fn.params, args):
+            if is_ptr or text(arg) in self.shared:
+                ptr = self.pointer_of(arg)
+                self.globals.pop(pname, None)
+                self.shared.pop(pname, None)
+                if ptr is not None:
+                    self.globals[pname] = ptr
+                elif text(arg) in self.shared:
+                    self.shared[pname] = self.shared[text(arg)]
+            else:
+                self.ev.env[pname] = self.ev(arg)
+        self.inlining.append(fn.name)
+        self.fills_ctx = fills
+        body = fn.node.child_by_field_name("body")
+        if body is not None:
+            self.stmt(body, depth, divergent)
+        self.inlining.pop()
+        self.ev.env, self.globals, self.shared, self.divergent_exit, self.fills_ctx = saved
 
     def _index_loads(self, n, depth, divergent):
         """Loads inside the index expressions of an access (gathers: `x[idx[i]]`)."""

@@ -28,11 +28,14 @@ def form(expr: str, macros=None, env=None):
     ("(size_t)threadIdx.x * cols + 7", SYM, 0),
     ("n * 2 + blockIdx.y", 0, 0),
     ("static_cast<int>(threadIdx.x) - 1", 1, 0),
+    ("(threadIdx.x / 16) * ld + threadIdx.x % 16", (Fraction(1), Fraction(1, 16)), 0),
+    ("i < 0 ? 0 : (i >= n ? n - 1 : i)", 1, 0),                  # a clamp keeps the thread's stride
 ])
 def test_forms(expr, tx, ty):
-    f = form(expr, macros={"TILE": "32"}, env={"idx": indexing.Form((Fraction(1), Fraction(0), Fraction(0)))})
-    assert f.tx == (tx if tx == SYM else Fraction(tx))
-    assert f.t[1] == Fraction(ty)
+    one = indexing.Form((indexing.ONE, indexing.ZERO, indexing.ZERO))
+    f = form(expr, macros={"TILE": "32"}, env={"idx": one, "i": one})
+    assert f.tx == (tx if isinstance(tx, tuple) else (Fraction(tx), 0))
+    assert f.t[1] == (Fraction(ty), 0)
 
 
 def test_gathers_and_products_are_not_affine():
@@ -48,7 +51,7 @@ def test_gathers_and_products_are_not_affine():
 
 
 def F(tx=0, ty=0):
-    return indexing.Form(tuple(c if c == SYM else Fraction(c) for c in (tx, ty, 0)))
+    return indexing.Form(tuple(c if c == SYM else (Fraction(c), Fraction(0)) for c in (tx, ty, 0)))
 
 
 @pytest.mark.parametrize("f, elem, block, sectors, ideal, kind", [
@@ -61,6 +64,9 @@ def F(tx=0, ty=0):
     (F(0), 4, (256, 1, 1), 1, 1, "uniform"),         # broadcast
     (F(1, SYM), 4, (16, 16, 1), 4, 4, "strided_param"),  # 16x16 block: two 64-byte row segments
     (F(SYM, 1), 4, (16, 16, 1), 16, 4, "strided_param"),  # lanes l and l+16 share a sector
+    # cooperative tile load: row = tid / 16 (times the pitch), column = tid % 16 -> two full 64-byte rows
+    (indexing.Form(((Fraction(1), Fraction(1, 16)), indexing.ZERO, indexing.ZERO)), 4, (256, 1, 1), 4, 4,
+     "strided_param"),
 ])
 def test_sectors(f, elem, block, sectors, ideal, kind):
     assert coalescing.sectors(f, elem, block) == (sectors, ideal)
