@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import tempfile
@@ -34,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels_harness.tasks.schema import Task  # noqa: E402
+from kernels_harness.tasks.schema import Task
 
 # ---- the kernels ----------------------------------------------------------------------------------
 # element-wise: z[i] = f(x[i], y[i]); (C expression, torch expression)

@@ -17,7 +17,7 @@ def _cfg(task, c) -> str:
 
 
 def _compiler_errors(log: str, limit: int = 5) -> list[str]:
-    lines = [ln.strip() for ln in log.splitlines() if re.search(r"\berror\b", ln, re.I) and "full log" not in ln]
+    lines = [ln.strip() for ln in log.splitlines() if re.search(r"\berror\b", ln, re.IGNORECASE) and "full log" not in ln]
     seen, out = set(), []
     for ln in lines:
         if ln not in seen:

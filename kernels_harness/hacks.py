@@ -113,7 +113,7 @@ class Rules:
     allow: frozenset = frozenset()
 
     @classmethod
-    def make(cls, disabled=(), allow=()) -> "Rules":
+    def make(cls, disabled=(), allow=()) -> Rules:
         unknown = set(disabled) - set(RULES)
         if unknown:
             raise ValueError(f"unknown hack rule(s) {sorted(unknown)}; the rules are {', '.join(RULES)}")
@@ -190,7 +190,7 @@ def _namespace_scope_inits(code: str) -> list[tuple[int, str]]:
         elif c == ";":
             if depth == 0:
                 stmt = code[stmt_start:i]
-                m = re.search(r"(?<![=!<>])=(?!=)(.*)$", stmt, re.S)
+                m = re.search(r"(?<![=!<>])=(?!=)(.*)$", stmt, re.DOTALL)
                 if m and not re.match(r"\s*(typedef|using|template|constexpr|static_assert|#)", stmt.strip()) \
                         and not re.search(r"\bconstexpr\b", stmt):
                     for call in re.finditer(r"([A-Za-z_]\w*)\s*\(|\[[^\]]*\]\s*\(", m.group(1)):

@@ -64,9 +64,9 @@ def user_task_count() -> int:
 def _set(which: int, value: int | None) -> None:
     if value is None:
         return
-    soft, hard = resource.getrlimit(which)
+    _, hard = resource.getrlimit(which)
     value = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
-    resource.setrlimit(which, (value, hard if which != resource.RLIMIT_CPU else hard))
+    resource.setrlimit(which, (value, hard))
 
 
 def apply_limits(limits: Limits) -> None:

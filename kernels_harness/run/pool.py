@@ -22,11 +22,9 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from pathlib import Path
 
 from kernels_harness import hacks
 from kernels_harness.result import ConfigResult, EvalResult
-from kernels_harness.run import compile as compile_lib
 from kernels_harness.run.assemble import assemble, failed_before_run, plan_configs
 from kernels_harness.run.inputs import master_seed
 from kernels_harness.run.limits import Limits
@@ -159,7 +157,7 @@ class HarnessPool:
         self.compile_pool.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> "HarnessPool":
+    def __enter__(self) -> HarnessPool:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -16,14 +16,17 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import numpy as np
-
 from kernels_harness.result import ConfigResult
 from kernels_harness.run import arrays
 from kernels_harness.run.arrays import allocate, np_dtype
 from kernels_harness.run.backends import DeviceError, scalar_arg
 from kernels_harness.run.inputs import device_inputs, host_inputs, scalars, trial_seed
-from kernels_harness.run.references import SetupError, c_reference_outputs, tensor_to_xp, torch_values
+from kernels_harness.run.references import (
+    SetupError,
+    c_reference_outputs,
+    tensor_to_xp,
+    torch_values,
+)
 from kernels_harness.tasks.schema import Task, config_env
 
 CUDA_ERRORS = {1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation", 9: "cudaErrorInvalidConfiguration",
@@ -234,14 +237,16 @@ def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env) -> None:
     """Times the candidate and the baseline interleaved on the config's last trial inputs."""
     be = ctx.backend
     calls = [lambda: be.call(fn, args)]
+    keep_alive = None  # the baseline's arrays must outlive the measurement (args hold raw pointers)
     if job.get("baseline"):
         blib, bfn = ctx.entry(job["baseline"], task)
-        bufs, bargs = _launch(ctx, blib, bfn, task, env, inputs, scal, 0, "baseline")
+        keep_alive, bargs = _launch(ctx, blib, bfn, task, env, inputs, scal, 0, "baseline")
         calls.append(lambda: be.call(bfn, bargs))
     elif task.track == "torch2cuda":
         calls.append(_torch_eager_call(task, job, env, be))
     ctx.progress(f"timing config {cr.index}")
     stats = ctx.timer.measure(calls, lock_path=job["timing"].get("lock"), **job["timing"].get("params", {}))
+    del keep_alive
     cr.time_ms, cr.time_iqr_ms, cr.reps = stats[0]["median_ms"], stats[0]["iqr_ms"], stats[0]["reps"]
     if len(stats) > 1:
         cr.baseline_ms = stats[1]["median_ms"]

@@ -70,6 +70,7 @@ def _compile_loop(conn) -> int:
 def _warm_up_cupy(cp) -> None:
     """Compiles (or loads from CuPy's cache) the small kernels every job uses, before "ready"."""
     import numpy as np
+
     from kernels_harness.run import arrays
     for dt in (np.float32, np.float64, np.int32):
         g = arrays.allocate(cp, np.dtype(dt), (1000,))

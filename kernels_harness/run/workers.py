@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -17,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import queue
 from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -57,7 +57,7 @@ class ExecWorker:
         self.jobs = 0
         self.info: dict = {}
 
-    def start(self) -> "ExecWorker":
+    def start(self) -> ExecWorker:
         self.tmp = tempfile.mkdtemp(prefix=f"w{self.device}_", dir=self.root)
         parent, child = socket.socketpair()
         # whatever this process can import, the worker can (user site-packages depend on HOME, which changes)

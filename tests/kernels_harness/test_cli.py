@@ -63,7 +63,7 @@ def test_bad_task_file_exits_2(tmp_path):
     bad.write_text(json.dumps({"id": "t", "track": "c2cuda", "entry": "f", "source": "",
                                "signature": [{"name": "x", "role": "sideways", "dtype": "float32", "shape": [4]}],
                                "configs": [{}]}))
-    rc, out, err = run("eval", "--task", str(bad), "--solution", str(ADV / "good_naive.cu"), "--backend", "cpu")
+    rc, _, err = run("eval", "--task", str(bad), "--solution", str(ADV / "good_naive.cu"), "--backend", "cpu")
     assert rc == 2 and "role 'sideways'" in err and len(err.strip().splitlines()) == 1
 
 
