@@ -235,6 +235,37 @@ def load_tasks(dirs: list) -> list:
     return tasks
 
 
+def dataset_tasks(per_family: int, out_dir: Path, seed: int = 0) -> list[Path]:
+    """Writes `per_family` generated c2cuda tasks of every dataset family as JSON files; returns them."""
+    import importlib
+    import pkgutil
+    import random
+    try:
+        pkg = importlib.import_module("kernels_harness.datasets.c2cuda")
+    except ImportError:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for m in pkgutil.iter_modules(pkg.__path__):
+        try:
+            mod = importlib.import_module(f"{pkg.__name__}.{m.name}")
+            vs = list(mod.variants(random.Random(seed)))
+        except Exception as e:  # noqa: BLE001 - a family without the generator API is skipped
+            print(f"dataset family {m.name} skipped: {type(e).__name__}: {e}", file=sys.stderr)
+            continue
+        random.Random(seed + 1).shuffle(vs)
+        for p in vs[:per_family]:
+            try:
+                t = mod.build(p)
+            except Exception as e:  # noqa: BLE001
+                print(f"dataset task {m.name}/{p.get('name')} skipped: {e}", file=sys.stderr)
+                continue
+            path = out_dir / f"{t.id}.json"
+            path.write_text(t.to_json())
+            paths.append(path)
+    return paths
+
+
 def build_all(tasks, work: Path, jobs: int) -> dict:
     from kernels_harness.build import nvcc
     todo = [(t, i) for _, t in tasks for i in t.implementations if i.expected == "correct"]
@@ -429,7 +460,11 @@ def stage_families(tasks, builds: dict, peaks: dict, dry: bool, deadline: float,
             fastest=max(rs, key=lambda r: 1 / r["median_ms"])["impl"],
             best_static=max(rs, key=lambda r: r["score_static"])["impl"])
     valid = [v["rho_static"] for v in per_task.values() if v.get("rho_static") is not None]
-    return {"rows": rows, "per_task": per_task,
+    origin = {t.id: ("dataset" if "dataset" in Path(p).parts else "corpus") for p, t in tasks}
+    for tid, v in per_task.items():
+        v["origin"] = origin.get(tid, "corpus")
+    by_origin = {o: _mean([v.get("rho_static") for v in per_task.values() if v["origin"] == o]) for o in ("corpus", "dataset")}
+    return {"rows": rows, "per_task": per_task, "mean_rho_static_by_origin": by_origin,
             "mean_rho_static": sum(valid) / len(valid) if valid else None,
             "mean_rho_with_roofline": _mean([v.get("rho_with_roofline") for v in per_task.values()]),
             "tasks_with_rho": len(valid)}
@@ -691,12 +726,13 @@ def table(report: dict) -> str:
     fam = report.get("families") or {}
     for tid, v in sorted((fam.get("per_task") or {}).items()):
         rho = v.get("rho_static")
-        lines.append(f"  {tid:<22} n={v.get('n', 0)} rho={'n/a' if rho is None else f'{rho:+.2f}'} "
+        lines.append(f"  {tid[:34]:<34} n={v.get('n', 0)} rho={'n/a' if rho is None else f'{rho:+.2f}'} "
                      f"fastest={v.get('fastest')} best-scored={v.get('best_static')} {v.get('error', '')}")
     if fam:
         mr = fam.get("mean_rho_static")
         lines.append(f"families: mean Spearman rho (static score vs speed) = {'n/a' if mr is None else f'{mr:.2f}'} "
-                     f"over {fam.get('tasks_with_rho', 0)} tasks; with roofline {fam.get('mean_rho_with_roofline')}")
+                     f"over {fam.get('tasks_with_rho', 0)} tasks {fam.get('mean_rho_static_by_origin')}; "
+                     f"with roofline {fam.get('mean_rho_with_roofline')}")
     n = report.get("ncu") or {}
     c = report.get("coalescing_agreement") or {}
     if c.get("pairs"):
@@ -714,6 +750,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tasks", nargs="*", default=[str(d) for d in DEFAULT_TASKS], help="directories of task JSON files")
     ap.add_argument("--skip-ncu", action="store_true")
+    ap.add_argument("--dataset-per-family", type=int, default=1,
+                    help="also time this many generated tasks of every c2cuda dataset family (0: none)")
     ap.add_argument("--dry-run", action="store_true", help="no GPU: builds, ptxas and static features only")
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new stages after this many seconds")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 2))
@@ -762,6 +800,9 @@ def main(argv=None) -> int:
         peaks = roofline.load_peaks()
     stage("occupancy", lambda: stage_occupancy(work, args.dry_run))
     tasks = load_tasks(args.tasks)
+    ncu_tasks = list(tasks)  # Nsight Compute on the hand-written corpus only (it replays every kernel)
+    if args.dataset_per_family > 0:
+        tasks += load_tasks([work / "dataset"]) if dataset_tasks(args.dataset_per_family, work / "dataset") else []
     report["tasks"] = [t.id for _, t in tasks]
     builds: dict = {}
 
@@ -773,10 +814,10 @@ def main(argv=None) -> int:
     if args.dry_run or args.skip_ncu:
         report["ncu"] = {"skipped": "dry run" if args.dry_run else "--skip-ncu"}
     else:
-        stage("ncu", lambda: stage_ncu(tasks, builds, work, max(30.0, min(240.0, deadline - time.time()))))
+        stage("ncu", lambda: stage_ncu(ncu_tasks, builds, work, max(30.0, min(240.0, deadline - time.time()))))
         measured = (report.get("ncu") or {}).get("measured") or {}
         if measured:
-            stage("coalescing_agreement", lambda: compare_coalescing(tasks, measured, peaks))
+            stage("coalescing_agreement", lambda: compare_coalescing(ncu_tasks, measured, peaks))
             report["ncu"]["measured"] = {f"{k[0]}/{k[1]}": v for k, v in measured.items()}
     report["seconds"] = round(time.time() - t0, 1)
     report["plots"] = plots(report, out_dir)
