@@ -248,11 +248,17 @@ class HarnessPool:
         task, source = item
         build = self._built(fut)
         seconds = {"static": t_static, "compile": build.get("seconds", 0.0)}
-        if not build["ok"]:
-            results[i] = failed_before_run(task, self.backend, "compile_error", compile_log=build["log"],
-                                           seconds=seconds)
-        else:
-            results[i] = self._execute(task, source, build, sup, seconds)
+        try:
+            if not build["ok"]:
+                results[i] = failed_before_run(task, self.backend, "compile_error", compile_log=build["log"],
+                                               seconds=seconds)
+            else:
+                results[i] = self._execute(task, source, build, sup, seconds)
+        except Exception as e:  # a harness bug must not cost the caller the other results
+            results[i] = EvalResult(task_id=task.id, backend=self.backend, status="runtime_error",
+                                    compiled=bool(build["ok"]), compile_log=build.get("log", ""),
+                                    error=f"harness error: {type(e).__name__}: {e}"[:300], seconds=seconds,
+                                    feedback="The harness failed on this candidate; it was not judged.")
         if bar:
             bar.update(1)
 
