@@ -107,14 +107,14 @@ __global__ void transpose_tiled({kargs}) {{
   long long b = blockIdx.z;
   (void)b;
   long long i0 = (long long)blockIdx.y * 32, j0 = (long long)blockIdx.x * 32;
-  for (int r = threadIdx.y; r < 32; r += 8) {{
-    long long i = i0 + r, j = j0 + threadIdx.x;
-    if (i < ni && j < nj) tile[r][threadIdx.x] = x[{in_off}];
+  for (int row = threadIdx.y; row < 32; row += 8) {{
+    long long i = i0 + row, j = j0 + threadIdx.x;
+    if (i < ni && j < nj) tile[row][threadIdx.x] = x[{in_off}];
   }}
   {sync}
-  for (int r = threadIdx.y; r < 32; r += 8) {{
-    long long j = j0 + r, i = i0 + threadIdx.x;
-    if (i < ni && j < nj) y[{out_off}] = tile[threadIdx.x][r];
+  for (int row = threadIdx.y; row < 32; row += 8) {{
+    long long j = j0 + row, i = i0 + threadIdx.x;
+    if (i < ni && j < nj) y[{out_off}] = tile[threadIdx.x][row];
   }}
 }}""", f"{decl}\nif (nb * ni * nj > 0) transpose_tiled<<<dim3((unsigned)((nj + 31) / 32), (unsigned)((ni + 31) / 32), "
             f"(unsigned)nb), dim3(32, 8), 0, stream>>>({call});")
