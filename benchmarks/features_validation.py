@@ -1,21 +1,26 @@
 """Validates kernels_harness.features on an H100/H200: occupancy, coalescing, peaks, score vs speed.
 
-    OUT=out python benchmarks/features_validation.py [--tasks DIR ...] [--skip-ncu] [--budget-s 420]
+    OUT=out python benchmarks/features_validation.py [--tasks DIR ...] [--dataset-per-family 1]
+                                                     [--skip-ncu] [--budget-s 300]
     python benchmarks/features_validation.py --dry-run      # no GPU: builds and static features only
 
-Stages (each one reports its own failure and the rest go on):
-  peaks      copy bandwidth (CuPy), fp32/fp64 SGEMM/DGEMM (CuPy, TF32 off) and bf16 GEMM (torch), cached
-             as $OUT/device_peaks.json and ~/.cache/cudaperf/device_peaks.json (read by features.roofline).
+Stages, in order of importance (each reports its own failure and the rest go on; a stage that would
+start after --budget-s seconds is skipped):
+  peaks      copy bandwidth (CuPy), fp32/fp64 GEMM (CuPy, TF32 off) and bf16 GEMM (torch), cached as
+             $OUT/device_peaks.json and ~/.cache/cudaperf/device_peaks.json (read by features.roofline).
   occupancy  a corpus of kernels (register pressure 2..140 accumulators, static shared memory 1-48 KiB,
              dynamic shared memory up to 200 KiB with the opt-in attribute) x block sizes: the runtime's
              cudaOccupancyMaxActiveBlocksPerMultiprocessor against features.occupancy.theoretical (exact
              agreement expected), and ptxas registers against cudaFuncGetAttributes.
-  families   every implementation of every task in --tasks: built with nvcc, timed (CUDA events,
-             median) on its largest config, checked against the task's baseline implementation, scored by
-             features.analyse with the measured times; Spearman's rho of score vs speed within each task.
-  ncu        (when `ncu --clock-control none` works) the same implementations on their middle config
-             under Nsight Compute: sectors per request (loads, stores), achieved and theoretical
-             occupancy; agreement of static and measured coalescing.
+  families   every implementation of every task in --tasks (default: the hand-written families of
+             tests/kernels_harness/features/data and the smoke suite), built with nvcc, timed (CUDA
+             events, median) on its largest config in a child process per task, checked against the
+             task's baseline implementation, scored by features.analyse; Spearman's rho of the static
+             structural score vs speed within each task.
+  ncu        (when `ncu --clock-control none` works) the corpus on its middle configs under Nsight
+             Compute: sectors per request (loads, stores), achieved and theoretical occupancy; agreement
+             of static and measured coalescing, and of our theoretical occupancy with ncu's.
+  dataset    the same as `families` for --dataset-per-family generated tasks of each c2cuda family.
 Writes $OUT/features_validation.json and PNG plots; prints a short table last.
 """
 from __future__ import annotations
@@ -339,7 +344,7 @@ class Runner:
     def outputs(self) -> dict:
         return {a.name: self.cp.asnumpy(self.arrays[a.name]) for a in self.task.outputs}
 
-    def time(self, fn, min_reps=3, max_reps=50, target_s=0.25) -> dict:
+    def time(self, fn, min_reps=3, max_reps=30, target_s=0.1) -> dict:
         cp = self.cp
         ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
         self.reset()
@@ -460,7 +465,7 @@ def stage_families(tasks, builds: dict, peaks: dict, dry: bool, deadline: float,
             fastest=max(rs, key=lambda r: 1 / r["median_ms"])["impl"],
             best_static=max(rs, key=lambda r: r["score_static"])["impl"])
     valid = [v["rho_static"] for v in per_task.values() if v.get("rho_static") is not None]
-    origin = {t.id: ("dataset" if "dataset" in Path(p).parts else "corpus") for p, t in tasks}
+    origin = {t.id: ("dataset" if Path(p).parent.name == "dataset" else "corpus") for p, t in tasks}
     for tid, v in per_task.items():
         v["origin"] = origin.get(tid, "corpus")
     by_origin = {o: _mean([v.get("rho_static") for v in per_task.values() if v["origin"] == o]) for o in ("corpus", "dataset")}
@@ -691,7 +696,8 @@ def plots(report: dict, out_dir: Path) -> list[str]:
         fig.tight_layout()
         fig.savefig(out_dir / "occupancy_agreement.png", dpi=120)
         made.append("occupancy_agreement.png")
-    rows = [r for r in (report.get("families") or {}).get("rows", []) if r.get("median_ms") and r.get("score_static") is not None]
+    rows = [r for key in ("families", "dataset_families") for r in (report.get(key) or {}).get("rows", [])
+            if r.get("median_ms") and r.get("score_static") is not None]
     if rows:
         fig, ax = plt.subplots(figsize=(7, 5))
         for tid in sorted({r["task"] for r in rows}):
@@ -724,15 +730,19 @@ def table(report: dict) -> str:
     else:
         lines.append(f"occupancy: {o.get('error') or o.get('skipped')}")
     fam = report.get("families") or {}
-    for tid, v in sorted((fam.get("per_task") or {}).items()):
+    per_task = {**((report.get("dataset_families") or {}).get("per_task") or {}), **(fam.get("per_task") or {})}
+    for tid, v in sorted(per_task.items(), key=lambda kv: (kv[1].get("origin", ""), kv[0])):
         rho = v.get("rho_static")
         lines.append(f"  {tid[:34]:<34} n={v.get('n', 0)} rho={'n/a' if rho is None else f'{rho:+.2f}'} "
                      f"fastest={v.get('fastest')} best-scored={v.get('best_static')} {v.get('error', '')}")
     if fam:
         mr = fam.get("mean_rho_static")
-        lines.append(f"families: mean Spearman rho (static score vs speed) = {'n/a' if mr is None else f'{mr:.2f}'} "
-                     f"over {fam.get('tasks_with_rho', 0)} tasks {fam.get('mean_rho_static_by_origin')}; "
-                     f"with roofline {fam.get('mean_rho_with_roofline')}")
+        dmr = (report.get("dataset_families") or {}).get("mean_rho_static")
+        am = report.get("mean_rho_static_all")
+        lines.append(f"Spearman rho (static structural score vs speed, within a task): corpus "
+                     f"{'n/a' if mr is None else f'{mr:.2f}'} ({fam.get('tasks_with_rho', 0)} tasks), dataset "
+                     f"{'n/a' if dmr is None else f'{dmr:.2f}'}, all {'n/a' if am is None else f'{am:.2f}'} "
+                     f"({report.get('tasks_with_rho_all', 0)} tasks)")
     n = report.get("ncu") or {}
     c = report.get("coalescing_agreement") or {}
     if c.get("pairs"):
@@ -753,7 +763,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dataset-per-family", type=int, default=1,
                     help="also time this many generated tasks of every c2cuda dataset family (0: none)")
     ap.add_argument("--dry-run", action="store_true", help="no GPU: builds, ptxas and static features only")
-    ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new stages after this many seconds")
+    ap.add_argument("--budget-s", type=float, default=300.0, help="stop starting new stages after this many seconds")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 2))
     ap.add_argument("--ncu-child", help=argparse.SUPPRESS)
     ap.add_argument("--family-child", help=argparse.SUPPRESS)
@@ -799,26 +809,34 @@ def main(argv=None) -> int:
     else:
         peaks = roofline.load_peaks()
     stage("occupancy", lambda: stage_occupancy(work, args.dry_run))
-    tasks = load_tasks(args.tasks)
-    ncu_tasks = list(tasks)  # Nsight Compute on the hand-written corpus only (it replays every kernel)
-    if args.dataset_per_family > 0:
-        tasks += load_tasks([work / "dataset"]) if dataset_tasks(args.dataset_per_family, work / "dataset") else []
-    report["tasks"] = [t.id for _, t in tasks]
+    # the hand-written corpus first (timing, then Nsight Compute), then the generated dataset tasks
+    corpus = load_tasks(args.tasks)
     builds: dict = {}
 
-    def do_builds():
-        builds.update(build_all(tasks, work, args.jobs))
-        return {"built": sum(b.ok for b in builds.values()), "failed": [f"{k[0]}/{k[1]}" for k, b in builds.items() if not b.ok]}
-    stage("builds", do_builds)
-    stage("families", lambda: stage_families(tasks, builds, peaks, args.dry_run, deadline, work))
+    def do_builds(tasks):
+        new = build_all(tasks, work, args.jobs)
+        builds.update(new)
+        return {"built": sum(b.ok for b in new.values()), "failed": [f"{k[0]}/{k[1]}" for k, b in new.items() if not b.ok]}
+    stage("builds", lambda: do_builds(corpus))
+    stage("families", lambda: stage_families(corpus, builds, peaks, args.dry_run, deadline, work))
     if args.dry_run or args.skip_ncu:
         report["ncu"] = {"skipped": "dry run" if args.dry_run else "--skip-ncu"}
     else:
-        stage("ncu", lambda: stage_ncu(ncu_tasks, builds, work, max(30.0, min(240.0, deadline - time.time()))))
+        stage("ncu", lambda: stage_ncu(corpus, builds, work, max(30.0, min(150.0, deadline - time.time() - 60))))
         measured = (report.get("ncu") or {}).get("measured") or {}
         if measured:
-            stage("coalescing_agreement", lambda: compare_coalescing(ncu_tasks, measured, peaks))
+            stage("coalescing_agreement", lambda: compare_coalescing(corpus, measured, peaks))
             report["ncu"]["measured"] = {f"{k[0]}/{k[1]}": v for k, v in measured.items()}
+    dataset = []
+    if args.dataset_per_family > 0 and dataset_tasks(args.dataset_per_family, work / "dataset"):
+        dataset = load_tasks([work / "dataset"])
+        stage("dataset_builds", lambda: do_builds(dataset))
+        stage("dataset_families", lambda: stage_families(dataset, builds, peaks, args.dry_run, deadline, work))
+    report["tasks"] = [t.id for _, t in corpus + dataset]
+    rhos = [v.get("rho_static") for key in ("families", "dataset_families")
+            for v in ((report.get(key) or {}).get("per_task") or {}).values()]
+    report["mean_rho_static_all"] = _mean(rhos)
+    report["tasks_with_rho_all"] = len([r for r in rhos if r is not None])
     report["seconds"] = round(time.time() - t0, 1)
     report["plots"] = plots(report, out_dir)
     path = out_dir / "features_validation.json"

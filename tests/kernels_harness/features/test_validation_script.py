@@ -79,7 +79,8 @@ def test_occupancy_corpus_builds_with_varied_registers_and_smem(tmp_path):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_dry_run_end_to_end(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path)}
-    p = subprocess.run([sys.executable, str(REPO / "benchmarks/features_validation.py"), "--dry-run", "--jobs", "2"],
+    p = subprocess.run([sys.executable, str(REPO / "benchmarks/features_validation.py"), "--dry-run", "--jobs", "2",
+                        "--dataset-per-family", "0"],
                        capture_output=True, text=True, env=env, timeout=900, check=False)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "features_validation summary" in p.stdout.splitlines()[-8:][0] or "summary" in p.stdout
