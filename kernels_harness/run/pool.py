@@ -284,19 +284,21 @@ class HarnessPool:
             job["timing"] = {"lock": os.path.join(self.root, f"gpu{worker.device}.lock"),
                              "params": self.timing_params}
         t0 = time.perf_counter()
+        out = {"status": "runtime_error", "error": "harness error: the job was not run", "configs": [],
+               "launches": [], "sticky": True}
         try:
             out = worker.run(job, self.call_timeout_s, self.job_timeout_s)
         except WorkerLost as lost:
             out = {"status": lost.kind, "error": lost.message, "configs": _lost_configs(task, plan, lost),
                    "launches": [], "sticky": True, "seconds": {}}
-        finally:
+        finally:  # the slot always goes back to the queue, with a fresh worker if this one is spent
             seconds["execute"] = time.perf_counter() - t0
-        if not worker.alive or out.get("sticky") or worker.jobs >= self.max_jobs_per_worker:
-            worker.close(graceful=worker.alive)
-            device = worker.device
-            worker = self._replace(device)
-            worker = device if worker is None else worker
-        self._free.put(worker)
+            if not worker.alive or out.get("sticky") or worker.jobs >= self.max_jobs_per_worker:
+                worker.close(graceful=worker.alive)
+                device = worker.device
+                worker = self._replace(device)
+                worker = device if worker is None else worker
+            self._free.put(worker)
         return assemble(task, source, self.backend, build, out, seed, seconds, self.features)
 
     def _replace(self, device: int) -> ExecWorker | None:
