@@ -3,7 +3,8 @@
 A library built with `checks=True` links ASan; the process that loads it must have ASan's runtime
 preloaded. Start the worker with `env=asan_environment()`; if a kernel touches memory outside an
 array, ASan prints a report to stderr and the worker exits with ASAN_EXIT_CODE; `summarize_report(stderr)`
-turns that into one line for EvalResult.runtime_error, e.g.
+turns that into one line for EvalResult.runtime_error (it also reads the watchdog's and the fault
+handler's lines of non-ASan libraries), e.g.
 "out-of-bounds write of 4 bytes in kernel `scale` block (3,0,0) thread (255,0,0) at solution.cu:7
 (heap-buffer-overflow, 0 bytes after a 4096-byte array)".
 """
@@ -54,11 +55,15 @@ _KIND = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)")
 _ACCESS = re.compile(r"(READ|WRITE) of size (\d+)")
 _REGION = re.compile(r"is located (\d+) bytes (to the left|to the right|inside|after|before) of (\d+)-byte region")
 _FRAME = re.compile(r"#\d+ 0x[0-9a-f]+ in (\S+).*?(solution\.cu:\d+)")
+_WATCHDOG = re.compile(r"cudaperf-emu: watchdog: (kernel `[^`]*` ran longer than [0-9.e+-]+ s)")
 _CONTEXT = re.compile(r"cudaperf-emu: fault in (kernel `[^`]*` block \(\d+,\d+,\d+\) thread \(\d+,\d+,\d+\))")
 
 
 def summarize_report(stderr: str) -> str:
-    """One line describing the first ASan report (or emulator fault) in `stderr`; "" if there is none."""
+    """One line describing the first ASan report, watchdog expiry or emulator fault in `stderr`; "" if none."""
+    dog = _WATCHDOG.search(stderr)
+    if dog:
+        return "timeout: " + dog.group(1)
     kind = _KIND.search(stderr)
     ctx = _CONTEXT.search(stderr)
     if not kind:

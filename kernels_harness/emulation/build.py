@@ -129,8 +129,10 @@ def build_shared_library(source: str, out_path: str | Path, *, checks: bool = Tr
             rc, log = -1, f"the host compiler timed out after {timeout_s:.0f} s"
         log = log.replace(str(INCLUDE_DIR) + "/", "<emulation>/").replace(tmp + "/", "")
         ok = rc == 0 and tmp_out.is_file()
-        if ok:
-            shutil.copyfile(tmp_out, out_path)  # copy, not rename: tmp may be on another filesystem
+        if ok:  # a new inode: a process that has the old library loaded keeps a valid mapping
+            staging = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
+            shutil.copyfile(tmp_out, staging)
+            os.replace(staging, out_path)
     if not ok:
         log = _first_error(log) + "\n" + log[-8000:]
     return BuildResult(ok=ok, log=log, path=out_path if ok else None, seconds=time.perf_counter() - t0)

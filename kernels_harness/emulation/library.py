@@ -5,6 +5,7 @@
     lib.launches()   -> [{"kernel": "saxpy_kernel", "grid": (40, 1, 1), "block": (256, 1, 1), "smem": 0}]
     lib.last_error() -> "" or the message of the last kernel fault (barrier divergence, __trap, bad launch)
     lib.reset()      -> clears launch records and the (sticky) error state
+    lib.set_watchdog(s) -> a launch longer than s seconds ends the process (exit code 87, message on stderr)
 
 Arrays are plain host pointers on this backend (e.g. `arr.ctypes.data`), the stream may be None.
 """
@@ -13,6 +14,9 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
+
+
+WATCHDOG_EXIT_CODE = 87
 
 
 class LibraryLoadError(RuntimeError):
@@ -55,6 +59,7 @@ class EmulatedLibrary:
                                                 ctypes.POINTER(ctypes.c_size_t)]
         lib.cudaperf_emu_last_error.restype = ctypes.c_char_p
         lib.cudaperf_emu_set_threads.argtypes = [ctypes.c_int]
+        lib.cudaperf_emu_set_watchdog.argtypes = [ctypes.c_double]
         lib.cudaperf_emu_reset.restype = None
 
     def entry(self, name: str):
@@ -86,6 +91,11 @@ class EmulatedLibrary:
     def last_error(self) -> str:
         """The message of the last kernel fault or launch error, or "" if there was none."""
         return (self._lib.cudaperf_emu_last_error() or b"").decode(errors="replace")
+
+    def set_watchdog(self, seconds: float) -> None:
+        """A launch running longer than `seconds` ends the process with WATCHDOG_EXIT_CODE and a message on
+        stderr naming the kernel (0: off; also settable with $CUDAPERF_EMU_WATCHDOG_S). For worker processes."""
+        self._lib.cudaperf_emu_set_watchdog(float(seconds))
 
     def set_threads(self, n: int) -> None:
         """How many host threads run blocks in parallel (0: the default, all cores)."""

@@ -7,6 +7,7 @@
 #include "cudaperf_emu_sched.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -89,6 +90,40 @@ int host_threads() {
   if (e && atoi(e) > 0) return atoi(e);
   unsigned hc = std::thread::hardware_concurrency();
   return hc == 0 ? 1 : (int)std::min(hc, 32u);
+}
+
+// ---- the watchdog: a launch that runs too long ends the process with a message ------------------------
+std::atomic<double> g_watchdog_s{-1.0};           // < 0: read CUDAPERF_EMU_WATCHDOG_S on first launch
+std::atomic<long long> g_launch_start_ns{0};       // 0: no launch running
+std::atomic<const char*> g_running_kernel{""};
+const int kWatchdogExit = 87;
+long long now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+void start_watchdog_if_enabled() {
+  if (g_watchdog_s.load() < 0) {
+    const char* e = getenv("CUDAPERF_EMU_WATCHDOG_S");
+    double expected = -1.0;
+    g_watchdog_s.compare_exchange_strong(expected, e ? atof(e) : 0.0);
+  }
+  static std::once_flag once;
+  if (g_watchdog_s.load() <= 0) return;
+  std::call_once(once, [] {
+    std::thread([] {
+      for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        double limit = g_watchdog_s.load();
+        long long start = g_launch_start_ns.load();
+        if (limit > 0 && start != 0 && (now_ns() - start) * 1e-9 > limit) {
+          char buf[512];
+          int k = snprintf(buf, sizeof buf, "cudaperf-emu: watchdog: kernel `%s` ran longer than %.3g s (an endless "
+                           "loop, or a wait for another block that never comes)\n", g_running_kernel.load(), limit);
+          if (k > 0) { ssize_t rc = write(2, buf, (size_t)k); (void)rc; }
+          _exit(kWatchdogExit);
+        }
+      }
+    }).detach();
+  });
 }
 
 // ---- faults outside the sanitizer: name the kernel, block and thread before the process dies -------
@@ -280,6 +315,9 @@ cudaError_t launch_impl(const char* name, dim3 grid, dim3 block, size_t smem, in
   std::string first_error;
   std::mutex err_mu;
   const bool use_fibers = fibers && nthreads > 1;
+  start_watchdog_if_enabled();
+  g_running_kernel = name;
+  g_launch_start_ns = now_ns();
   std::function<void()> job = [&] {
     Worker* w = worker();
     const char* saved_kernel = t_kernel;
@@ -322,6 +360,7 @@ cudaError_t launch_impl(const char* name, dim3 grid, dim3 block, size_t smem, in
     if (!g_pool) g_pool = new Pool();
     g_pool->run(k, job);
   }
+  g_launch_start_ns = 0;
   if (failed) {
     std::lock_guard<std::mutex> lk(g_mu);
     g_sticky = cudaErrorLaunchFailure; g_last = cudaErrorLaunchFailure; g_message = first_error;
@@ -390,3 +429,7 @@ CUDAPERF_EMU_EXPORT const char* cudaperf_emu_last_error(void) {
 }
 CUDAPERF_EMU_EXPORT void cudaperf_emu_set_threads(int n) { cudaperf_emu::g_threads = n > 0 ? n : 0; }
 CUDAPERF_EMU_EXPORT int cudaperf_emu_get_threads(void) { return cudaperf_emu::host_threads(); }
+// Seconds a single launch may run before the process exits with code 87 and a message (0: off).
+CUDAPERF_EMU_EXPORT void cudaperf_emu_set_watchdog(double seconds) {
+  cudaperf_emu::g_watchdog_s = seconds > 0 ? seconds : 0.0;
+}

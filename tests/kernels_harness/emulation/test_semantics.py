@@ -215,3 +215,50 @@ def test_unsupported_constructs_fail_the_build_with_one_line(tmp_path):
     res = build_shared_library('__global__ void k() { asm("trap;"); }', tmp_path / "asm.so", checks=False)
     assert not res.ok
     assert res.log.splitlines()[0] == "unsupported on the cpu backend: inline PTX assembly (asm) (line 1)"
+
+
+HANG = r'''
+__global__ void spin(volatile int* flag) { while (flag[0] == 0) { } }
+__global__ void segv(float* y) { if (threadIdx.x == 7) y[1 << 30] = 1.f; }
+extern "C" int run_spin(int* flag, cudaStream_t s) { spin<<<1, 1, 0, s>>>(flag); return cudaGetLastError(); }
+extern "C" int run_segv(float* y, cudaStream_t s) { segv<<<2, 32, 0, s>>>(y); return cudaGetLastError(); }
+'''
+DRIVER = '''
+import ctypes, sys
+import numpy as np
+from kernels_harness.emulation import EmulatedLibrary
+lib = EmulatedLibrary(sys.argv[1])
+lib.set_watchdog(0.3)
+fn = lib.entry(sys.argv[2]); fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+buf = np.zeros(16, np.int32)
+print("rc", fn(buf.ctypes.data, None))
+'''
+
+
+@pytest.fixture(scope="module")
+def hang_lib(build_lib):
+    return build_lib(HANG, "hang")
+
+
+@pytest.mark.parametrize("entry, code, summary", [
+    ("run_spin", 87, "timeout: kernel `spin` ran longer than 0.3 s"),
+    ("run_segv", -11, "memory fault in kernel `segv` block (0,0,0) thread (7,0,0)")])
+def test_endless_kernels_and_wild_pointers_end_the_worker_with_a_named_kernel(hang_lib, entry, code, summary):
+    import subprocess
+    import sys
+
+    from kernels_harness.emulation import summarize_report
+    p = subprocess.run([sys.executable, "-c", DRIVER, str(hang_lib.path), entry], capture_output=True, text=True, timeout=60)
+    assert p.returncode == code, p.stderr[-2000:]
+    assert summarize_report(p.stderr) == summary
+
+
+def test_rebuilding_a_loaded_library_in_place_is_safe(tmp_path):
+    from kernels_harness.emulation import EmulatedLibrary
+    src = 'extern "C" int answer(int* out, cudaStream_t s) { out[0] = 41 + 1; return 0; }\n'
+    first = EmulatedLibrary(build_shared_library(src, tmp_path / "same.so", checks=False).path)
+    assert build_shared_library(src.replace("41", "40"), tmp_path / "same.so", checks=False).ok
+    fn = first.entry("answer")
+    fn.argtypes = [P, P]
+    out = np.zeros(1, np.int32)
+    assert fn(out.ctypes.data, None) == 0 and out[0] == 42    # the loaded copy is untouched
