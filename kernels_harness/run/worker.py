@@ -19,6 +19,19 @@ import time
 from multiprocessing.connection import Connection
 
 
+def _exit_with_parent() -> None:
+    """A daemon thread that ends this process when the pool's process is gone (even mid-candidate)."""
+    import threading
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(3)
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
 def _redirect_output() -> None:
     fd = os.open("worker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 1)
@@ -96,6 +109,7 @@ def main(argv=None) -> int:
     ap.add_argument("--role", default="exec", choices=("exec", "compile"))
     args = ap.parse_args(argv)
     conn = Connection(args.fd)
+    _exit_with_parent()
     _redirect_output()
     from kernels_harness.run import limits as limits_lib
     limits_lib.apply_limits(limits_lib.Limits(**json.loads(args.limits)))
