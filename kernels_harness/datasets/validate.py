@@ -1,0 +1,54 @@
+"""Validation of generated tasks through the harness: every implementation of a task must get the
+verdict its label promises (`expected: correct` -> status ok; `expected: wrong` -> anything else).
+
+On the cpu backend only the smallest config runs (the C / PyTorch reference checks it; the larger
+configs of the O(N^2) and O(N^3) families would take minutes in emulation); on cuda all configs run.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+from kernels_harness.tasks.schema import Task
+
+
+def agrees(expected: str, status: str) -> bool:
+    return (status == "ok") if expected == "correct" else (status != "ok")
+
+
+def sample(tasks: Sequence[Task], k: int) -> list[Task]:
+    """k tasks spread evenly over the sequence (all when k <= 0 or k >= len)."""
+    if k <= 0 or k >= len(tasks):
+        return list(tasks)
+    step = len(tasks) / k
+    return [tasks[int(i * step)] for i in range(k)]
+
+
+def validate_tasks(tasks: Sequence[Task], backend: str = "cpu", workers: int = 2, progress: bool = True,
+                   pool=None) -> list[dict]:
+    """Runs every implementation of every task; one record per task:
+
+    {"id", "family", "ok": all verdicts agree with the labels, "verdicts": {impl: status},
+     "mismatches": ["impl: expected correct, got wrong (first error)", ...]}
+    """
+    from kernels_harness.run import HarnessPool  # late: the harness pulls in worker machinery
+
+    runnable = [dataclasses.replace(t, configs=t.configs[:1]) if backend == "cpu" else t for t in tasks]
+    jobs = [(t, impl) for t in runnable for impl in t.implementations]
+    own = pool is None
+    if own:
+        pool = HarnessPool(backend=backend, workers=workers, features=False, progress=progress)
+    try:
+        results = pool.evaluate([(t, impl.source) for t, impl in jobs])
+    finally:
+        if own:
+            pool.close()
+    records: dict[str, dict] = {}
+    for (t, impl), res in zip(jobs, results):
+        rec = records.setdefault(t.id, {"id": t.id, "family": t.family, "ok": True, "verdicts": {}, "mismatches": []})
+        rec["verdicts"][impl.name] = res.status
+        if not agrees(impl.expected, res.status):
+            rec["ok"] = False
+            why = res.error or next((c.error for c in res.configs if c.error), "") or res.compile_log[:200]
+            rec["mismatches"].append(f"{impl.name}: expected {impl.expected}, got {res.status} ({why[:200]})")
+    return [records[t.id] for t in runnable if t.id in records]
