@@ -64,7 +64,7 @@ def _run_gpu(cp, path: Path, case, inputs: dict, reps: int = 3):
     fn = getattr(lib, case.entry)
     fn.restype = ctypes.c_int
     fn.argtypes = corpus_lib.argtypes(case)
-    stream = cp.cuda.Stream(non_blocking=True)
+    stream = cp.cuda.Stream(non_blocking=False)  # blocking: legacy-stream calls inside an entry stay ordered
     bufs, call = {}, []
     for a in case.args:
         if a.role == "scalar":
@@ -77,7 +77,7 @@ def _run_gpu(cp, path: Path, case, inputs: dict, reps: int = 3):
         bufs[a.name] = cp.asarray(host)
         call.append(bufs[a.name].data.ptr)
     fresh = {k: v.copy() for k, v in bufs.items()}
-    cp.cuda.Device().synchronize()  # the copies ran on the legacy stream; the entry runs on `stream`
+    cp.cuda.Device().synchronize()  # the uploads ran on the legacy stream
     rc = fn(*call, ctypes.c_void_p(stream.ptr))
     stream.synchronize()
     outs = {a.name: corpus_lib.from_device_layout(cp.asnumpy(bufs[a.name]), a.dtype) for a in case.outputs}
