@@ -28,6 +28,21 @@ def np_dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
+def storage_dtype(xp, dtype: np.dtype) -> np.dtype:
+    """The dtype an array of `dtype` is stored with under `xp`: CuPy has no bfloat16, so on the device
+    bfloat16 arrays hold their uint16 bits (the kernel sees the same bytes)."""
+    if xp is not np and dtype.name == "bfloat16":
+        return np.dtype(np.uint16)
+    return dtype
+
+
+def as_values(xp, a, dtype_name: str):
+    """`a` as comparable numbers: bfloat16 bits (uint16 storage) become float32; others unchanged."""
+    if dtype_name == "bfloat16" and a.dtype == np.uint16:
+        return (a.astype(xp.uint32) << 16).view(xp.float32)
+    return a
+
+
 def is_float(dtype: np.dtype) -> bool:
     return dtype.kind == "f" or dtype.name == "bfloat16"
 

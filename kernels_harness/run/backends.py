@@ -155,7 +155,8 @@ class CudaBackend:
         return self.cp.asnumpy(a)
 
     def to_device(self, a):
-        return self.cp.asarray(a)
+        a = np.asarray(a)
+        return self.cp.asarray(a.view(np.uint16) if a.dtype.name == "bfloat16" else a)
 
     def free_memory(self) -> int:
         """Free device memory plus what CuPy's pool holds (drops only when something else keeps memory)."""

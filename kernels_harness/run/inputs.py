@@ -59,7 +59,8 @@ def device_inputs(task: Task, config: dict, seed: int, cp) -> dict:
         name, args = inits.parse(init)
         if name not in _DEVICE_INITS or dtype.name == "bfloat16":
             rng = np.random.default_rng([seed, k])
-            out[a.name] = cp.asarray(inits.generate(a.init, rng, shape, dtype, env))
+            host = inits.generate(a.init, rng, shape, dtype, env)
+            out[a.name] = cp.asarray(host.view(np.uint16) if dtype.name == "bfloat16" else host)
             continue
         from kernels_harness.tasks import expr
         vals = [expr.evaluate(x, env) for x in args]

@@ -78,7 +78,7 @@ def _launch(ctx: Context, lib, fn, task: Task, env: dict, inputs: dict, scal: di
     be, xp = ctx.backend, ctx.backend.xp
     bufs = {}
     for a in task.arrays:
-        g = allocate(xp, np_dtype(a.dtype), task.shape(a, env), be.guard_bytes)
+        g = allocate(xp, arrays.storage_dtype(xp, np_dtype(a.dtype)), task.shape(a, env), be.guard_bytes)
         if a.role in ("in", "inout"):
             g.view[...] = inputs[a.name]
         else:
@@ -142,7 +142,9 @@ def _verify_oracle(ctx: Context, task: Task, job: dict, seed: int) -> None:
     bufs, _ = _launch(ctx, lib, fn, task, config_env(task.configs[small]), inputs, scal, 0, "oracle check")
     for o in task.outputs:
         atol, rtol = task.tolerance_for(o.dtype)
-        if not ctx.compare(bufs[o.name].view, ref[o.name], atol, rtol)["ok"]:
+        xp = ctx.backend.xp
+        if not ctx.compare(arrays.as_values(xp, bufs[o.name].view, o.dtype), arrays.as_values(xp, ref[o.name], o.dtype),
+                           atol, rtol)["ok"]:
             raise SetupError(f"the task's implementation {job['oracle_name']!r} disagrees with its C reference "
                              "on the smallest config; fix the task before evaluating large configs")
     ctx.verified[key] = True
@@ -155,7 +157,9 @@ def _check_outputs(ctx, task, index, trial, inputs, bufs, ref, cr: ConfigResult,
             raise Failure("wrong", f"{stage}: modified its input array {a.name!r}, which is read-only")
     for o in task.outputs:
         atol, rtol = task.tolerance_for(o.dtype)
-        res = ctx.compare(bufs[o.name].view, ref[o.name], atol, rtol)
+        got_all = arrays.as_values(xp, bufs[o.name].view, o.dtype)
+        want_all = arrays.as_values(xp, ref[o.name], o.dtype)
+        res = ctx.compare(got_all, want_all, atol, rtol)
         for key in ("max_abs_err", "max_rel_err"):
             v, old = res[key], getattr(cr, key)
             if v is not None:
@@ -163,8 +167,8 @@ def _check_outputs(ctx, task, index, trial, inputs, bufs, ref, cr: ConfigResult,
         if not res["ok"]:
             n = int(bufs[o.name].view.size)
             i = res["first_bad"]
-            got = float(bufs[o.name].view.reshape(-1)[i])
-            want = float(ref[o.name].reshape(-1)[i])
+            got = float(got_all.reshape(-1)[i])
+            want = float(want_all.reshape(-1)[i])
             what = (f"has NaN/Inf at {res['nonfinite']} of {n} elements where the reference is finite"
                     if res["nonfinite"] else f"differs at {res['bad']} of {n} elements")
             err = "" if res["max_abs_err"] is None else f"; max abs err {res['max_abs_err']:.3g}"

@@ -124,9 +124,10 @@ def tensor_to_xp(t, xp, dtype_name: str, shape: tuple):
         arr = t.cpu().numpy().copy()
     else:
         arr = xp.from_dlpack(t).copy() if t.is_cuda else xp.asarray(t.cpu().numpy())
-    if dtype_name == "bfloat16":
-        arr = arr.view(np_dtype("bfloat16"))
-    arr = arr.astype(np_dtype(dtype_name), copy=False)
+    if dtype_name == "bfloat16":  # numpy: ml_dtypes bfloat16; cupy: its uint16 bits
+        arr = arr.view(np_dtype("bfloat16")) if xp is np else arr.view(xp.uint16)
+    else:
+        arr = arr.astype(np_dtype(dtype_name), copy=False)
     if int(np.prod(arr.shape, dtype=np.int64)) != int(np.prod(shape, dtype=np.int64)):
         raise SetupError(f"the PyTorch reference produced shape {tuple(arr.shape)} where the task says "
                          f"{tuple(shape)}; fix the task's signature")

@@ -73,13 +73,20 @@ def test_good_kernel_gets_features_resources_and_launches():
     assert res.feedback.startswith("Correct on all 2 checked configs")
 
 
-@cpu
-def test_torch2cuda_task_checks_against_the_pytorch_module():
+@pytest.fixture(scope="module")
+def torch_results():
+    """Both torch2cuda tasks in one pool (PyTorch is imported once per worker)."""
     pytest.importorskip("torch")
-    task = Task.from_dict(TORCH_TASK)
-    wrong = SOLUTION.replace("+ shift[i % f]", "- shift[i % f]")
+    task, bf16 = Task.from_dict(TORCH_TASK), Task.from_dict(BF16_TASK)
+    items = [(task, SOLUTION), (task, SOLUTION.replace("+ shift[i % f]", "- shift[i % f]")),
+             (bf16, BF16_SOLUTION), (bf16, BF16_SOLUTION.replace("* 2.0f", "* 2.1f"))]
     with HarnessPool("cpu", workers=1, features=False) as pool:
-        good, bad = pool.evaluate([(task, SOLUTION), (task, wrong)])
+        return pool.evaluate(items)
+
+
+@cpu
+def test_torch2cuda_task_checks_against_the_pytorch_module(torch_results):
+    good, bad = torch_results[:2]
     assert good.status == "ok", good.error
     assert [c.skipped for c in good.configs] == [False, False, True]  # 512x4096: over the cpu budget
     assert good.configs[1].max_abs_err <= 1e-5
@@ -98,3 +105,55 @@ def test_plan_runs_small_configs_first_and_picks_references():
     assert all(p["run"] and p["reference"] == "c" for p in no_oracle)
     tiny_budget = plan_configs(t, "cpu", 1, 64 << 20, 2e8, have_c=True, have_oracle=True)
     assert [p["run"] for p in tiny_budget] == [True, False, False]  # the smallest always runs
+
+
+BF16_MODULE = '''
+import torch
+import torch.nn as nn
+
+B = 8
+F = 32
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2
+
+
+def get_inputs():
+    return [torch.randn(B, F, dtype=torch.bfloat16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+BF16_SOLUTION = r'''
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+__global__ void k(int n, const __nv_bfloat16* x, __nv_bfloat16* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2bfloat16(fmaxf(__bfloat162float(x[i]), 0.0f) * 2.0f);
+}
+extern "C" int relu2(const __nv_bfloat16* x, __nv_bfloat16* out, int n, cudaStream_t stream) {
+  k<<<(n + 255) / 256, 256, 0, stream>>>(n, x, out);
+  return (int)cudaGetLastError();
+}
+'''
+
+BF16_TASK = {
+    "id": "relu2_bf16", "track": "torch2cuda", "entry": "relu2", "source": BF16_MODULE,
+    "signature": [{"name": "x", "role": "in", "dtype": "bfloat16", "shape": ["B", "F"]},
+                  {"name": "out", "role": "out", "dtype": "bfloat16", "shape": ["B", "F"]},
+                  {"name": "n", "role": "scalar", "dtype": "int32", "value": "B*F"}],
+    "configs": [{"B": 8, "F": 32}, {"B": 64, "F": 128}, {"B": 128, "F": 1024}],
+    "constants": ["B", "F"], "tolerance": {"atol": 1e-2, "rtol": 1e-2},
+}
+
+
+@cpu
+def test_bfloat16_torch2cuda_task(torch_results):
+    good, bad = torch_results[2:]
+    assert good.status == "ok", good.error
+    assert all(c.correct for c in good.configs)
+    assert bad.status == "wrong" and "output 'out'" in bad.error
