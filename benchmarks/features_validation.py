@@ -494,6 +494,7 @@ def _close(a, b, task) -> bool:
 def ncu_child(spec_path: str) -> None:
     """Runs each implementation once on its middle config, a marker kernel between them (under ncu)."""
     import cupy as cp
+    import numpy as np
 
     from kernels_harness.tasks.schema import load_task
     spec = json.loads(Path(spec_path).read_text())
@@ -507,7 +508,7 @@ def ncu_child(spec_path: str) -> None:
                 runners.clear()
                 runners[key] = Runner(task, item["config"])
             r = runners[key]
-            marker((1,), (1,), (k,), stream=r.stream)
+            marker((1,), (1,), (np.int32(k),), stream=r.stream)
             _, fn = entry_fn(item["so"], task)
             r.reset()
             r.call(fn)

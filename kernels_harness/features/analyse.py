@@ -16,6 +16,7 @@ from kernels_harness.features import feedback as feedback_lib
 from kernels_harness.features import occupancy, roofline, score, static
 
 FEATURES_VERSION = 1
+MAX_ACCESSES = 200  # accesses listed in Features.accesses (all of them count in the summaries)
 
 
 @dataclasses.dataclass
@@ -160,5 +161,5 @@ def analyse(task, source: str, result=None, measured: dict | None = None, peaks:
     fb = feedback_lib.sentences(components, coal, occ_worst, resources, sync, mem, roof, bound) if have_static else []
     return Features(score=total, components=components, weights=weights, bound=bound, feedback=fb,
                     coalescing=coal, occupancy=occ_rows, resources=resources, sync=sync, memory=mem,
-                    roofline=roof, accesses=[a.to_dict() for k in sa.kernels for a in k.accesses],
+                    roofline=roof, accesses=[a.to_dict() for k in sa.kernels for a in k.accesses][:MAX_ACCESSES],
                     kernels=[k.name for k in sa.kernels], notes=notes)
