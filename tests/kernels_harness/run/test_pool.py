@@ -66,7 +66,7 @@ def test_good_kernel_gets_features_resources_and_launches():
         res = pool.evaluate([(TASK, src("good_naive"))])[0]
     assert res.status == "ok", res.error
     assert res.launches[0]["kernel"] == "saxpy_k" and res.launches[0]["block"] == (256, 1, 1)
-    assert res.launches[0]["grid"][0] == 4  # N = 1000 -> 4 blocks of 256 in the first trial
+    assert res.launches[0]["grid"][0] == 3907  # N = 1e6 (the largest config run on cpu) in blocks of 256
     assert res.resources["saxpy_k"]["registers"] > 0  # ptxas, read in the compile worker
     assert 0.0 <= res.features["score"] <= 1.0
     assert res.seconds["compile"] > 0 and res.seconds["execute"] > 0
