@@ -68,7 +68,7 @@ def assemble(task: Task, source: str, backend: str, build: dict, out: dict, seed
     if features:
         try:
             from kernels_harness import features as features_lib
-        except ImportError:
+        except Exception:  # e.g. tree-sitter missing on a GPU image: results come without features
             features_lib = None
         if features_lib is not None and hasattr(features_lib, "analyse"):
             try:

@@ -60,7 +60,10 @@ def _setup(backend_name: str, device: int, progress, use_numba: bool):
             ctx.compare_fn = compare
         except Exception as e:
             info["compare"] = f"cupy (numba failed: {type(e).__name__})"
-        _warm_up_cupy(backend.cp)
+        try:  # an optimisation only: a failure here must not stop the worker
+            _warm_up_cupy(backend.cp)
+        except Exception as e:
+            info["warm_up"] = f"{type(e).__name__}: {e}"[:200]
         info["free_memory"] = backend.free_memory()
     return ctx, info
 
