@@ -72,6 +72,14 @@ def _numba_kernels():
     return _KERNELS
 
 
+def _select(k, backend) -> None:
+    """Numba on the backend's GPU (its primary context is the one CuPy uses)."""
+    try:
+        k["cuda"].select_device(int(backend.device.id))
+    except Exception:
+        pass
+
+
 def _grid(n: int, sms: int = 132) -> int:
     return max(1, min((n + 255) // 256, sms * 8))
 
@@ -86,6 +94,7 @@ def make_flush(backend, use_numba: bool = True):
     if use_numba:
         try:
             k = _numba_kernels()
+            _select(k, backend)
             stream = k["cuda"].external_stream(backend.stream_ptr)
             dbuf = k["cuda"].as_cuda_array(buf)
             grid = _grid(buf.size)
@@ -110,6 +119,7 @@ def make_compare(backend, use_numba: bool = True):
     if use_numba:
         try:
             k = _numba_kernels()
+            _select(k, backend)
             stream = k["cuda"].external_stream(backend.stream_ptr)
 
             def compare(out, ref, atol, rtol):
