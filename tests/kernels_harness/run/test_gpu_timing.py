@@ -42,3 +42,17 @@ def test_work_on_another_stream_is_counted():
     assert res.status == "ok", res.error
     big = res.configs[2]
     assert big.time_ms > 5 * big.baseline_ms  # the side-stream kernel's time is in the measurement
+
+
+@pytest.mark.gpu
+def test_torch2cuda_on_the_gpu_is_timed_against_eager():
+    pytest.importorskip("torch")
+    from kernels_harness.run import HarnessPool
+    from kernels_harness.tasks.schema import Task
+    from tests.kernels_harness.run.test_pool import SOLUTION, TORCH_TASK
+    with HarnessPool("cuda", workers=1, features=False) as pool:
+        res = pool.evaluate([(Task.from_dict(TORCH_TASK), SOLUTION)])[0]
+    assert res.status == "ok", res.error
+    big = res.configs[2]
+    assert big.time_ms and big.baseline_ms  # the baseline is PyTorch eager on the same inputs
+    assert res.speedup is not None
