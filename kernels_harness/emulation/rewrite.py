@@ -32,12 +32,19 @@ SYNC_NAMES = frozenset({
 # Names that make a kernel run its threads as fibers: the collectives, and `volatile` (warp-synchronous
 # shared-memory code, see include/cudaperf_emu_volatile.h).
 FIBER_NAMES = SYNC_NAMES | {"volatile"}
+# With cooperative groups, these member and function names are collectives too.
+CG_FIBER_NAMES = frozenset({"this_thread_block", "tiled_partition", "thread_block_tile", "sync", "shfl", "shfl_down",
+                            "shfl_up", "shfl_xor", "ballot", "any", "all", "reduce", "inclusive_scan",
+                            "exclusive_scan", "match_any"})
 _CASTS = {"reinterpret_cast", "static_cast", "const_cast"}
 
 # identifier -> what to call it in the error message
 _UNSUPPORTED_IDENTS = {
     "asm": "inline PTX assembly (asm)", "__asm__": "inline PTX assembly (asm)", "__asm": "inline PTX assembly (asm)",
-    "cooperative_groups": "cooperative groups (cooperative_groups::)", "nvcuda": "tensor-core WMMA (nvcuda::wmma)",
+    "this_grid": "grid-wide cooperative groups (this_grid)", "this_multi_grid": "multi-grid groups (this_multi_grid)",
+    "coalesced_threads": "coalesced groups (coalesced_threads)", "memcpy_async": "asynchronous copies (memcpy_async)",
+    "binary_partition": "cooperative groups binary_partition", "labeled_partition": "cooperative groups labeled_partition",
+    "nvcuda": "tensor-core WMMA (nvcuda::wmma)",
     "wmma": "tensor-core WMMA (wmma::)", "__pipeline_memcpy_async": "asynchronous copies (__pipeline_memcpy_async)",
     "__pipeline_commit": "asynchronous copies (__pipeline_commit)",
     "__pipeline_wait_prior": "asynchronous copies (__pipeline_wait_prior)",
@@ -53,7 +60,7 @@ _UNSUPPORTED_IDENTS = {
 _UNSUPPORTED_NAMESPACES = {"cuda": "libcu++ (cuda::)", "cub": "CUB (cub::)", "thrust": "Thrust (thrust::)",
                            "cute": "CuTe (cute::)", "cutlass": "CUTLASS (cutlass::)"}
 _UNSUPPORTED_HEADERS = re.compile(
-    r"^(cooperative_groups|mma\.h|cub/|thrust/|cuda/|cuda_pipeline|cuda_awbarrier|cublas|cudnn|curand|cufft|"
+    r"^(cooperative_groups/(?!reduce\.h|scan\.h)|mma\.h|cub/|thrust/|cuda/|cuda_pipeline|cuda_awbarrier|cublas|cudnn|curand|cufft|"
     r"cusparse|cusolver|cutlass/|cute/|torch/|ATen/|c10/|nvrtc|cuda_fp8|cuda_fp6|cuda_fp4)")
 
 _TOKEN = re.compile(r"""
@@ -213,13 +220,15 @@ def _scan_scopes(toks: list[Token]) -> _Scopes:
 
 
 def _uses_sync(name: str, functions: dict, memo: dict) -> bool:
+    """True if `name` uses (transitively) a name of memo["__fiber_names__"]."""
     if name in memo:
         return memo[name]
+    names = memo["__fiber_names__"]
     memo[name] = False
     seen, todo = {name}, [name]
     while todo:
         for ident in functions.get(todo.pop(), ()):
-            if ident in FIBER_NAMES:
+            if ident in names:
                 memo[name] = True
                 return True
             if ident in functions and ident not in seen:
@@ -292,9 +301,12 @@ def rewrite(source: str) -> RewriteResult:
     toks = tokenize(source)
     _check_supported(toks)
     scopes = _scan_scopes(toks)
-    any_sync = any(t.kind == "ident" and t.text in FIBER_NAMES for t in toks) or any(
-        t.kind == "pp" and any(s in t.text for s in FIBER_NAMES) for t in toks)
-    memo: dict = {}
+    uses_cg = any(t.text == "cooperative_groups" or (t.kind == "pp" and "cooperative_groups" in t.text)
+                  for t in toks)
+    fiber_names = FIBER_NAMES | CG_FIBER_NAMES if uses_cg else FIBER_NAMES
+    any_sync = any(t.kind == "ident" and t.text in fiber_names for t in toks) or any(
+        t.kind == "pp" and any(s in t.text for s in fiber_names) for t in toks)
+    memo: dict = {"__fiber_names__": fiber_names}
     edits: list[tuple[int, int, str]] = []
     fiber_kernels: dict[str, bool] = {}
     dyn_names: list[str] = []
@@ -303,7 +315,9 @@ def rewrite(source: str) -> RewriteResult:
     i = 0
     while i < len(toks):
         t = toks[i]
-        if t.kind == "pp" and re.match(r"\s*#\s*define\b", t.text) and "<<<" in t.text:
+        if t.kind == "pp" and re.match(r"\s*#\s*include\s*<cooperative_groups/(reduce|scan)\.h>", t.text):
+            edits.append((t.start, t.end, "#include <cooperative_groups.h>"))
+        elif t.kind == "pp" and re.match(r"\s*#\s*define\b", t.text) and "<<<" in t.text:
             inner = rewrite_launches_only(t.text, scopes.functions, any_sync, memo, fiber_kernels)
             edits.append((t.start, t.end, inner))
         elif t.text == "<<<":

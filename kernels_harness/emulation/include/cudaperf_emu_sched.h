@@ -67,7 +67,7 @@ Worker* worker() {
 size_t stack_bytes() {
   static size_t s = [] {
     const char* e = getenv("CUDAPERF_EMU_STACK_KB");
-    size_t kb = e ? (size_t)atol(e) : (CUDAPERF_EMU_ASAN ? 512 : 128);
+    size_t kb = e ? (size_t)atol(e) : (CUDAPERF_EMU_ASAN ? 256 : 64);
     return (kb < 16 ? 16 : kb) * 1024;
   }();
   return s;

@@ -75,7 +75,9 @@ def test_tokenizer_keeps_strings_comments_and_preprocessor_lines_whole():
 
 @pytest.mark.parametrize("src, words", [
     ('__global__ void k() { asm volatile("membar.gl;"); }', ["inline PTX", "line 1"]),
-    ('#include <cooperative_groups.h>\n__global__ void k() {}', ["cooperative_groups.h", "line 1"]),
+    ('#include <cooperative_groups/memcpy_async.h>\n__global__ void k() {}', ["memcpy_async.h", "line 1"]),
+    ('#include <cooperative_groups.h>\n__global__ void k() { cooperative_groups::this_grid().sync(); }',
+     ["grid-wide cooperative groups", "line 2"]),
     ('\n\n__global__ void k(float* y) { cub::WarpReduce<float> r; }', ["CUB", "line 3"]),
     ('__global__ void child() {}\n__global__ void parent() { child<<<1, 1>>>(); }', ["dynamic parallelism", "line 2"]),
     ('__global__ void k() {}\nvoid f() { k<<<1>>>(); }', ["2 to 4 configuration", "line 2"]),
