@@ -781,6 +781,8 @@ def main(argv=None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="features_validation_"))
     report: dict = {"date": datetime.datetime.now(datetime.UTC).isoformat(), "dry_run": args.dry_run}
+    from kernels_harness.features import parse as parse_lib
+    report["static_analysis"] = "tree-sitter CUDA available" if parse_lib.parser() is not None else parse_lib.PARSE_UNAVAILABLE
 
     def stage(name, fn):
         if time.time() > deadline:
