@@ -53,7 +53,17 @@ def make_train_step(graphdef, others, optimizer: optax.GradientTransformation, l
         params = optax.apply_updates(params, updates)
         return params, opt_state, {"loss": value, "grad_norm": optax.global_norm(grads), **aux}
 
-    return jax.jit(step, donate_argnums=(0, 1))
+    compiled = {}
+
+    def run(params, opt_state, batch):
+        # Pin the outputs to the inputs' placement, so the next call hits the same executable
+        # (letting XLA choose would re-shard some leaves and recompile on the second step).
+        if "fn" not in compiled:
+            shardings = jax.tree.map(lambda x: x.sharding, (params, opt_state))
+            compiled["fn"] = jax.jit(step, donate_argnums=(0, 1), out_shardings=(*shardings, None))
+        return compiled["fn"](params, opt_state, batch)
+
+    return run
 
 
 def make_logprob_fn(graphdef, others):
