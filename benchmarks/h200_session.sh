@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs a batch of GPU jobs on the lent H200 in one call and packs everything they wrote into $OUT.
+#   bash benchmarks/h200_session.sh JOB[:SECONDS] ...
+# Jobs: probe corpus gputests harness features generation measure scaling.
+# Each job gets a wall-clock limit (default below), writes into $OUT/<job>/ and its log to
+# $OUT/<job>.log; one failure never stops the others. At the end all of it is packed into
+# $OUT/results.tgz (the device tool returns at most 8 files) and a summary is printed.
+set -u
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+RES=$(mktemp -d /tmp/h200_results.XXXX)
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+GGUF=${SMOLLM2_GGUF:-/root/model/SmolLM2-135M-Instruct.Q4_1.gguf}
+declare -A DEFAULT=([probe]=120 [corpus]=150 [gputests]=240 [harness]=330 [features]=240 [generation]=330 [measure]=200 [scaling]=240)
+summary=()
+for spec in "$@"; do
+  job=${spec%%:*}; secs=${spec#*:}; [ "$secs" = "$spec" ] && secs=${DEFAULT[$job]:-200}
+  dir=$RES/$job; mkdir -p "$dir"
+  t0=$(date +%s)
+  case $job in
+    probe)      cmd=(python3 benchmarks/device_probe.py) ;;
+    corpus)     cmd=(python3 -m kernels_harness.emulation.corpus_gpu --out "$dir" --jobs 16) ;;
+    gputests)   cmd=(python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= --timeout=600 tests --junitxml="$dir/junit.xml") ;;
+    harness)    cmd=(python3 benchmarks/harness_throughput.py) ;;
+    features)   cmd=(python3 benchmarks/features_validation.py --budget-s $((secs - 30))) ;;
+    generation) cmd=(python3 benchmarks/generation.py --gguf="$GGUF") ;;
+    measure)    cmd=(python3 -m kernels_harness.datasets.measure --out "$dir" --max_seconds $((secs - 40))) ;;
+    scaling)    cmd=(python3 benchmarks/scaling.py --gpus=1) ;;
+    *) echo "unknown job $job"; continue ;;
+  esac
+  echo "=== $job (limit ${secs}s): ${cmd[*]}"
+  OUT="$dir" timeout --kill-after=10 "$secs" "${cmd[@]}" > "$RES/$job.log" 2>&1
+  rc=$?
+  summary+=("$job rc=$rc $(( $(date +%s) - t0 ))s")
+  tail -n 25 "$RES/$job.log"
+done
+tar czf "$OUT/results.tgz" -C "$RES" .
+echo "=== summary"; printf '%s\n' "${summary[@]}"
