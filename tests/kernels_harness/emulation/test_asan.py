@@ -15,6 +15,14 @@ __global__ void fill(float* y, int n, int extra) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n + extra) y[i] = 2.0f * i;
 }
+__global__ void through_smem(float* y, int n) {  // fibers: a barrier and a shuffle, all in bounds
+  __shared__ float s[64];
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  s[threadIdx.x] = 2.0f * i;
+  __syncthreads();
+  float zero = __shfl_xor_sync(0xffffffffu, 0.0f, 1);
+  if (i < n) y[i] = s[threadIdx.x] + zero;
+}
 __global__ void smem_over(float* y) {
   extern __shared__ float s[];
   s[threadIdx.x] = 1.f;            // 33 threads, room for 32
@@ -31,6 +39,10 @@ extern "C" int device_array(float* out, int n, int extra, cudaStream_t s) {
   fill<<<(n + extra + 63) / 64, 64, 0, s>>>(d, n, extra);
   cudaMemcpy(out, d, n * sizeof(float), cudaMemcpyDeviceToHost);
   cudaFree(d);
+  return cudaGetLastError();
+}
+extern "C" int fibers_ok(float* y, int n, int extra, cudaStream_t s) {
+  through_smem<<<(n + 63) / 64, 64, 0, s>>>(y, n);
   return cudaGetLastError();
 }
 extern "C" int shared_array(float* y, int n, int extra, cudaStream_t s) {
@@ -66,7 +78,7 @@ def _run(path, entry, extra):
 
 
 def test_in_bounds_kernels_run_normally_under_asan(checked_lib):
-    for entry in ("host_array", "device_array"):
+    for entry in ("host_array", "device_array", "fibers_ok"):
         p = _run(checked_lib, entry, 0)
         assert p.returncode == 0, p.stderr[-3000:]
         assert "rc 0 ok True" in p.stdout
