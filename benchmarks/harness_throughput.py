@@ -347,11 +347,14 @@ def inline_one(c: dict, idx: int, build_root: str) -> dict:
             "time_ms": times}
 
 
-def inline_runs(cands: list[dict], n: int) -> dict:
+def inline_runs(cands: list[dict], n: int, deadline: float = float("inf")) -> dict:
     build_root = tempfile.mkdtemp(prefix="load_inline_")
     picks = [cands[i * max(len(cands) // max(n, 1), 1)] for i in range(n)]
     rows = []
     for i, c in enumerate(picks):
+        if deadline - time.perf_counter() < 60 and rows:
+            print("[load_inline] stopping: the time budget is spent", file=sys.stderr, flush=True)
+            break
         try:
             rows.append(inline_one(c, i, build_root))
         except Exception as e:
@@ -414,6 +417,11 @@ def plot(rep: dict, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def save(report: dict, out_dir: Path, t_all: float) -> None:
+    report["total_s"] = time.perf_counter() - t_all
+    (out_dir / "harness_throughput.json").write_text(json.dumps(report, indent=1, default=str))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kernels", type=int, default=64)
@@ -422,6 +430,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=0.1, help="timing budget per config and candidate")
     ap.add_argument("--backend", default="cuda", help="cuda (the benchmark) or cpu (a smoke test of the script)")
     ap.add_argument("--no-adversarial", action="store_true", help="skip the adversarial-kernel verdicts")
+    ap.add_argument("--total-budget-s", type=float, default=300.0,
+                    help="no load_inline build starts when less than 60 s of this budget is left")
     args = ap.parse_args(argv)
     out_dir = Path(os.environ.get("OUT", "out"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -433,6 +443,11 @@ def main(argv=None) -> int:
     if not args.no_adversarial:
         try:
             report["adversarial"] = adversarial_run(args.backend)
+            a = report["adversarial"]
+            print(f"[adversarial] {a['as_expected']}/{a['total']} as expected, healthy after: {a['healthy_after']}, "
+                  f"{a['seconds']:.0f} s; unexpected: "
+                  f"{[(r['name'], r['status'], r['error'][:80]) for r in a['rows'] if not r['as_expected']]}",
+                  file=sys.stderr, flush=True)
         except Exception:
             report["errors"]["adversarial"] = traceback.format_exc()[-2000:]
     runs = []
@@ -446,19 +461,19 @@ def main(argv=None) -> int:
             report["errors"][label] = traceback.format_exc()[-2000:]
             print(report["errors"][label], file=sys.stderr)
     report["harness"] = runs
-    if not args.quick and args.inline > 0:
-        try:
-            report["load_inline"] = inline_runs(cands, args.inline)
-        except Exception:
-            report["errors"]["load_inline"] = traceback.format_exc()[-2000:]
     if len(runs) == 2:
         try:
             report["repeatability"] = repeatability(runs[0], runs[1])
             plot(report["repeatability"], out_dir / "harness_repeatability.png")
         except Exception:
             report["errors"]["repeatability"] = traceback.format_exc()[-2000:]
-    report["total_s"] = time.perf_counter() - t_all
-    (out_dir / "harness_throughput.json").write_text(json.dumps(report, indent=1, default=str))
+    save(report, out_dir, t_all)  # the harness results survive if the load_inline phase is cut short
+    if not args.quick and args.inline > 0:
+        try:
+            report["load_inline"] = inline_runs(cands, args.inline, deadline=t_all + args.total_budget_s)
+        except Exception:
+            report["errors"]["load_inline"] = traceback.format_exc()[-2000:]
+    save(report, out_dir, t_all)
     # ---- the table ----
     print(f"\n== harness throughput ({args.backend}) ==")
     for r in runs:
