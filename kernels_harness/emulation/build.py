@@ -46,10 +46,16 @@ def find_cxx() -> str:
 
 
 def cache_dir() -> Path:
+    """$CUDAPERF_CACHE/emulation (default ~/.cache/cudaperf/emulation; a temp dir if that is not writable)."""
     root = os.environ.get("CUDAPERF_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "cudaperf")
-    path = Path(root) / "emulation"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    for path in (Path(root) / "emulation", Path(tempfile.gettempdir()) / f"cudaperf-emulation-{os.getuid()}"):
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            if os.access(path, os.W_OK):
+                return path
+        except OSError:
+            continue
+    raise RuntimeError(f"no writable cache directory for the emulation runtime; set CUDAPERF_CACHE to one")
 
 
 def _compiler_id(cxx: str) -> str:
