@@ -14,6 +14,7 @@ import re
 
 from kernels_harness.features import feedback as feedback_lib
 from kernels_harness.features import occupancy, roofline, score, static
+from kernels_harness.features.parse import sizeof_eval
 
 FEATURES_VERSION = 1
 MAX_ACCESSES = 200  # accesses listed in Features.accesses (all of them count in the summaries)
@@ -73,29 +74,52 @@ def _max_dynamic(source: str, macros: dict) -> dict:
     out = {}
     for m in re.finditer(r"cudaFuncSetAttribute\s*\(\s*&?\s*([\w:]+)[^,]*,\s*cudaFuncAttributeMaxDynamicSharedMemorySize"
                          r"\s*,\s*([^;]+?)\)\s*;", source):
-        from kernels_harness.features.parse import _sizeof_eval
-        v = _sizeof_eval(m.group(2), macros)
+        v = sizeof_eval(m.group(2), macros)
         out[m.group(1).split("::")[-1]] = int(v) if v is not None else None
     return out
 
 
 def _launch_shapes(result, sa: static.StaticAnalysis) -> tuple[list, str]:
+    """Distinct (kernel, block, dynamic smem) launch shapes with their largest grid (blocks).
+
+    Recorded launches win; on the cpu backend they come from the small configs only, so their grids
+    are replaced by the host code's launch evaluated at the task's largest config (when it can be).
+    """
+    static_recs = [{"kernel": la.kernel, "grid": la.grid, "block": la.block, "smem": la.smem or 0}
+                   for la in sa.launches if la.block]
     recs = list(getattr(result, "launches", None) or [])
-    if recs:
-        src = "recorded"
-    else:
-        src = "static"
-        recs = [{"kernel": la.kernel, "grid": la.grid, "block": la.block, "smem": la.smem or 0}
-                for la in sa.launches if la.block]
+    src = "recorded" if recs else "static"
+    if recs and getattr(result, "backend", "cuda") != "cuda":
+        recs = [{**r, "grid": None} for r in recs]
+    recs = recs or static_recs
+    static_grid: dict = {}
+    for r in static_recs:
+        if r["grid"]:
+            static_grid[r["kernel"]] = max(static_grid.get(r["kernel"], 0), math.prod(r["grid"][:3]))
     shapes: dict = {}
     for r in recs:
         block = list(r.get("block") or [0, 1, 1]) + [1, 1]
         key = (r["kernel"], tuple(block[:3]), int(r.get("smem") or 0))
         grid = r.get("grid")
-        blocks = math.prod(list(grid)[:3]) if grid else None
+        blocks = math.prod(list(grid)[:3]) if grid else static_grid.get(r["kernel"])
         prev = shapes.get(key)
         shapes[key] = blocks if prev is None else (max(prev, blocks) if blocks is not None else prev)
     return [{"kernel": k, "block": list(b), "smem": s, "grid_blocks": g} for (k, b, s), g in shapes.items()], src
+
+
+def _largest_config_args(task) -> list:
+    """Scalar argument values of the task's largest config, by position (None for arrays)."""
+    if not task.configs:
+        return []
+    from kernels_harness.tasks.schema import config_env
+    cfg = config_env(max(task.configs, key=lambda c: task.config_bytes(config_env(c))))
+    out = []
+    for a in task.signature:
+        try:
+            out.append(None if a.is_array else task.scalar(a, cfg))
+        except Exception:  # noqa: BLE001 - an unevaluable scalar is just unknown
+            out.append(None)
+    return out
 
 
 def analyse(task, source: str, result=None, measured: dict | None = None, peaks: dict | None = None,
@@ -110,7 +134,7 @@ def analyse(task, source: str, result=None, measured: dict | None = None, peaks:
     Never raises for a bad source: what cannot be measured is None, with a note.
     """
     notes: list[str] = []
-    sa = static.analyse_source(source)
+    sa = static.analyse_source(source, entry=task.entry, args=_largest_config_args(task))
     if sa.note:
         notes.append(sa.note)
     times = None

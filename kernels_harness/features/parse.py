@@ -184,14 +184,80 @@ class StaticLaunch:
     """A `kernel<<<grid, block, smem, stream>>>` in host code, with what could be evaluated."""
     kernel: str
     line: int
-    grid: list | None                 # [x, y, z] when constant
-    block: list | None                # [x, y, z] when constant
-    smem: int | None                  # dynamic shared memory bytes when constant
+    grid: list | None                 # [x, y, z] when known
+    block: list | None                # [x, y, z] when known
+    smem: int | None                  # dynamic shared memory bytes when known
     text: str = ""
 
 
-def launches_of(root, macros: dict) -> list[StaticLaunch]:
+def node_eval(n, values: dict) -> Fraction | None:
+    """Integer value of a host expression node from `values` (name -> Fraction), or None.
+
+    Numbers, names, + - * / % << >>, comparisons, && ||, ?:, casts, parentheses, min/max and
+    sizeof(type) are understood; / and % truncate like C integer arithmetic.
+    """
+    t = n.type
+    if t == "number_literal":
+        try:
+            return Fraction(int(strip_literal(text(n)), 0)) if re.fullmatch(r"(0[xX][0-9a-fA-F]+|\d+)[uUlL]*", text(n)) \
+                else Fraction(strip_literal(text(n)))
+        except (ValueError, ZeroDivisionError):
+            return None
+    if t == "identifier":
+        return values.get(text(n))
+    if t in ("parenthesized_expression", "cast_expression"):
+        kids = [c for c in n.named_children if c.type != "type_descriptor"]
+        return node_eval(kids[-1], values) if kids else None
+    if t == "sizeof_expression":
+        m = re.search(r"sizeof\s*\(\s*([\w\s]+?)\s*\)", text(n))
+        return Fraction(SIZEOF[m.group(1)]) if m and m.group(1) in SIZEOF else None
+    if t == "conditional_expression":
+        c = node_eval(n.child_by_field_name("condition"), values)
+        if c is None:
+            return None
+        return node_eval(n.child_by_field_name("consequence" if c else "alternative"), values)
+    if t == "unary_expression":
+        v = node_eval(n.child_by_field_name("argument"), values)
+        op = text(n.children[0])
+        return None if v is None else (-v if op == "-" else v if op == "+" else Fraction(int(not v)) if op == "!" else None)
+    if t == "call_expression":
+        fn = text(n.child_by_field_name("function") or n).split("::")[-1]
+        args = [node_eval(a, values) for a in n.child_by_field_name("arguments").named_children]
+        if fn in ("min", "max", "std::min", "std::max") and len(args) == 2 and None not in args:
+            return min(args) if fn.endswith("min") else max(args)
+        if re.match(r"(static_cast|int|size_t)", fn) and len(args) == 1:
+            return args[0]
+        return None
+    if t == "binary_expression":
+        a, b = node_eval(n.child_by_field_name("left"), values), node_eval(n.child_by_field_name("right"), values)
+        if a is None or b is None:
+            return None
+        op = text(n.child_by_field_name("operator"))
+        ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+               "/": lambda: Fraction(int(a / b)) if b else None, "%": lambda: Fraction(int(a) % int(b)) if b else None,
+               "<<": lambda: Fraction(int(a) << int(b)), ">>": lambda: Fraction(int(a) >> int(b)),
+               "<": lambda: Fraction(a < b), ">": lambda: Fraction(a > b), "<=": lambda: Fraction(a <= b),
+               ">=": lambda: Fraction(a >= b), "==": lambda: Fraction(a == b), "!=": lambda: Fraction(a != b),
+               "&&": lambda: Fraction(bool(a) and bool(b)), "||": lambda: Fraction(bool(a) or bool(b))}
+        return ops[op]() if op in ops else None
+    return None
+
+
+def _macro_values(macros: dict) -> dict:
+    out = {}
+    for k in macros:
+        v = const_eval(k, macros)
+        if v is not None:
+            out[k] = v
+    return out
+
+
+def launches_of(root, macros: dict, entry: str | None = None, args: list | None = None) -> list[StaticLaunch]:
+    """Launches in host code. Inside the function `entry`, whose parameters take the values `args`
+    (by position; None where unknown), grid, block and shared memory are evaluated through the local
+    variables declared before the launch; elsewhere only constant expressions are."""
     out = []
+    base = _macro_values(macros)
     for n in walk(root):
         if n.type != "call_expression":
             continue
@@ -200,18 +266,91 @@ def launches_of(root, macros: dict) -> list[StaticLaunch]:
             continue
         fn = n.child_by_field_name("function")
         name = text(fn).split("<")[0].split("::")[-1] if fn is not None else "?"
-        args = [c for c in kcs.named_children]
         host = _enclosing_function(n)
-        dims = [_dim3(a, host, macros) for a in args[:2]]
-        smem = None
-        if len(args) > 2:
-            v = _sizeof_eval(text(args[2]), macros)
-            smem = int(v) if v is not None else None
-        else:
-            smem = 0
+        values = dict(base)
+        if host is not None and entry is not None and args is not None and _function_name(host) == entry:
+            params = _param_names(host)
+            values.update({p: Fraction(v) for p, v in zip(params, args) if p and v is not None})
+        dim3s = _host_locals(host, n, values) if host is not None else {}
+        kargs = list(kcs.named_children)
+        dims = [_dims(a, values, dim3s) for a in kargs[:2]]
+        smem = node_eval(kargs[2], values) if len(kargs) > 2 else Fraction(0)
         out.append(StaticLaunch(kernel=name, line=line(n), grid=dims[0] if dims else None,
-                                block=dims[1] if len(dims) > 1 else None, smem=smem, text=text(n)[:120]))
+                                block=dims[1] if len(dims) > 1 else None,
+                                smem=int(smem) if smem is not None else None, text=text(n)[:120]))
     return out
+
+
+def _function_name(fn) -> str:
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    return text(d.child_by_field_name("declarator")) if d is not None else ""
+
+
+def _param_names(fn) -> list[str]:
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    names = []
+    plist = d.child_by_field_name("parameters") if d is not None else None
+    for p in (plist.named_children if plist is not None else []):
+        x = p.child_by_field_name("declarator")
+        while x is not None and x.type != "identifier":
+            x = x.child_by_field_name("declarator")
+        names.append(text(x) if x is not None else "")
+    return names
+
+
+def _host_locals(host, launch, values: dict) -> dict:
+    """Evaluates (into `values`) the scalar locals declared before `launch`; returns dim3 locals."""
+    dim3s = {}
+    for d in walk(host):
+        if d.start_byte >= launch.start_byte:
+            break
+        if d.type != "declaration":
+            continue
+        ty = text(d.child_by_field_name("type") or d)
+        for init in d.children_by_field_name("declarator"):
+            if ty == "dim3" and init.type == "function_declarator":  # `dim3 block(T, T);` parses as a prototype
+                plist = init.child_by_field_name("parameters")
+                env = {k: str(v) for k, v in values.items()}
+                vals = [const_eval(text(p), env) for p in (plist.named_children if plist is not None else [])]
+                dim3s[text(init.child_by_field_name("declarator"))] = (
+                    ([int(v) for v in vals] + [1, 1, 1])[:3] if vals and None not in vals else None)
+                continue
+            if init.type != "init_declarator":
+                continue
+            nm, val = init.child_by_field_name("declarator"), init.child_by_field_name("value")
+            if nm is None or val is None or nm.type != "identifier":
+                continue
+            if ty == "dim3":
+                parts = val.child_by_field_name("arguments") if val.type == "call_expression" else val
+                dim3s[text(nm)] = _dims_of(parts.named_children if parts is not None else [], values)
+            else:
+                v = node_eval(val, values)
+                if v is not None:
+                    values[text(nm)] = v
+                else:
+                    values.pop(text(nm), None)
+    return dim3s
+
+
+def _dims_of(nodes, values) -> list | None:
+    vals = [node_eval(x, values) for x in nodes]
+    if not vals or any(v is None for v in vals):
+        return None
+    return ([int(v) for v in vals] + [1, 1, 1])[:3]
+
+
+def _dims(arg, values: dict, dim3s: dict) -> list | None:
+    """[x, y, z] of a launch argument: a number or expression, `dim3(a, b)` or a dim3 variable."""
+    if arg.type == "identifier" and text(arg) in dim3s:
+        return dim3s[text(arg)]
+    if arg.type == "call_expression" and text(arg.child_by_field_name("function")) == "dim3":
+        return _dims_of(arg.child_by_field_name("arguments").named_children, values)
+    v = node_eval(arg, values)
+    return [int(v), 1, 1] if v is not None else None
 
 
 def _enclosing_function(n):
@@ -220,52 +359,7 @@ def _enclosing_function(n):
     return n
 
 
-def _sizeof_eval(expr: str, macros: dict) -> Fraction | None:
+def sizeof_eval(expr: str, macros: dict) -> Fraction | None:
+    """A constant expression that may use sizeof(type), e.g. `64 * sizeof(float)`."""
     expr = re.sub(r"sizeof\s*\(\s*([\w\s]+?)\s*\)", lambda m: str(SIZEOF.get(m.group(1).strip(), "x")), expr)
     return const_eval(expr, macros)
-
-
-def _dim3(arg, host, macros: dict) -> list | None:
-    """[x, y, z] of a launch argument: a number, a macro, `dim3(a, b)` or a `dim3 v(a, b)` variable."""
-    t = text(arg).strip()
-    m = re.fullmatch(r"dim3\s*\((.*)\)", t, re.DOTALL)
-    if m:
-        return _dims_from_args(m.group(1), macros)
-    if re.fullmatch(r"[A-Za-z_]\w*", t) and host is not None and t not in macros:
-        for d in walk(host):
-            if d.type == "declaration" and "dim3" in text(d):
-                mm = re.search(rf"\b{re.escape(t)}\s*(?:\((.*?)\)|=\s*dim3\s*\((.*?)\)|\{{(.*?)\}})\s*[;,]", text(d), re.DOTALL)
-                if mm:
-                    return _dims_from_args(next(g for g in mm.groups() if g is not None), macros)
-            elif d.type == "declaration" and re.search(rf"\b{re.escape(t)}\s*=", text(d)):
-                mm = re.search(rf"\b{re.escape(t)}\s*=\s*([^;,]+)", text(d))
-                v = _sizeof_eval(mm.group(1), macros) if mm else None
-                return [int(v), 1, 1] if v is not None else None
-        return None
-    v = _sizeof_eval(t, macros)
-    return [int(v), 1, 1] if v is not None else None
-
-
-def _dims_from_args(inner: str, macros: dict) -> list | None:
-    parts = [p for p in _split_commas(inner) if p.strip()]
-    vals = [_sizeof_eval(p, macros) for p in parts]
-    if not parts or any(v is None for v in vals):
-        return None
-    dims = [int(v) for v in vals] + [1] * (3 - len(vals))
-    return dims[:3]
-
-
-def _split_commas(s: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    return parts

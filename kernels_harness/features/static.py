@@ -44,14 +44,18 @@ ATOMIC = re.compile(r"^atomic(Add|Sub|Exch|Min|Max|Inc|Dec|CAS|And|Or|Xor)(_bloc
 LDG = re.compile(r"^__ld(g|cs|ca|cg|lu|cv)$")
 
 
-def analyse_source(source: str) -> StaticAnalysis:
-    """The static features of every kernel of a CUDA source (see the module docstring)."""
+def analyse_source(source: str, entry: str | None = None, args: list | None = None) -> StaticAnalysis:
+    """The static features of every kernel of a CUDA source (see the module docstring).
+
+    entry/args: the solution's entry point and its scalar argument values by position (None for
+    arrays), used to evaluate the grid and block of the launches it makes.
+    """
     p = parse.parser()
     if p is None:
         return StaticAnalysis([], [], note=parse.PARSE_UNAVAILABLE)
     root = p.parse(source.encode("utf-8", "replace")).root_node
     macros = parse.macros_of(root)
-    launches = parse.launches_of(root, macros)
+    launches = parse.launches_of(root, macros, entry, args)
     kernels = []
     devfns = parse.device_functions_of(root)
     for kd in parse.kernels_of(root):

@@ -157,3 +157,17 @@ def test_without_tree_sitter_the_score_still_comes_with_a_note(monkeypatch):
     assert f.components["coalescing"] is None and f.components["sync"] is None
     assert f.components["occupancy"] == 1.0 and not math.isnan(f.score) and 0 < f.score <= 1
     assert set(f.weights) == {"occupancy", "roofline"}
+
+
+@needs_parse
+def test_cpu_backend_launches_take_the_grid_of_the_largest_config():
+    task = load_task(DATA / "feat_rowscale.json")
+    src = next(i.source for i in task.implementations if i.name == "thread_per_row")
+    rec = [{"kernel": "rs_k", "grid": [1, 1, 1], "block": [256, 1, 1], "smem": 0}]  # the small config, emulated
+    res = EvalResult(task_id=task.id, backend="cpu", launches=rec, resources={"rs_k": {"registers": 16, "smem": 0}})
+    occ = features.analyse(task, src, res, peaks=PEAKS).occupancy[0]
+    # one thread per row: 8192 rows / 256 = 32 blocks on 132 SMs, from the host code at R=8192
+    assert occ["source"] == "recorded" and occ["grid_blocks"] == 32 and occ["sm_fill"] == pytest.approx(32 / (132 * 8))
+    good = next(i.source for i in task.implementations if i.name == "coalesced")
+    occ = features.analyse(task, good, res, peaks=PEAKS).occupancy[0]
+    assert occ["grid_blocks"] == 8192 * 4096 // 256 and occ["sm_fill"] == 1.0

@@ -182,3 +182,24 @@ def test_no_kernel_and_unparsable_sources_are_notes():
     assert static.analyse_source("int main() { return 0; }").note.startswith("no __global__ kernel")
     sa = static.analyse_source("__global__ void k(float* x) { x[threadIdx.x] = ; }")
     assert len(sa.kernels) == 1  # a syntax error does not lose the kernel
+
+
+def test_launches_evaluated_with_the_entry_arguments():
+    src = """
+#define T 16
+__global__ void k(int n, float* x) { x[threadIdx.x] = 0; }
+extern "C" int run(int n, int m, float* x, cudaStream_t s) {
+  dim3 block(T, T);
+  dim3 g2 = dim3((n + 255) / 256, 2);
+  int blocks = n < 100 ? 1 : (n + 255) / 256;
+  int capped = min(blocks, 64);
+  k<<<dim3(blocks), block, 0, s>>>(n, x);
+  k<<<g2, T * T, m * sizeof(float), s>>>(n, x);
+  k<<<capped, 128, 0, s>>>(n, x);
+  return 0;
+}"""
+    sa = static.analyse_source(src, entry="run", args=[100000, 8, None])
+    assert [(la.grid, la.block, la.smem) for la in sa.launches] == [
+        ([391, 1, 1], [16, 16, 1], 0), ([391, 2, 1], [256, 1, 1], 32), ([64, 1, 1], [128, 1, 1], 0)]
+    # without the arguments only what is constant is known
+    assert [la.grid for la in static.analyse_source(src).launches] == [None, None, None]
