@@ -10,13 +10,31 @@ import jax
 import jax.numpy as jnp
 
 NEG_INF = -1e30
+CHUNK = 2048  # top-k over long rows in two stages: per chunk of CHUNK, then over the k * n_chunks winners
+
+
+def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """(values, indices) [B, k] of the k largest entries per row of x[B, V], sorted descending.
+
+    For V > 4 * CHUNK it first takes the top k of each CHUNK-sized slice, so no sort ever runs over a
+    full vocabulary row (XLA lowers a top-k over 150k entries to a slow full-row sort on GPUs).
+    """
+    b, v = x.shape
+    if v <= 4 * CHUNK or k > CHUNK:
+        return jax.lax.top_k(x, k)
+    n = -(-v // CHUNK)
+    padded = jnp.pad(x, ((0, 0), (0, n * CHUNK - v)), constant_values=-jnp.inf)
+    vals, idx = jax.lax.top_k(padded.reshape(b, n, CHUNK), k)  # [B, n, k]
+    idx = idx + (jnp.arange(n, dtype=idx.dtype) * CHUNK)[None, :, None]
+    vals2, pos = jax.lax.top_k(vals.reshape(b, n * k), k)
+    return vals2, jnp.take_along_axis(idx.reshape(b, n * k), pos, axis=-1)
 
 
 def top_k_mask(logits: jax.Array, k: int) -> jax.Array:
     """logits[B, V] with everything below the k-th largest value per row set to -inf (ties kept)."""
     if k <= 0 or k >= logits.shape[-1]:
         return logits
-    kth = jax.lax.top_k(logits, k)[0][..., -1:]
+    kth = top_k(logits, k)[0][..., -1:]
     return jnp.where(logits < kth, NEG_INF, logits)
 
 
@@ -34,7 +52,7 @@ def top_p_mask(logits: jax.Array, p) -> jax.Array:
 
 def _top_k_then_p(logits: jax.Array, k: int, p, use_top_p: bool):
     """(masked candidate logits [B, k], their vocabulary ids [B, k]) for 0 < k < V: cheap path."""
-    vals, ids = jax.lax.top_k(logits, k)  # sorted descending
+    vals, ids = top_k(logits, k)  # sorted descending
     if use_top_p:
         probs = jax.nn.softmax(vals, axis=-1)
         before = jnp.cumsum(probs, axis=-1) - probs

@@ -6,7 +6,10 @@ import pytest
 import torch
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
-from cudaperf_jax.generation.sampling import choose, token_logprobs, top_k_mask, top_p_mask
+from cudaperf_jax.generation.sampling import choose as _choose
+from cudaperf_jax.generation.sampling import token_logprobs, top_k, top_k_mask, top_p_mask
+
+choose = jax.jit(_choose, static_argnames=("top_k", "greedy", "use_top_p"))
 
 
 def _logits(b=4, v=50, seed=0):
@@ -40,9 +43,10 @@ def test_choose_greedy_and_filters_and_keys():
     np.testing.assert_array_equal(np.asarray(choose(x, keys, 5, 1.0, 1e-6, use_top_p=True)), np.argmax(x, axis=1))
     # With top_k=5 every draw lies in the row's top 5; draws of one sample do not depend on the others.
     top5 = np.argsort(-np.asarray(x), axis=1)[:, :5]
-    draws = np.stack([np.asarray(choose(x, keys, s, 1.0, 0.95, top_k=5)) for s in range(40)])
+    steps = jnp.arange(40)
+    draws = np.asarray(jax.vmap(lambda s: _choose(x, keys, s, 1.0, 0.95, top_k=5))(steps))
     assert all(np.isin(draws[:, b], top5[b]).all() for b in range(3))
-    alone = np.stack([np.asarray(choose(x[1:2], keys[1:2], s, 1.0, 0.95, top_k=5)) for s in range(40)])
+    alone = np.asarray(jax.vmap(lambda s: _choose(x[1:2], keys[1:2], s, 1.0, 0.95, top_k=5))(steps))
     np.testing.assert_array_equal(alone[:, 0], draws[:, 1])
     assert len(set(draws[:, 0].tolist())) > 1  # it does sample
 
@@ -56,3 +60,11 @@ def test_sampling_frequencies_follow_the_tempered_distribution():
     np.testing.assert_allclose(freq, [0.625, 0.375, 0, 0], atol=0.03)
     lp = np.asarray(token_logprobs(logits[0], jnp.asarray(2)))
     assert lp == pytest.approx(np.log(0.15), abs=1e-6)
+
+
+def test_two_stage_top_k_equals_lax_top_k_on_a_large_vocabulary():
+    x = jnp.asarray(np.random.RandomState(5).randn(3, 50_000).astype(np.float32))
+    vals, ids = top_k(x, 50)
+    want_vals, want_ids = jax.lax.top_k(x, 50)
+    np.testing.assert_array_equal(np.asarray(vals), np.asarray(want_vals))
+    np.testing.assert_array_equal(np.asarray(ids), np.asarray(want_ids))
