@@ -179,7 +179,7 @@ class Timer:
     def __init__(self, cp, flush_bytes: int = 256 << 20, target_ms: float = 40.0, max_reps: int = 30):
         self.cp, self.target_ms, self.max_reps = cp, target_ms, max_reps
         self.flush = cp.empty(flush_bytes // 4, dtype=cp.float32)
-        self.stream = cp.cuda.Stream(non_blocking=True)
+        self.stream = cp.cuda.Stream()  # blocking: ordered after work on the legacy default stream
 
     def time(self, fn, args) -> tuple[float, float, int, int]:
         """(median ms, IQR ms, repetitions, return code of the first call)."""
@@ -241,9 +241,10 @@ def measure_task(cp, timer: Timer, ti: int, task: Task, fns: dict, seed: int, de
                             poison(cp, arrays[a.name])
                     args = call_args(task, config, arrays, stream_ptr)
                     fn.restype = ctypes.c_int
+                    cp.cuda.runtime.deviceSynchronize()
                     with timer.stream:
                         rc = fn(*args)
-                    timer.stream.synchronize()
+                    cp.cuda.runtime.deviceSynchronize()
                     outs = {a.name: arrays[a.name].copy() for a in task.outputs}
                     if rc != 0:
                         raise RuntimeError(f"returned cudaError {rc}")

@@ -191,7 +191,7 @@ __global__ void sort_rank({kargs}) {{
   if (rank < {limit}) {write("rank", "v", "j")}
 }}""", f"if (rows > 0) sort_rank<<<{B.grid1d('(long long)rows * cols')}, 256, 0, stream>>>({call});")))
     few = p["rows"] == "few_rows"
-    rows = (2, 64, 1024) if few else (5, 2048, 16384)
+    rows = (2, 64, max(1024, (1 << 22) // C)) if few else (5, 2048, max(16384, (1 << 24) // C))
     cfgs = [{"R": r, "C": C} for r in rows]
     if topk:
         cfgs = [dict(c, K=K) for c in cfgs]

@@ -12,6 +12,7 @@ values come from the config), so that a solution knows the shapes.
 """
 from __future__ import annotations
 
+import json
 import random
 
 from kernels_harness.datasets import base as B
@@ -58,11 +59,15 @@ def _task(p, family, entry, source, sig, configs, consts, tol, flops, min_bytes,
 
 # ---- elementwise_chain -------------------------------------------------------------------------
 def elementwise_variants(rng: random.Random) -> list[dict]:
-    out = []
-    for i in range(300):
+    out, seen = [], set()
+    while len(out) < 300:
         chain = O.random_chain(rng, rng.choice((1, 1, 2, 2, 3, 3, 4, 5)))
+        key = json.dumps(chain)
+        if key in seen:
+            continue
+        seen.add(key)
         out.append({"chain": chain, "sizes": _sizes(rng, "ew"),
-                    "name": B.slug("t_ew", i, O.describe(chain))})
+                    "name": B.slug("t_ew", len(out), O.describe(chain))})
     return out
 
 
@@ -123,9 +128,10 @@ REDUCTIONS = {
 
 def row_variants(kind: str):
     def variants(rng: random.Random) -> list[dict]:
-        out = []
+        out, seen = [], set()
         n = {"reduction": 216, "softmax": 150, "norm": 150}[kind]
-        for i in range(n):
+        while len(out) < n:
+            i = len(out)
             if kind == "reduction":
                 op = sorted(REDUCTIONS)[i % len(REDUCTIONS)]
                 pre, post = O.random_chain(rng, rng.choice((0, 1, 1, 2, 3))), []
@@ -137,6 +143,10 @@ def row_variants(kind: str):
             else:
                 op = ("layernorm", "rmsnorm")[i % 2]
                 pre, post = [], O.random_chain(rng, rng.choice((0, 1, 2, 3)))
+            key = json.dumps([op, pre, post])
+            if key in seen:
+                continue
+            seen.add(key)
             out.append({"kind": kind, "op": op, "pre": pre, "post": post, "sizes": _sizes(rng, kind),
                         "name": B.slug("t_" + kind, i, O.describe(pre), op, O.describe(post))})
         return out
