@@ -32,7 +32,7 @@ def test_strategy_tags_are_separated_on_the_dataset():
         for i, f in fs:
             n += 1
             assert 0.0 <= f.score <= 1.0 and f.kernels, (task.id, i.name, f.notes)
-            if "smem_tiled" in i.strategies:
+            if "smem_tiled" in i.strategies and "__shared__" in i.source:  # some generated tags overstate
                 smem += 1
                 smem_ok += bool(f.memory["shared_arrays"])
             if re.search(r"__shfl\w*_sync|__reduce_\w+_sync", i.source):
@@ -47,7 +47,7 @@ def test_strategy_tags_are_separated_on_the_dataset():
                     ge += b.components["coalescing"] >= a.components["coalescing"] - 1e-9
     if n == 0:
         pytest.skip("the dataset generator produced no tasks")
-    assert shfl_ok == shfl and smem_ok >= 0.95 * smem
+    assert shfl_ok == shfl and smem_ok == smem and smem > 10
     # `coalesced` implementations are at least as coalesced as the `naive` ones of the same task in
     # nearly every pair (the exceptions found are tagged `coalesced` but read a transposed operand strided)
     assert pairs >= 20 and ge >= 0.9 * pairs, (ge, pairs)
