@@ -464,12 +464,18 @@ def stage_families(tasks, builds: dict, peaks: dict, dry: bool, deadline: float,
             rho_with_roofline=spearman([r["score"] for r in rs], speed),
             fastest=max(rs, key=lambda r: 1 / r["median_ms"])["impl"],
             best_static=max(rs, key=lambda r: r["score_static"])["impl"])
+        for comp in ("coalescing", "occupancy", "sync", "memory"):  # which features carry the ranking
+            vals = [(r.get("components") or {}).get(comp) for r in rs]
+            if all(v is not None for v in vals):
+                per_task[tid].setdefault("rho_by_component", {})[comp] = spearman(vals, speed)
     valid = [v["rho_static"] for v in per_task.values() if v.get("rho_static") is not None]
     origin = {t.id: ("dataset" if Path(p).parent.name == "dataset" else "corpus") for p, t in tasks}
     for tid, v in per_task.items():
         v["origin"] = origin.get(tid, "corpus")
     by_origin = {o: _mean([v.get("rho_static") for v in per_task.values() if v["origin"] == o]) for o in ("corpus", "dataset")}
-    return {"rows": rows, "per_task": per_task, "mean_rho_static_by_origin": by_origin,
+    by_comp = {c: _mean([(v.get("rho_by_component") or {}).get(c) for v in per_task.values()])
+               for c in ("coalescing", "occupancy", "sync", "memory")}
+    return {"rows": rows, "per_task": per_task, "mean_rho_static_by_origin": by_origin, "mean_rho_by_component": by_comp,
             "mean_rho_static": sum(valid) / len(valid) if valid else None,
             "mean_rho_with_roofline": _mean([v.get("rho_with_roofline") for v in per_task.values()]),
             "tasks_with_rho": len(valid)}
