@@ -73,15 +73,66 @@ def test_good_kernel_gets_features_resources_and_launches():
     assert res.feedback.startswith("Correct on all 2 checked configs")
 
 
+KB_MODULE = """
+import torch
+import torch.nn as nn
+
+batch_size = 64
+features = 256
+
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(features))
+
+    def forward(self, x):
+        return torch.relu(x * self.weight)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features)]
+
+
+def get_init_inputs():
+    return [features]
+"""
+
+KB_SOLUTION = r"""
+#include <cuda_runtime.h>
+__global__ void k(int rows, int cols, const float* x, const float* w, float* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < rows * cols) out[i] = fmaxf(x[i] * w[i % cols], 0.0f);
+}
+extern "C" int scale_relu(const float* x, const float* weight, float* out, int x_d0, int x_d1, int out_d0,
+                          int out_d1, cudaStream_t stream) {
+  k<<<(x_d0 * x_d1 + 255) / 256, 256, 0, stream>>>(x_d0, x_d1, x, weight, out);
+  return (int)cudaGetLastError();
+}
+"""
+
+
 @pytest.fixture(scope="module")
-def torch_results():
-    """Both torch2cuda tasks in one pool (PyTorch is imported once per worker)."""
+def torch_results(tmp_path_factory):
+    """The torch2cuda tasks in one pool (PyTorch is imported once per worker)."""
     pytest.importorskip("torch")
-    task, bf16 = Task.from_dict(TORCH_TASK), Task.from_dict(BF16_TASK)
+    from kernels_harness.tasks.kernelbench import import_file
+    kb = tmp_path_factory.mktemp("level1") / "1_Scale_Relu.py"
+    kb.write_text(KB_MODULE)
+    task, bf16, imported = Task.from_dict(TORCH_TASK), Task.from_dict(BF16_TASK), import_file(str(kb))
     items = [(task, SOLUTION), (task, SOLUTION.replace("+ shift[i % f]", "- shift[i % f]")),
-             (bf16, BF16_SOLUTION), (bf16, BF16_SOLUTION.replace("* 2.0f", "* 2.1f"))]
+             (bf16, BF16_SOLUTION), (bf16, BF16_SOLUTION.replace("* 2.0f", "* 2.1f")),
+             (imported, KB_SOLUTION), (imported, KB_SOLUTION.replace("0.0f);", "-0.01f);"))]
     with HarnessPool("cpu", workers=1, features=False) as pool:
         return pool.evaluate(items)
+
+
+@cpu
+def test_task_from_the_kernelbench_importer(torch_results):
+    good, bad = torch_results[4:]
+    assert good.status == "ok", good.error
+    assert all(c.correct for c in good.configs)  # the importer's configs are all small here
+    assert bad.status == "wrong"
 
 
 @cpu
@@ -153,7 +204,7 @@ BF16_TASK = {
 
 @cpu
 def test_bfloat16_torch2cuda_task(torch_results):
-    good, bad = torch_results[2:]
+    good, bad = torch_results[2:4]
     assert good.status == "ok", good.error
     assert all(c.correct for c in good.configs)
     assert bad.status == "wrong" and "output 'out'" in bad.error
