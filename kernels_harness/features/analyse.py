@@ -134,7 +134,11 @@ def analyse(task, source: str, result=None, measured: dict | None = None, peaks:
     Never raises for a bad source: what cannot be measured is None, with a note.
     """
     notes: list[str] = []
-    sa = static.analyse_source(source, entry=task.entry, args=_largest_config_args(task))
+    try:
+        sa = static.analyse_source(source, entry=task.entry, args=_largest_config_args(task))
+    except (RecursionError, ValueError, AttributeError, TypeError, KeyError, IndexError) as e:
+        sa = static.StaticAnalysis([], [], note=f"static analysis failed ({type(e).__name__}: {str(e)[:120]}); "
+                                                "the score uses the measured features only")
     if sa.note:
         notes.append(sa.note)
     times = None
@@ -182,7 +186,7 @@ def analyse(task, source: str, result=None, measured: dict | None = None, peaks:
                   "sync": sync["score"] if have_static else None,
                   "memory": mem["score"] if have_static else None, "roofline": roof.get("fraction")}
     total, weights = score.combine(components, bound)
-    fb = feedback_lib.sentences(components, coal, occ_worst, resources, sync, mem, roof, bound) if have_static else []
+    fb = feedback_lib.sentences(components, coal, occ_worst, resources, sync, mem, roof, bound)
     return Features(score=total, components=components, weights=weights, bound=bound, feedback=fb,
                     coalescing=coal, occupancy=occ_rows, resources=resources, sync=sync, memory=mem,
                     roofline=roof, accesses=[a.to_dict() for k in sa.kernels for a in k.accesses][:MAX_ACCESSES],
