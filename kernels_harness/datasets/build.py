@@ -51,7 +51,8 @@ def build(out: str | Path, seed: int = registry.DEFAULT_SEED, families=None, tra
             digest = shards.sha256(text)
             prev = old_by_path.get(rel)
             path = root / rel
-            unchanged = prev is not None and prev.get("sha256") == digest and path.is_file()
+            unchanged = (prev is not None and prev.get("sha256") == digest and path.is_file()
+                         and shards.sha256(path.read_text()) == digest)
             if not unchanged:
                 shards.write_atomic(path, text)
             entry = {"path": rel, "track": fam.track, "family": fam.name, "n_tasks": len(tasks), "sha256": digest,

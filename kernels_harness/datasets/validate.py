@@ -46,6 +46,11 @@ def validate_tasks(tasks: Sequence[Task], backend: str = "cpu", workers: int = 2
     records: dict[str, dict] = {}
     for (t, impl), res in zip(jobs, results):
         rec = records.setdefault(t.id, {"id": t.id, "family": t.family, "ok": True, "verdicts": {}, "mismatches": []})
+        if res is None:  # the pool lost the job: count it as a failure of the validation, not of the task
+            rec["ok"] = False
+            rec["verdicts"][impl.name] = "no_result"
+            rec["mismatches"].append(f"{impl.name}: the harness returned no result")
+            continue
         rec["verdicts"][impl.name] = res.status
         if not agrees(impl.expected, res.status):
             rec["ok"] = False
