@@ -1,0 +1,66 @@
+"""The H200 measurement script's CPU-side parts: stratified task order and the one-library-per-build
+batching (many implementations, renamed entries, one nvcc call). Timing itself is a GPU test."""
+import shutil
+import subprocess
+
+import pytest
+
+from kernels_harness.datasets import measure, registry
+
+
+def _by_family(n=3):
+    return {f.name: [registry.build(f.name, p) for p in registry.variants(f.name)[:n]] for f in registry.FAMILIES}
+
+
+def test_stratified_order_takes_every_family_first():
+    by = _by_family()
+    order = measure.stratified(by, seed=0)
+    assert len(order) == sum(len(v) for v in by.values())
+    first = [t.family for t in order[:len(by)]]
+    assert sorted(first) == sorted(by)            # one of each family before any family repeats
+    assert [t.id for t in measure.stratified(by, seed=0)] == [t.id for t in order]
+    assert [t.id for t in measure.stratified(by, seed=1)] != [t.id for t in order]
+
+
+def test_combined_source_renames_entries_and_isolates_kernels():
+    by = _by_family(1)
+    order = measure.stratified(by)[:4]
+    items = [(ti, ii, t, im) for ti, t in enumerate(order) for ii, im in enumerate(t.implementations)]
+    src = measure.combined_source(items)
+    for ti, ii, t, _ in items:
+        assert f'extern "C" int {measure.symbol(ti, ii)}(' in src
+        assert f"namespace ns_t{ti}_i{ii} {{" in src
+    assert src.count("#include <cuda_runtime.h>") == 1
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_one_shared_library_exports_every_implementation(tmp_path):
+    by = _by_family(1)
+    order = [by["transpose"][0], by["softmax"][0], by["matmul"][0]]  # templates, namespaces, launch helpers
+    items = [(ti, ii, t, im) for ti, t in enumerate(order) for ii, im in enumerate(t.implementations)]
+    built = measure.compile_batch(items, tmp_path, "b0", "sm_90")
+    paths = {v[0] for v in built.values()}
+    assert len(paths) == 1 and None not in paths          # one library for the whole batch
+    syms = subprocess.run(["nm", "-D", "--defined-only", paths.pop()], capture_output=True, text=True).stdout
+    for ti, ii, _, _ in items:
+        assert measure.symbol(ti, ii) in syms
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_a_broken_implementation_does_not_sink_its_batch(tmp_path):
+    import dataclasses
+    t = registry.build("histogram", registry.variants("histogram")[0])
+    bad = dataclasses.replace(t.implementations[1], source=t.implementations[1].source.replace("__syncthreads();", "syntax error;", 1))
+    t = dataclasses.replace(t, implementations=(t.implementations[0], bad))
+    built = measure.compile_batch([(0, 0, t, t.implementations[0]), (0, 1, t, bad)], tmp_path, "b1", "sm_90")
+    assert built[(0, 0)][0] is not None
+    assert built[(0, 1)][0] is None and "error" in built[(0, 1)][2]
+
+
+@pytest.mark.gpu
+def test_measure_times_a_few_tasks_on_the_gpu(tmp_path):
+    rc = measure.main(["--out", str(tmp_path), "--max_seconds", "90", "--max_tasks", "6"])
+    assert rc == 0
+    from kernels_harness.datasets import times
+    m = times.load(tmp_path / "times")
+    assert len(m) >= 1 and (m.agrees == 1).any()
