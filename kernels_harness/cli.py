@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--timeout", type=float, default=20.0, help="seconds one call may take")
         p.add_argument("--cpu-budget-mb", type=float, default=8.0,
                        help="cpu backend: skip configs with more MiB of arrays than this")
+        p.add_argument("--cpu-budget-gflops", type=float, default=1.0,
+                       help="cpu backend: skip configs whose task needs more GFLOPs than this")
         p.add_argument("--no-checks", action="store_true", help="skip the static reward-hack checks")
         p.add_argument("--allow", action="append", default=[],
                        help="allow a hack rule or a name (repeatable), e.g. --allow timing --allow clock64")
@@ -89,7 +91,8 @@ def _pool(args):
     rules = hacks.Rules(disabled=frozenset(a for a in args.allow if a in hacks.RULES),
                         allow=frozenset(a for a in args.allow if a not in hacks.RULES))
     return HarnessPool(backend=args.backend, workers=1, trials=args.trials, call_timeout_s=args.timeout,
-                       cpu_budget_bytes=int(args.cpu_budget_mb * 2**20), rules=rules, checks=not args.no_checks,
+                       cpu_budget_bytes=int(args.cpu_budget_mb * 2**20), cpu_budget_flops=args.cpu_budget_gflops * 1e9,
+                       rules=rules, checks=not args.no_checks,
                        progress=not args.json and sys.stderr.isatty(), seed=args.seed)
 
 

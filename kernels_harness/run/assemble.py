@@ -9,11 +9,13 @@ from kernels_harness.tasks.schema import Task, config_env
 
 
 def plan_configs(task: Task, backend: str, cpu_budget_bytes: int, cref_max_bytes: int, cref_max_flops: float,
-                 have_c: bool, have_oracle: bool) -> list[dict]:
+                 have_c: bool, have_oracle: bool, cpu_budget_flops: float = 1e9) -> list[dict]:
     """Run order (smallest arrays first) and, per config, whether it runs and what it is checked against.
 
     Returns [{"index", "run", "skip_reason", "reference": "c" | "oracle" | "torch"}]. On cpu, configs
-    whose arrays exceed `cpu_budget_bytes` are skipped, except the smallest, which always runs.
+    whose arrays exceed `cpu_budget_bytes` or whose task FLOPs exceed `cpu_budget_flops` are skipped,
+    except the smallest, which always runs; the (native) C reference is used whenever there is one.
+    On cuda, configs above `cref_max_bytes` / `cref_max_flops` use the verified implementation.
     """
     sizes = {i: task.config_bytes(config_env(c)) for i, c in enumerate(task.configs)}
     plan = []
@@ -23,13 +25,17 @@ def plan_configs(task: Task, backend: str, cpu_budget_bytes: int, cref_max_bytes
         p = {"index": i, "run": True, "skip_reason": "", "reference": "c"}
         if task.track == "torch2cuda":
             p["reference"] = "torch"
-        elif have_oracle and (not have_c or nbytes > cref_max_bytes or (flops and flops > cref_max_flops)):
+        elif have_oracle and (not have_c or (backend != "cpu" and (nbytes > cref_max_bytes
+                                                                    or (flops and flops > cref_max_flops)))):
             p["reference"] = "oracle"
         elif not have_c:
             p.update(run=False, skip_reason="skipped: the task has no C reference and no implementation to check against")
         if backend == "cpu" and rank > 0 and nbytes > cpu_budget_bytes:
             p.update(run=False, skip_reason=f"skipped on the cpu backend: {nbytes / 2**20:.1f} MiB of arrays "
                                             f"exceeds the budget of {cpu_budget_bytes / 2**20:.1f} MiB")
+        elif backend == "cpu" and rank > 0 and flops > cpu_budget_flops:
+            p.update(run=False, skip_reason=f"skipped on the cpu backend: {flops:.3g} FLOPs exceeds the budget "
+                                            f"of {cpu_budget_flops:.3g}")
         plan.append(p)
     return plan
 

@@ -95,12 +95,13 @@ class HarnessPool:
                  checks: bool = True, workers_per_gpu: int = 2, memory_limit_bytes: int | None = 8 << 30,
                  max_jobs_per_worker: int = 100, arch: str = "sm_90", features: bool = True,
                  use_numba: bool = True, progress: bool = False, seed: int | None = None,
-                 emulation_checks: bool = True, ptxas_resources: bool = True):
+                 emulation_checks: bool = True, ptxas_resources: bool = True, cpu_budget_flops: float = 1e9):
         if trials < 2:
             raise HarnessSetupError("trials must be at least 2 (fresh inputs catch cached results)")
         self.backend = resolve_backend(backend)
         self.trials, self.call_timeout_s, self.job_timeout_s = trials, call_timeout_s, job_timeout_s
         self.compile_timeout_s, self.cpu_budget_bytes = compile_timeout_s, cpu_budget_bytes
+        self.cpu_budget_flops = cpu_budget_flops
         self.cref_max_bytes, self.cref_max_flops = cref_max_bytes, cref_max_flops
         self.timing = timing and self.backend == "cuda"
         self.timing_params = timing_params or {}
@@ -269,7 +270,8 @@ class HarnessPool:
             paths[k] = b["path"] if b and b["ok"] else None
         seed = self.fixed_seed if self.fixed_seed is not None else master_seed()
         plan = plan_configs(task, self.backend, self.cpu_budget_bytes, self.cref_max_bytes, self.cref_max_flops,
-                            have_c=paths["c_reference"] is not None, have_oracle=paths["oracle"] is not None)
+                            have_c=paths["c_reference"] is not None, have_oracle=paths["oracle"] is not None,
+                            cpu_budget_flops=self.cpu_budget_flops)
         job = {"task": task.to_dict(), "solution": build["path"], "seed": seed, "trials": self.trials,
                "plan": plan, "oracle_name": sup.get("oracle_name", ""), **paths, "timing": None}
         worker = self._free.get()

@@ -148,7 +148,7 @@ def test_plan_runs_small_configs_first_and_picks_references():
     t = Task.from_dict(json.loads(json.dumps(TASK.to_dict())))
     cpu_plan = plan_configs(t, "cpu", 8 << 20, 64 << 20, 2e8, have_c=True, have_oracle=True)
     assert [(p["index"], p["run"], p["reference"]) for p in cpu_plan] == [
-        (0, True, "c"), (1, True, "c"), (2, False, "oracle")]
+        (0, True, "c"), (1, True, "c"), (2, False, "c")]  # cpu: the native C reference, 16M over budget
     cuda_plan = plan_configs(t, "cuda", 8 << 20, 64 << 20, 2e8, have_c=True, have_oracle=True)
     assert [(p["index"], p["run"], p["reference"]) for p in cuda_plan] == [
         (0, True, "c"), (1, True, "c"), (2, True, "oracle")]  # 16M floats x 2 = 128 MiB > 64 MiB
@@ -156,6 +156,10 @@ def test_plan_runs_small_configs_first_and_picks_references():
     assert all(p["run"] and p["reference"] == "c" for p in no_oracle)
     tiny_budget = plan_configs(t, "cpu", 1, 64 << 20, 2e8, have_c=True, have_oracle=True)
     assert [p["run"] for p in tiny_budget] == [True, False, False]  # the smallest always runs
+    flops_budget = plan_configs(t, "cpu", 1 << 30, 64 << 20, 2e8, have_c=True, have_oracle=True,
+                                cpu_budget_flops=3e6)  # flops = 2*N: 2e3, 2e6, 3.4e7
+    assert [p["run"] for p in flops_budget] == [True, True, False]
+    assert "FLOPs" in flops_budget[2]["skip_reason"]
 
 
 BF16_MODULE = '''
