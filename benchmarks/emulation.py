@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels_harness.emulation import EmulatedLibrary, build_shared_library  # noqa: E402
+from kernels_harness.emulation import EmulatedLibrary, build_shared_library
 
 SOURCE = r'''
 #include <cuda_runtime.h>

@@ -18,14 +18,14 @@ import subprocess
 from kernels_harness.emulation.build import find_cxx
 
 ASAN_EXIT_CODE = 86
-ASAN_OPTIONS = ("detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=%d:print_summary=1:"
-                "allocator_may_return_null=1:detect_odr_violation=0:handle_segv=1:symbolize=1" % ASAN_EXIT_CODE)
+ASAN_OPTIONS = (f"detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode={ASAN_EXIT_CODE}:print_summary=1:"
+                "allocator_may_return_null=1:detect_odr_violation=0:handle_segv=1:symbolize=1")
 
 
 @functools.lru_cache(maxsize=1)
 def libasan_path() -> str:
     """Path of the libasan.so that matches the host compiler."""
-    out = subprocess.run([find_cxx(), "-print-file-name=libasan.so"], capture_output=True, text=True,
+    out = subprocess.run([find_cxx(), "-print-file-name=libasan.so"], check=False, capture_output=True, text=True,
                          timeout=30).stdout.strip()
     if not out or not os.path.isabs(out):
         raise RuntimeError("the host compiler has no AddressSanitizer runtime (libasan.so); install libasan "
@@ -36,7 +36,7 @@ def libasan_path() -> str:
 @functools.lru_cache(maxsize=1)
 def libstdcxx_path() -> str:
     """Path of the host compiler's libstdc++ (preloaded too, so that ASan intercepts C++ throws)."""
-    out = subprocess.run([find_cxx(), "-print-file-name=libstdc++.so.6"], capture_output=True, text=True,
+    out = subprocess.run([find_cxx(), "-print-file-name=libstdc++.so.6"], check=False, capture_output=True, text=True,
                          timeout=30).stdout.strip()
     return os.path.realpath(out) if out and os.path.isabs(out) else ""
 

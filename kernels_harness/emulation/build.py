@@ -55,12 +55,12 @@ def cache_dir() -> Path:
                 return path
         except OSError:
             continue
-    raise RuntimeError(f"no writable cache directory for the emulation runtime; set CUDAPERF_CACHE to one")
+    raise RuntimeError("no writable cache directory for the emulation runtime; set CUDAPERF_CACHE to one")
 
 
 def _compiler_id(cxx: str) -> str:
     try:
-        return subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
+        return subprocess.run([cxx, "--version"], check=False, capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
     except (OSError, subprocess.SubprocessError):
         return cxx
 
@@ -79,7 +79,7 @@ def runtime_object(checks: bool, timeout_s: float = 300) -> Path:
     tmp = out.with_suffix(f".{os.getpid()}.tmp.o")
     cmd = [cxx, *flags, "-fvisibility=hidden", f"-I{INCLUDE_DIR}", "-x", "c++", "-c", str(RUNTIME_SOURCE),
            "-o", str(tmp)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=_c_locale())
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout_s, env=_c_locale())
     if proc.returncode != 0:
         raise RuntimeError("the emulation runtime does not compile with " + cxx + ":\n" + proc.stderr[-4000:])
     os.replace(tmp, out)
@@ -128,7 +128,7 @@ def build_shared_library(source: str, out_path: str | Path, *, checks: bool = Tr
         cmd = [cxx, *flags, "-shared", "-Wl,-Bsymbolic", f"-I{INCLUDE_DIR}", "-include", "cudaperf_emu.h",
                "-x", "c++", "solution.cu", "-x", "none", str(rt), "-o", str(tmp_out)]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp,
+            proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout_s, cwd=tmp,
                                   env=_c_locale(), stdin=subprocess.DEVNULL)
             rc, log = proc.returncode, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired:

@@ -15,8 +15,9 @@ import ctypes
 import dataclasses
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

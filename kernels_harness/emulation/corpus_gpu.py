@@ -45,8 +45,8 @@ def _build_all(cases, corpus_dir, work: Path, jobs: int, with_cpu: bool):
         futs = {ex.submit(nv, c): ("gpu", c.name) for c in cases}
         if with_cpu:
             futs.update({ex.submit(cpu, c): ("cpu", c.name) for c in cases})
-        for fut in cf.as_completed(futs):
-            kind, name = futs[fut]
+        done = {f: futs[f] for f in cf.as_completed(futs)}
+        for fut, (kind, name) in done.items():
             try:
                 res = fut.result()
             except Exception as e:  # noqa: BLE001 - a broken build is a row, not a crash
@@ -85,8 +85,8 @@ def _run_gpu(cp, path: Path, case, inputs: dict, reps: int = 3):
     if rc == 0 and reps > 0:  # re-run on fresh copies of the inputs (inout arrays are updated in place)
         times = []
         for _ in range(reps):
-            for k in bufs:
-                bufs[k][...] = fresh[k]
+            for k, buf in bufs.items():
+                buf[...] = fresh[k]
             cp.cuda.Device().synchronize()
             start, stop = cp.cuda.Event(), cp.cuda.Event()
             start.record(stream)

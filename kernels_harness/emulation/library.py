@@ -15,7 +15,6 @@ import ctypes
 import os
 from pathlib import Path
 
-
 WATCHDOG_EXIT_CODE = 87
 
 

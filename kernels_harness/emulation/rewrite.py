@@ -73,8 +73,8 @@ _TOKEN = re.compile(r"""
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<number>\.?[0-9](?:[eEpP][+-]|[A-Za-z0-9_.'])*)
   | (?P<punct><<<|>>>|::|->|\.\.\.|.)
-""", re.X | re.S)
-_PP_LINE = re.compile(r"[ \t]*#(?:[^\n\\]|\\.|\\\n)*", re.S)
+""", re.VERBOSE | re.DOTALL)
+_PP_LINE = re.compile(r"[ \t]*#(?:[^\n\\]|\\.|\\\n)*", re.DOTALL)
 
 
 class UnsupportedConstruct(ValueError):
@@ -170,7 +170,7 @@ def _scan_scopes(toks: list[Token]) -> _Scopes:
         in_fn[i] = inside
         dev[i] = any(k == "fn" and d for k, _, d in stack)
         if t.kind == "pp":
-            m = re.match(r"\s*#\s*define\s+([A-Za-z_]\w*)(.*)", t.text, re.S)
+            m = re.match(r"\s*#\s*define\s+([A-Za-z_]\w*)(.*)", t.text, re.DOTALL)
             if m:
                 functions.setdefault(m.group(1), set()).update(re.findall(r"[A-Za-z_]\w*", m.group(2)))
             continue

@@ -6,7 +6,12 @@ compute in float64 (or exact integers) from the very inputs the kernels get.
 """
 import numpy as np
 
-from kernels_harness.emulation.corpus import Arg, Case, bf16_bits_to_f32, f32_to_bf16_bits
+from kernels_harness.emulation.corpus import (
+    Arg,
+    Case,
+    bf16_bits_to_f32,
+    f32_to_bf16_bits,
+)
 
 
 def _i(name, n, role="scalar", dtype="int32"):

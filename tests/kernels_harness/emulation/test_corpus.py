@@ -1,22 +1,49 @@
 """Every corpus kernel, built for the cpu backend, matches its numpy reference (and records its launches)."""
 import concurrent.futures as cf
+import os
+import time
+from pathlib import Path
 
 import pytest
 
-from kernels_harness.emulation import EmulatedLibrary, build_shared_library
+from kernels_harness.emulation import BuildResult, EmulatedLibrary, build_shared_library
 from kernels_harness.emulation import corpus as corpus_lib
 
 CASES = corpus_lib.load_cases()
 
 
+def _shared_build(case, shared: Path) -> None:
+    """Builds `case` into `shared` unless another pytest-xdist worker has claimed it (lock file)."""
+    try:
+        os.close(os.open(shared / f"{case.name}.lock", os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return
+    res = build_shared_library(corpus_lib.source_of(case), shared / f"{case.name}.so", checks=False)
+    if not res.ok:
+        (shared / f"{case.name}.log").write_text(res.log)
+
+
+def _collect(case, shared: Path, deadline: float) -> BuildResult:
+    so, log = shared / f"{case.name}.so", shared / f"{case.name}.log"
+    while not (so.exists() or log.exists()) and time.time() < deadline:
+        time.sleep(0.2)
+    if so.exists():
+        return BuildResult(ok=True, log="", path=so)
+    return BuildResult(ok=False, log=log.read_text() if log.exists() else "not built in time")
+
+
 @pytest.fixture(scope="module")
-def built(emu_build_dir):
-    """All corpus libraries, built two at a time: name -> BuildResult."""
-    def one(case):
-        return case.name, build_shared_library(corpus_lib.source_of(case), emu_build_dir / f"corpus_{case.name}.so",
-                                               checks=False)
+def built(tmp_path_factory, request):
+    """All corpus libraries: name -> BuildResult. Workers of one pytest-xdist session share the builds,
+    each taking the next unclaimed case, two compilers at a time."""
+    base = tmp_path_factory.getbasetemp()
+    under_xdist = hasattr(request.config, "workerinput")
+    shared = (base.parent if under_xdist else base) / "emu_corpus"
+    shared.mkdir(exist_ok=True)
     with cf.ThreadPoolExecutor(2) as ex:
-        return dict(ex.map(one, CASES))
+        list(ex.map(lambda c: _shared_build(c, shared), CASES))
+    deadline = time.time() + 600
+    return {c.name: _collect(c, shared, deadline) for c in CASES}
 
 
 def test_corpus_is_large_and_covers_the_issue_kinds():
