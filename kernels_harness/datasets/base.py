@@ -149,3 +149,24 @@ def slug(*parts) -> str:
 
 def configs3(small: dict, medium: dict, large: dict) -> list[dict]:
     return [dict(name="small", **small), dict(name="medium", **medium), dict(name="large", **large)]
+
+
+def mutant(spec, old: str, new: str, defect: str, name: str | None = None):
+    """A labelled-wrong implementation: `spec`'s source with the first `old` replaced by `new`.
+
+    spec is an implementation spec as make_task takes it: (name, strategies, source_fn[, opts]).
+    """
+    base_name, strategies, fn = spec[0], spec[1], spec[2]
+
+    def source(proto: str) -> str:
+        src = fn(proto)
+        if old not in src:
+            raise AssertionError(f"mutant {defect} of {base_name}: {old!r} not in the source")
+        return src.replace(old, new, 1)
+    return (name or f"{base_name}_{defect}", list(strategies), source, {"defect": defect})
+
+
+def wrong_for(name: str, percent: int = 25) -> bool:
+    """A stable pseudo-random choice of the programs that carry a negative."""
+    import hashlib
+    return int(hashlib.sha1(name.encode()).hexdigest()[:6], 16) % 100 < percent

@@ -39,7 +39,21 @@ def validate_tasks(tasks: Sequence[Task], backend: str = "cpu", workers: int = 2
     if own:
         pool = HarnessPool(backend=backend, workers=workers, features=False, progress=progress)
     try:
-        results = pool.evaluate([(t, impl.source) for t, impl in jobs])
+        # one evaluate() call per round in which every source is unique (the pool shares builds by content)
+        rounds: list[list[int]] = []
+        seen_in: list[set] = []
+        for k, (_, impl) in enumerate(jobs):
+            r = next((j for j, s in enumerate(seen_in) if impl.source not in s), None)
+            if r is None:
+                rounds.append([])
+                seen_in.append(set())
+                r = len(rounds) - 1
+            rounds[r].append(k)
+            seen_in[r].add(impl.source)
+        results: list = [None] * len(jobs)
+        for ks in rounds:
+            for k, res in zip(ks, pool.evaluate([(jobs[k][0], jobs[k][1].source) for k in ks])):
+                results[k] = res
     finally:
         if own:
             pool.close()

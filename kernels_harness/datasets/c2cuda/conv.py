@@ -168,6 +168,9 @@ __global__ void conv_smem({kargs}) {{
   {body}
 }}""", f"if ((long long)oh * ow > 0 && nb > 0) conv_smem<<<dim3((unsigned)(((long long)oh * ow + 255) / 256), {nch}, nb), 256, "
             f"sizeof({T}) * {nfilt}, stream>>>({call});")))
+    if B.wrong_for(p["name"]):
+        old = f"k < {K}; ++k)" if one_d else f"kx < {K}; ++kx)"
+        impls.append(B.mutant(impls[0], old, old.replace(f"< {K};", f"< {K} - 1;"), "off_by_one"))
     o = p["odd"]
     if one_d:
         cfg = ({"N": 500 + o}, {"N": (1 << 20) + o}, {"N": (1 << 24) + o})

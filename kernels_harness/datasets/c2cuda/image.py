@@ -157,6 +157,8 @@ __global__ void image_unrolled({kargs}) {{
 }}""", f"if ({total} > 0) image_unrolled<<<dim3(({out_w} + 255) / 256, {out_h}), 64, 0, stream>>>({call});")  # noqa: E731
     impls = [("naive", ["naive", "coalesced"], naive, {"baseline": True}), ("grid_stride", ["grid_stride"], grid),
              ("unrolled", ["unrolled"], unrolled)]
+    if B.wrong_for(p["name"]):
+        impls.append(B.mutant(impls[2], f"if (x < {out_w})", f"if (x < {out_w} - 1)", "off_by_one"))
     o = p["odd"]
     configs = B.configs3({"H": 20 + o, "W": 30 + o}, {"H": 720 + o, "W": 1280 + o}, {"H": 4320 + o, "W": 7680 + o})
     tol = {"atol": 1, "rtol": 0} if u8 else {"atol": 1e-4, "rtol": 1e-4}

@@ -60,6 +60,8 @@ for (int i = 0; i < {rows_c}; ++i) {{
         call = f"launch_gemv_{strat}({rows_c}, {cols_c}, alpha, {beta}, {int(acc)}, A, lda, x, y, stream);"
         impls.append((strat, tags, (lambda k, c: lambda proto: B.cuda_unit(proto, k, c))(kern, call),
                       {"baseline": strat == "naive"}))
+    if B.wrong_for(p["name"]):
+        impls.append(B.mutant(impls[0], "j < cols; ++j) s +=", "j < cols - 1; ++j) s +=", "off_by_one"))
     o, P = p["odd"], p["pad"]
     shp = {"square": ((30, 40), (2048, 2048), (8192, 8192)), "wide": ((8, 100), (256, 16384), (512, 65536)),
            "tall": ((100, 8), (16384, 256), (131072, 256))}[p["shape"]]

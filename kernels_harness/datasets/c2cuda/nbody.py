@@ -171,6 +171,8 @@ __global__ void pairs_unrolled({kargs}) {{
 }}""", f"pairs_unrolled<<<{B.grid1d('n', 128)}, 128, 0, stream>>>({call});")  # noqa: E731
     impls = [("naive", ["naive"], naive, {"baseline": True}), ("smem_tiled", ["smem_tiled"], tiled),
              ("unrolled", ["unrolled"], unrolled)]
+    if B.wrong_for(p["name"]):
+        impls.append(B.mutant(impls[0], f"j < {cnt}; ++j)", f"j < {cnt} - 1; ++j)", "off_by_one"))
     o = p["odd"]
     if kind == "kde" and layout == "cross":
         cfg = ({"N": 50 + o, "M": 70 + o}, {"N": 4096 + o, "M": 8192 + o}, {"N": 32768 + o, "M": 65536 // max(1, D // 4) + o})
@@ -239,6 +241,8 @@ __global__ void cdist_tiled({kargs}) {{
 }}""", f"if (n > 0 && m > 0) cdist_tiled<<<dim3((m + 15) / 16, (n + 15) / 16), dim3(16, 16), 0, stream>>>({call});")  # noqa: E731
     impls = [("naive", ["naive", "coalesced"], naive, {"baseline": True}), ("grid_stride", ["grid_stride"], grid),
              ("smem_tiled", ["smem_tiled"], tiled)]
+    if B.wrong_for(p["name"]):
+        impls.append(B.mutant(impls[0], "k < d; ++k)", "k < d - 1; ++k)", "off_by_one"))
     o = p["odd"]
     sqr = p["layout"] == "square"
     cfg = ({"N": 30 + o, "M": 40 + o if sqr else 7, "D": D},

@@ -234,6 +234,10 @@ def build(p: dict):
             kern += _vec_kernels(T)
         impls.append((sname, tags, (lambda kk, bb: lambda proto: B.cuda_unit(proto, kk, bb))(
             kern, launcher(sname, sname)), {"baseline": sname == "naive"}))
+    if B.wrong_for(p["name"], 35):
+        old = "k < K; ++k) s +=" if gemms else "j < cols; ++j) s +="
+        impls.append(B.mutant(impls[0], old, old.replace("< K;", "< K - 1;").replace("< cols;", "< cols - 1;"),
+                              "off_by_one"))
     syms = _SIZES[k]
     matrix_like = k in ("2mm", "3mm", "syrk", "syr2k", "trmm")
     base = (24, 256, 1536) if matrix_like else (40, 1024, 8192)

@@ -190,6 +190,8 @@ __global__ void sort_rank({kargs}) {{
   for (int m = 0; m < cols; ++m) rank += before(xr[m], m, v, j);
   if (rank < {limit}) {write("rank", "v", "j")}
 }}""", f"if (rows > 0) sort_rank<<<{B.grid1d('(long long)rows * cols')}, 256, 0, stream>>>({call});")))
+    if B.wrong_for(p["name"]):
+        impls.append(B.mutant(impls[1], "      __syncthreads();\n    }\n  }", "    }\n  }", "missing_barrier"))
     few = p["rows"] == "few_rows"
     rows = (2, 64, max(1024, (1 << 22) // C)) if few else (5, 2048, max(16384, (1 << 24) // C))
     cfgs = [{"R": r, "C": C} for r in rows]

@@ -149,6 +149,11 @@ __global__ void spmv_unrolled({kargs}) {{
   for (; q < k; ++q) {{ int c = col_idx[{slot}]; if (c >= 0) s += vals[{slot}] * x[c]; }}
   {store}
 }}""", f"spmv_unrolled<<<{B.grid1d('rows', 128)}, 128, 0, stream>>>({call});")))
+    if B.wrong_for(p["name"]):
+        if fmt.startswith("csr"):
+            impls.append(B.mutant(impls[0], "e < row_ptr[r + 1];", "e < row_ptr[r + 1] - 1;", "off_by_one"))
+        else:
+            impls.append(B.mutant(impls[0], "q < k;", "q < k - 1;", "off_by_one"))
     o, pr = p["odd"], p["per_row"]
     rect = p["shape"] == "rect"
     cfg = []

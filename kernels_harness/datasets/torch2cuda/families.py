@@ -110,6 +110,8 @@ __global__ void ew_vec4({kargs}) {{
 }}""", f"if ({total} > 0) ew_vec4<<<{B.grid1d(f'{total} / 4 + 4')}, 256, 0, stream>>>({call});")  # noqa: E731
     impls = [("naive", ["naive", "coalesced"], naive, {"baseline": True}),
              ("grid_stride", ["grid_stride", "coalesced"], grid), ("vectorized", ["vectorized", "coalesced"], vec)]
+    if B.wrong_for(p["name"]):
+        impls.append(B.mutant(impls[2], "if (j < n4) {", "if (j < n4 - 1) {", "off_by_one"))
     return _task(p, "elementwise_chain", "fused_" + B.slug(p["name"].split("_", 3)[-1])[:40].lower(), src, sig,
                  p["sizes"], consts, {"atol": 1e-5, "rtol": 1e-4}, f"{4 * len(chain)}*batch*features",
                  "8*batch*features", impls)
@@ -206,6 +208,8 @@ def row_build(p: dict):
         kern, launch = R.row_kernel(strat, kargs, load, passes, final, rows="batch", cols="features")
         impls.append((strat, tags, (lambda k_, l_: lambda proto: B.cuda_unit(proto, dev + "\n" + k_, f"{l_}({call});"))(
             kern, launch), {"baseline": strat == "naive"}))
+    if B.wrong_for(p["name"]):
+        impls.append(B.mutant(impls[0], "if (r >= batch) return;", "if (r >= batch - 1) return;", "off_by_one"))
     fam = {"reduction": "reduction_chain", "softmax": "softmax", "norm": "normalization"}[kind]
     tol = {"reduction": {"atol": 1e-3, "rtol": 1e-3}, "softmax": {"atol": 1e-5, "rtol": 1e-3},
            "norm": {"atol": 1e-4, "rtol": 1e-3}}[kind]
@@ -269,6 +273,8 @@ __global__ void epilogue({kargs}) {{
                 f"if ((long long)batch * out_features > 0) {epi_launch}")
         impls.append((strat + "_epilogue", tags, (lambda k_, b_: lambda proto: B.cuda_unit(proto, dev + k_ + epi, b_))(
             kern, body)))
+    if B.wrong_for(p["name"]):
+        impls.append(B.mutant(impls[0], "k < in_features; ++k)", "k < in_features - 1; ++k)", "off_by_one"))
     return _task(p, "linear_epilogue", B.slug("linear", O.describe(chain)[:30]).lower(), src, sig, p["sizes"], consts,
                  {"atol": 1e-3, "rtol": 1e-3}, "2*batch*in_features*out_features",
                  "4*(batch*in_features+in_features*out_features+batch*out_features)", impls)
@@ -356,6 +362,8 @@ __global__ void conv_smem({kargs}) {{
     impls = [("naive", ["naive", "coalesced"], flat("conv_naive", False), {"baseline": True}),
              ("unrolled", ["unrolled", "coalesced"], flat("conv_unrolled", True)),
              ("smem_filter", ["smem_tiled"], smem)]
+    if B.wrong_for(p["name"]):
+        impls.append(B.mutant(impls[0], "kx < {K}; ++kx)".format(K=K), "kx < {K} - 1; ++kx)".format(K=K), "off_by_one"))
     return _task(p, "conv_epilogue", B.slug("conv", f"k{K}", O.describe(chain)[:30]).lower(), src, sig, p["sizes"], consts,
                  {"atol": 1e-3, "rtol": 1e-3}, f"2*batch*cout*cin*{K * K}*height*width",
                  "4*batch*(cin+cout)*height*width", impls)
