@@ -24,19 +24,21 @@ _INIT = nnx.initializers.normal(0.02)
 
 
 class KVCache(NamedTuple):
-    """Per-layer key/value buffers: tuples of L arrays [B, S, Hkv, Dh] in the compute dtype."""
+    """Per-layer key/value buffers: tuples of L arrays [B, Hkv, S, Dh] in the compute dtype.
+
+    Heads before slots, so the attention matmuls read the buffers in place (batch dims leading)."""
     k: tuple[jax.Array, ...]
     v: tuple[jax.Array, ...]
 
     @staticmethod
     def zeros(cfg: ModelConfig, batch: int, slots: int, dtype=jnp.bfloat16) -> "KVCache":
-        shape = (batch, slots, cfg.num_kv_heads, cfg.head_dim)
+        shape = (batch, cfg.num_kv_heads, slots, cfg.head_dim)
         z = tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_layers))
         return KVCache(z, tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_layers)))
 
 
-# Logical axes of the cache buffers [B, S, Hkv, Dh] (used by sharding.cache_shardings).
-CACHE_AXES = (("data", "fsdp"), None, "tensor", None)
+# Logical axes of the cache buffers [B, Hkv, S, Dh] (used by sharding.cache_shardings).
+CACHE_AXES = (("data", "fsdp"), "tensor", None, None)
 
 
 def _param(rngs: nnx.Rngs, shape, axes, dtype, init=_INIT) -> nnx.Param:
@@ -76,7 +78,7 @@ class Attention(nnx.Module):
             self.q_norm = self.k_norm = None
 
     def __call__(self, x, cos, sin, mask, cache_kv, cache_index):
-        """x[B, T, D], cos/sin[B, T, Dh], mask bool[B, T, S]; cache_kv (k, v)[B, S, Hkv, Dh] or None.
+        """x[B, T, D], cos/sin[B, T, Dh], mask bool[B, T, S]; cache_kv (k, v)[B, Hkv, S, Dh] or None.
 
         Returns (out[B, T, D], (k, v)) where k/v are the updated cache buffers (or this step's keys
         and values when there is no cache).
@@ -92,19 +94,20 @@ class Attention(nnx.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, Hkv, T, Dh]
         if cache_kv is not None:
             ck, cv = cache_kv
             zero = jnp.zeros((), jnp.int32)
-            idx = (zero, jnp.asarray(cache_index, jnp.int32), zero, zero)
+            idx = (zero, zero, jnp.asarray(cache_index, jnp.int32), zero)
             k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), idx)
             v = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), idx)
         g = h // kv
         qg = q.reshape(b, t, kv, g, hd)
-        scores = jnp.einsum("btkgd,bskd->bkgts", qg, k.astype(self.dtype),
+        scores = jnp.einsum("btkgd,bksd->bkgts", qg, k.astype(self.dtype),
                             preferred_element_type=jnp.float32) * (hd ** -0.5)
         scores = jnp.where(mask[:, None, None, :, :], scores, jnp.float32(-1e30))
         probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
-        out = jnp.einsum("bkgts,bskd->btkgd", probs, v.astype(self.dtype)).reshape(b, t, h * hd)
+        out = jnp.einsum("bkgts,bksd->btkgd", probs, v.astype(self.dtype)).reshape(b, t, h * hd)
         out = out @ self.o[...].astype(self.dtype)
         if self.o_bias is not None:
             out = out + self.o_bias[...].astype(self.dtype)
@@ -169,14 +172,14 @@ class Decoder(nnx.Module):
         """Final-normed hidden states [B, T, D] (compute dtype) and the updated cache.
 
         tokens, positions: int32[B, T] (positions default to 0..T-1). Without a cache the keys are
-        this call's T tokens (causal). With a cache (buffers [B, S, Hkv, Dh]) the new keys are
+        this call's T tokens (causal). With a cache (buffers [B, Hkv, S, Dh]) the new keys are
         written at slots cache_index..cache_index+T-1 and queries see slots <= their own.
         kv_mask: bool[B, S] (S = T without a cache) marks real (non-padding) key slots.
         """
         b, t = tokens.shape
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
-        s = t if cache is None else cache.k[0].shape[1]
+        s = t if cache is None else cache.k[0].shape[2]
         q_slot = jnp.asarray(cache_index, jnp.int32) + jnp.arange(t, dtype=jnp.int32)
         mask = q_slot[:, None] >= jnp.arange(s, dtype=jnp.int32)[None, :]
         mask = jnp.broadcast_to(mask[None], (b, t, s))

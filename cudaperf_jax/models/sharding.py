@@ -62,6 +62,6 @@ def batch_sharding(mesh: Mesh, shape) -> NamedSharding:
 
 
 def cache_shardings(mesh: Mesh, cache):
-    """Shardings for a KVCache (buffers [B, S, Hkv, Dh]): batch over (data, fsdp), heads over tensor."""
+    """Shardings for a KVCache (buffers [B, Hkv, S, Dh]): batch over (data, fsdp), heads over tensor."""
     from cudaperf_jax.models.decoder import CACHE_AXES
     return jax.tree.map(lambda x: array_sharding(mesh, CACHE_AXES, x.shape), cache)
