@@ -127,7 +127,7 @@ def hf_model_for(name, model, export_dir, device, torch_dtype):
     hf_cfg = tf.AutoConfig.for_model(**model.cfg.to_hf())
     with torch.device(device):
         m = tf.AutoModelForCausalLM.from_config(hf_cfg, dtype=torch_dtype)
-    return m.eval()
+    return m.to(device).eval()
 
 
 def bench_hf(hf, batch, args, device, vocab):
@@ -245,11 +245,17 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dtype", default=None, help="bfloat16 (default on GPU) or float32 (default on CPU)")
     ap.add_argument("--no_hf", action="store_true", help="skip transformers")
-    ap.add_argument("--time_budget_s", type=float, default=420.0,
+    ap.add_argument("--time_budget_s", type=float, default=300.0,
                     help="skip measurements that would start after this many seconds (recorded as skipped)")
     ap.add_argument("--greedy_check_tokens", type=int, default=32,
                     help="after the timings: greedy tokens of JAX vs transformers on SmolLM2, batch 1 (0 = off)")
     args = ap.parse_args(argv)
+    if args.gguf is None and "smollm2-135m" in args.models:
+        try:
+            from cudaperf_jax.assets import default_model_path
+            args.gguf = str(default_model_path())
+        except Exception as e:  # noqa: BLE001
+            log(f"no --gguf and no cached default model ({e}); SmolLM2 runs with random weights")
     out_dir = Path(os.environ.get("OUT", "out"))
     out_dir.mkdir(parents=True, exist_ok=True)
     backend = jax.default_backend()
