@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from kernels_harness.tasks.schema import Arg, Implementation, Task
 
@@ -46,7 +46,7 @@ def ctype(dtype: str) -> str:
 
 def lit(value: float, dtype: str) -> str:
     """A C literal of `dtype` (1.5f for float32, 1.5 for float64, 3 for ints)."""
-    if dtype.startswith("int") or dtype.startswith("uint"):
+    if dtype.startswith(("int", "uint")):
         return str(int(value))
     text = repr(float(value))
     if "e" not in text and "." not in text:
@@ -170,3 +170,8 @@ def wrong_for(name: str, percent: int = 25) -> bool:
     """A stable pseudo-random choice of the programs that carry a negative."""
     import hashlib
     return int(hashlib.sha1(name.encode()).hexdigest()[:6], 16) % 100 < percent
+
+
+def unit_fn(kernels: str, body: str):
+    """An implementation source function: prototype -> cuda_unit(prototype, kernels, body)."""
+    return lambda proto: cuda_unit(proto, kernels, body)

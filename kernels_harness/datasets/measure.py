@@ -204,6 +204,41 @@ class Timer:
         return float(med), float(q3 - q1), len(times), int(rc)
 
 
+def torch_eager_ms(cp, timer: Timer, task: Task, config: dict) -> float | None:
+    """PyTorch eager time of a torch2cuda module on this config (the track's baseline), or None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    ns: dict = {"__name__": "measure_module"}
+    exec(compile(task.source, f"<{task.id}>", "exec"), ns)  # noqa: S102 - the task's own module
+    for k in task.extra.get("constants", []):
+        if k in config:
+            ns[k] = config[k]
+    torch.manual_seed(0)
+    model = ns["Model"](*ns["get_init_inputs"]()).cuda().eval()
+    inputs = [x.cuda() if hasattr(x, "cuda") else x for x in ns["get_inputs"]()]
+    times = []
+    with torch.no_grad():
+        model(*inputs)
+        torch.cuda.synchronize()
+        while len(times) < timer.max_reps:
+            timer.flush.fill(0)
+            cp.cuda.runtime.deviceSynchronize()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            model(*inputs)
+            torch.cuda.synchronize()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+            if len(times) >= 3 and sum(times) >= timer.target_ms:
+                break
+    del model, inputs
+    torch.cuda.empty_cache()
+    return float(np.median(times))
+
+
 # ---- one task ------------------------------------------------------------------------------------
 def measure_task(cp, timer: Timer, ti: int, task: Task, fns: dict, seed: int, deadline: float) -> dict:
     rec = {"task": task.id, "family": task.family, "track": task.track, "split": task.split,
@@ -212,6 +247,8 @@ def measure_task(cp, timer: Timer, ti: int, task: Task, fns: dict, seed: int, de
            "baseline": next((k for k, i in enumerate(task.implementations) if i.baseline), 0),
            "configs": [c.get("name", str(k)) for k, c in enumerate(task.configs)],
            "time_ms": [], "iqr_ms": [], "agrees": [], "max_err": [], "errors": []}
+    if task.track == "torch2cuda":
+        rec["torch_eager_ms"] = [None] * len(task.configs)
     rng = np.random.default_rng(seed)
     n_i = len(task.implementations)
     for ci, config in enumerate(task.configs):
@@ -253,9 +290,9 @@ def measure_task(cp, timer: Timer, ti: int, task: Task, fns: dict, seed: int, de
                         row_a[ii], row_e[ii] = True, 0.0
                     elif ref is not None:
                         row_a[ii], row_e[ii] = compare(cp, task, outs, ref)
-                    med, iqr, reps, _ = timer.time(fn, args)
+                    med, iqr, _, _ = timer.time(fn, args)
                     row_t[ii], row_q[ii] = med, iqr
-                except Exception as e:  # noqa: BLE001 - a faulty kernel must not stop the run
+                except Exception as e:
                     rec["errors"].append(f"{task.implementations[ii].name} config {ci}: {type(e).__name__}: {str(e)[:200]}")
                     if "illegal" in str(e).lower() or "sticky" in str(e).lower():
                         raise
@@ -268,14 +305,20 @@ def measure_task(cp, timer: Timer, ti: int, task: Task, fns: dict, seed: int, de
             rec["iqr_ms"].append(row_q)
             rec["agrees"].append(row_a)
             rec["max_err"].append(row_e)
+            arrays = pristine = ref = None
             cp.get_default_memory_pool().free_all_blocks()
+        if task.track == "torch2cuda" and not rec.get("fatal") and time.time() < deadline:
+            try:
+                rec["torch_eager_ms"][ci] = torch_eager_ms(cp, timer, task, config)
+            except Exception as e:  # noqa: BLE001
+                rec["errors"].append(f"torch eager config {ci}: {type(e).__name__}: {str(e)[:200]}")
     return rec
 
 
 # ---- outputs -------------------------------------------------------------------------------------
 def provenance(cp, argv: list[str], started: str, extra: dict) -> dict:
     info = {"command": " ".join(["python -m kernels_harness.datasets.measure"] + argv), "started_utc": started,
-            "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "finished_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "host": platform.node(), "python": platform.python_version()}
     try:
         props = cp.cuda.runtime.getDeviceProperties(0)
@@ -288,15 +331,15 @@ def provenance(cp, argv: list[str], started: str, extra: dict) -> dict:
         info["gpu_error"] = str(e)
     try:
         smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,memory.total",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20, check=False)
         info["nvidia_smi"] = smi.stdout.strip()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001, S110
         pass
     try:
         from kernels_harness.build import nvcc
-        v = subprocess.run([str(nvcc.find_nvcc()), "--version"], capture_output=True, text=True, timeout=30)
+        v = subprocess.run([str(nvcc.find_nvcc()), "--version"], capture_output=True, text=True, timeout=30, check=False)
         info["nvcc"] = v.stdout.strip().splitlines()[-1]
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001, S110
         pass
     info.update(extra)
     return info
@@ -393,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     t_start = time.time()
     deadline = t_start + args.max_seconds
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:

@@ -12,11 +12,25 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from kernels_harness.datasets import base as B
-from kernels_harness.datasets.c2cuda import (conv, elementwise, gather, histogram, image, linalg, nbody, polybench,
-                                             reductions, scans, sorting, spmv, stencils, transpose)
+from kernels_harness.datasets.c2cuda import (
+    conv,
+    elementwise,
+    gather,
+    histogram,
+    image,
+    linalg,
+    nbody,
+    polybench,
+    reductions,
+    scans,
+    sorting,
+    spmv,
+    stencils,
+    transpose,
+)
 from kernels_harness.datasets.torch2cuda import families as T
 from kernels_harness.tasks.errors import TaskError
 from kernels_harness.tasks.schema import Task

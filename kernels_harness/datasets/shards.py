@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from kernels_harness.tasks.errors import TaskError
 from kernels_harness.tasks.schema import Task

@@ -7,7 +7,7 @@ configs of the O(N^2) and O(N^3) families would take minutes in emulation); on c
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 from kernels_harness.tasks.schema import Task
 
@@ -31,7 +31,9 @@ def validate_tasks(tasks: Sequence[Task], backend: str = "cpu", workers: int = 2
     {"id", "family", "ok": all verdicts agree with the labels, "verdicts": {impl: status},
      "mismatches": ["impl: expected correct, got wrong (first error)", ...]}
     """
-    from kernels_harness.run import HarnessPool  # late: the harness pulls in worker machinery
+    from kernels_harness.run import (
+        HarnessPool,  # late: the harness pulls in worker machinery
+    )
 
     runnable = [dataclasses.replace(t, configs=t.configs[:1]) if backend == "cpu" else t for t in tasks]
     jobs = [(t, impl) for t in runnable for impl in t.implementations]

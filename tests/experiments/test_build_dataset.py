@@ -9,7 +9,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _run(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "experiments.build_dataset", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def test_dry_run_prints_counts_per_track_and_family():

@@ -110,8 +110,8 @@ def build(p: dict):
     call = ", ".join(a.name for a in sig)
 
     def flat(name, body_per_out, grid_cap=None, pre=""):
-        loop = (f"for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; "
-                f"e += (long long)gridDim.x * blockDim.x) {{") if grid_cap else \
+        loop = ("for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; "
+                "e += (long long)gridDim.x * blockDim.x) {") if grid_cap else \
             "long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n  if (e < total) {"
         return lambda proto: B.cuda_unit(proto, f"""
 __global__ void {name}({kargs}) {{

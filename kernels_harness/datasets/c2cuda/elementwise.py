@@ -80,7 +80,6 @@ def variants(rng: random.Random) -> list[dict]:
 
 def build(p: dict):
     dtype, form, S = p["dtype"], p["form"], p["stride"]
-    T = B.ctype(dtype)
     entry = "ew_" + form
     sig = [B.scalar("n", "int32", "N"), B.scalar("alpha", dtype, 0.75)]
     if form == "inplace":

@@ -53,7 +53,6 @@ def _scale(s: str):
 
 def build(p: dict):
     op, dt, ch, border = p["op"], p["dtype"], p["ch"], p["border"]
-    T = B.ctype(dt)
     u8 = dt == "uint8"
     init = "randint(0, 256)" if u8 else "uniform(0, 1)"
     entry = {"blur": p["filter"] + "_blur", "sobel": "sobel_" + p["filter"], "resize": "resize_" + p["filter"],
@@ -103,7 +102,7 @@ def build(p: dict):
                    f"  for (int c = 0; c < {ch}; ++c) dst[((long long)y * ow + x) * {ch} + c] = "
                    f"src[((long long)sy * w + sx) * {ch} + c];")
         else:
-            a = lambda Y, X: at.replace("Y", Y).replace("X", X).replace("+ C]", "+ c]")  # noqa: E731
+            a = lambda Y, X: at.replace("Y", Y).replace("X", X).replace("+ C]", "+ c]")
             pix = (f"float fy = ((float)y + 0.5f) * ((float)h / (float)oh) - 0.5f;\n"
                    f"  float fx = ((float)x + 0.5f) * ((float)w / (float)ow) - 0.5f;\n"
                    f"  int y0 = (int)floorf(fy), x0 = (int)floorf(fx);\n"
@@ -116,9 +115,9 @@ def build(p: dict):
     else:
         wr, wg, wb = GRAY[p["filter"]]
         if p["layout"] == "hwc":
-            ch_at = lambda c: f"(float)src[((long long)y * w + x) * 3 + {c}]"  # noqa: E731
+            ch_at = lambda c: f"(float)src[((long long)y * w + x) * 3 + {c}]"
         else:
-            ch_at = lambda c: f"(float)src[(long long){c} * h * w + (long long)y * w + x]"  # noqa: E731
+            ch_at = lambda c: f"(float)src[(long long){c} * h * w + (long long)y * w + x]"
         pix = (f"float v = {wr!r}f * {ch_at(0)} + {wg!r}f * {ch_at(1)} + {wb!r}f * {ch_at(2)};\n"
                f"  dst[(long long)y * w + x] = {store_val};")
     helpers = fix if op != "gray" else ""
@@ -134,7 +133,7 @@ __global__ void image_naive({kargs}) {{
   int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= {out_w} || y >= {out_h}) return;
   {pix}
-}}""", f"if ({total} > 0) image_naive<<<dim3(({out_w} + 31) / 32, ({out_h} + 7) / 8), dim3(32, 8), 0, stream>>>({call});")  # noqa: E731
+}}""", f"if ({total} > 0) image_naive<<<dim3(({out_w} + 31) / 32, ({out_h} + 7) / 8), dim3(32, 8), 0, stream>>>({call});")
     grid = lambda proto: B.cuda_unit(proto, f"""
 {dev}
 __global__ void image_grid({kargs}) {{
@@ -142,7 +141,7 @@ __global__ void image_grid({kargs}) {{
     int x = (int)(e % {out_w}), y = (int)(e / {out_w});
     {pix}
   }}
-}}""", f"if ({total} > 0) image_grid<<<{B.grid1d(total, 256, '4096')}, 256, 0, stream>>>({call});")  # noqa: E731
+}}""", f"if ({total} > 0) image_grid<<<{B.grid1d(total, 256, '4096')}, 256, 0, stream>>>({call});")
     unrolled = lambda proto: B.cuda_unit(proto, f"""
 {dev}
 __global__ void image_unrolled({kargs}) {{
@@ -154,7 +153,7 @@ __global__ void image_unrolled({kargs}) {{
       {pix}
     }}
   }}
-}}""", f"if ({total} > 0) image_unrolled<<<dim3(({out_w} + 255) / 256, {out_h}), 64, 0, stream>>>({call});")  # noqa: E731
+}}""", f"if ({total} > 0) image_unrolled<<<dim3(({out_w} + 255) / 256, {out_h}), 64, 0, stream>>>({call});")
     impls = [("naive", ["naive", "coalesced"], naive, {"baseline": True}), ("grid_stride", ["grid_stride"], grid),
              ("unrolled", ["unrolled"], unrolled)]
     if B.wrong_for(p["name"]):

@@ -58,7 +58,7 @@ for (int i = 0; i < {rows_c}; ++i) {{
     for strat, tags in blas.GEMV_STRATEGIES.items():
         kern = blas.gemv_kernel(strat, T, trans, strat)
         call = f"launch_gemv_{strat}({rows_c}, {cols_c}, alpha, {beta}, {int(acc)}, A, lda, x, y, stream);"
-        impls.append((strat, tags, (lambda k, c: lambda proto: B.cuda_unit(proto, k, c))(kern, call),
+        impls.append((strat, tags, B.unit_fn(kern, call),
                       {"baseline": strat == "naive"}))
     if B.wrong_for(p["name"]):
         impls.append(B.mutant(impls[0], "j < cols; ++j) s +=", "j < cols - 1; ++j) s +=", "off_by_one"))
@@ -117,12 +117,12 @@ for (int i = 0; i < m; ++i)
     impls = []
     for strat, tags in blas.GEMM_STRATEGIES.items():
         kern = blas.gemm_kernel(strat, T, ta, tb, strat)
-        impls.append((strat, tags, (lambda k_, c_: lambda proto: B.cuda_unit(proto, k_, c_))(
+        impls.append((strat, tags, B.unit_fn(
             kern, call.format(s=strat)), {"baseline": strat == "naive"}))
     if p["wrong"]:
         kern = blas.gemm_kernel("smem_tiled", T, ta, tb, "nosync")
         kern = _drop_last_barrier(kern)
-        impls.append(("smem_tiled_nosync", ["smem_tiled"], (lambda k_, c_: lambda proto: B.cuda_unit(proto, k_, c_))(
+        impls.append(("smem_tiled_nosync", ["smem_tiled"], B.unit_fn(
             kern, call.format(s="nosync")), {"defect": "missing_barrier"}))
     o = p["odd"]
     shp = {"square": ((24, 20, 28), (512, 512, 512), (2048, 2048, 2048)),

@@ -50,7 +50,7 @@ def _pairsum(p: dict):
     """accel / potential / kde: out_i = sum_j f(i, j)."""
     kind, layout, dt, D = p["kind"], p["layout"], p["dtype"], p["D"]
     T = B.ctype(dt)
-    L = lambda v: B.lit(v, dt)  # noqa: E731
+    L = lambda v: B.lit(v, dt)
     sq = B.mathfn("sqrt", dt)
     ex = B.mathfn("exp", dt)
     if kind == "kde":
@@ -64,7 +64,7 @@ def _pairsum(p: dict):
         sig.append(B.out("dens", dt, ["N"]))
         src, cnt = ("q", "n") if layout == "self" else ("pts", "m")
         # the interacting point j is staged as D values: pj[d]
-        load_j = lambda arr, j: [f"{arr}[(long long)({j}) * {D} + {d}]" for d in range(D)]  # noqa: E731
+        load_j = lambda arr, j: [f"{arr}[(long long)({j}) * {D} + {d}]" for d in range(D)]
         mine = [f"q[(long long)i * {D} + {d}]" for d in range(D)]
 
         def inter(pj, acc="acc", i_=None):
@@ -83,9 +83,9 @@ def _pairsum(p: dict):
         sig += [B.out("acc", dt, ["N", 3])] if kind == "accel" else [B.out("phi", dt, ["N"])]
         src, cnt = ("body" if layout == "aos" else "soa", "n")
         if layout == "aos":
-            load_j = lambda arr, j: [f"body[(long long)({j}) * 4 + {d}]" for d in range(4)]  # noqa: E731
+            load_j = lambda arr, j: [f"body[(long long)({j}) * 4 + {d}]" for d in range(4)]
         else:
-            load_j = lambda arr, j: [f"{c}[{j}]" for c in ("px", "py", "pz", "mass")]  # noqa: E731
+            load_j = lambda arr, j: [f"{c}[{j}]" for c in ("px", "py", "pz", "mass")]
         mine = load_j(None, "i")
         decl_i = f"{T} qi[3];\n  " + " ".join(f"qi[{d}] = {mine[d]};" for d in range(3))
         stride_j = 4
@@ -122,7 +122,7 @@ __global__ void pairs_naive({kargs}) {{
   for (int j = 0; j < {cnt}; ++j)
     {inter(load_j(src, "j"))}
   {store}
-}}""", f"pairs_naive<<<{B.grid1d('n', 128)}, 128, 0, stream>>>({call});")  # noqa: E731
+}}""", f"pairs_naive<<<{B.grid1d('n', 128)}, 128, 0, stream>>>({call});")
     # shared-memory tiles of 128 interacting points, each as stride_j values
     width = stride_j
     tile_vals = [f"tile[(jj) * {width} + {d}]" for d in range(width)]
@@ -149,7 +149,7 @@ __global__ void pairs_tiled({kargs}) {{
     __syncthreads();
   }}
   if (live) {{ {store} }}
-}}""", f"pairs_tiled<<<{B.grid1d('n', 128)}, 128, 0, stream>>>({call});")  # noqa: E731
+}}""", f"pairs_tiled<<<{B.grid1d('n', 128)}, 128, 0, stream>>>({call});")
     unrolled = lambda proto: B.cuda_unit(proto, f"""
 __global__ void pairs_unrolled({kargs}) {{
   {head}
@@ -168,7 +168,7 @@ __global__ void pairs_unrolled({kargs}) {{
   for (; j < {cnt}; ++j)
     {inter(load_j(src, "j"))}
   {store}
-}}""", f"pairs_unrolled<<<{B.grid1d('n', 128)}, 128, 0, stream>>>({call});")  # noqa: E731
+}}""", f"pairs_unrolled<<<{B.grid1d('n', 128)}, 128, 0, stream>>>({call});")
     impls = [("naive", ["naive"], naive, {"baseline": True}), ("smem_tiled", ["smem_tiled"], tiled),
              ("unrolled", ["unrolled"], unrolled)]
     if B.wrong_for(p["name"]):
@@ -212,7 +212,7 @@ __global__ void cdist_naive({kargs}) {{
   int j = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y * blockDim.y + threadIdx.y;
   if (i >= n || j >= m) return;
   {point}
-}}""", f"if (n > 0 && m > 0) cdist_naive<<<dim3((m + 31) / 32, (n + 7) / 8), dim3(32, 8), 0, stream>>>({call});")  # noqa: E731
+}}""", f"if (n > 0 && m > 0) cdist_naive<<<dim3((m + 31) / 32, (n + 7) / 8), dim3(32, 8), 0, stream>>>({call});")
     grid = lambda proto: B.cuda_unit(proto, f"""
 __global__ void cdist_grid({kargs}) {{
   long long total = (long long)n * m;
@@ -220,7 +220,7 @@ __global__ void cdist_grid({kargs}) {{
     int i = (int)(e / m), j = (int)(e % m);
     {point}
   }}
-}}""", f"cdist_grid<<<{B.grid1d('(long long)n * m', 256, '4096')}, 256, 0, stream>>>({call});")  # noqa: E731
+}}""", f"cdist_grid<<<{B.grid1d('(long long)n * m', 256, '4096')}, 256, 0, stream>>>({call});")
     tiled = lambda proto: B.cuda_unit(proto, f"""
 __global__ void cdist_tiled({kargs}) {{
   __shared__ {T} as[16][17];
@@ -238,7 +238,7 @@ __global__ void cdist_tiled({kargs}) {{
     __syncthreads();
   }}
   if (i < n && j < m) dist[(long long)i * m + j] = {fin};
-}}""", f"if (n > 0 && m > 0) cdist_tiled<<<dim3((m + 15) / 16, (n + 15) / 16), dim3(16, 16), 0, stream>>>({call});")  # noqa: E731
+}}""", f"if (n > 0 && m > 0) cdist_tiled<<<dim3((m + 15) / 16, (n + 15) / 16), dim3(16, 16), 0, stream>>>({call});")
     impls = [("naive", ["naive", "coalesced"], naive, {"baseline": True}), ("grid_stride", ["grid_stride"], grid),
              ("smem_tiled", ["smem_tiled"], tiled)]
     if B.wrong_for(p["name"]):

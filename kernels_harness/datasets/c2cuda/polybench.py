@@ -48,7 +48,7 @@ __global__ void axpy(int n, {T} a, const {T}* x, {T}* y) {{
 def _spec(k: str, T: str, dt: str):
     """(signature, C body, [(gemm ta, tb) needed], [gemv trans needed], launcher(gm, gv) -> C body)."""
     one, zero = B.lit(1, dt), B.lit(0, dt)
-    S = lambda n, v: B.scalar(n, "int32" if isinstance(v, str) else dt, v)  # noqa: E731
+    S = lambda n, v: B.scalar(n, "int32" if isinstance(v, str) else dt, v)
     if k == "2mm":
         sig = [S("ni", "NI"), S("nj", "NJ"), S("nk", "NK"), S("nl", "NL"), S("alpha", 1.5), S("beta", 1.2),
                B.out("tmp", dt, ["NI", "NJ"]), B.inp("A", dt, ["NI", "NK"]), B.inp("B", dt, ["NK", "NJ"]),
@@ -232,7 +232,7 @@ def build(p: dict):
             kern += blas.gemv_kernel(vs, T, tr, f"{sname}_{'t' if tr else 'n'}")
         if k in ("gemver", "gesummv"):
             kern += _vec_kernels(T)
-        impls.append((sname, tags, (lambda kk, bb: lambda proto: B.cuda_unit(proto, kk, bb))(
+        impls.append((sname, tags, B.unit_fn(
             kern, launcher(sname, sname)), {"baseline": sname == "naive"}))
     if B.wrong_for(p["name"], 35):
         old = "k < K; ++k) s +=" if gemms else "j < cols; ++j) s +="

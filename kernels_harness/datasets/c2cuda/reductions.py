@@ -80,7 +80,7 @@ def build(p: dict):
     T = B.ctype(dt)
     is_arg = op.startswith("arg")
     out_dt = "int32" if is_arg else dt
-    n_out, n_red = ("R", "C") if axis == 1 else ("C", "R")
+    n_out = "R" if axis == 1 else "C"
     entry = f"reduce_{op}_axis{axis}"
     sig = [B.scalar("rows", "int32", "R"), B.scalar("cols", "int32", "C"), B.scalar("ld", "int32", "C+P"),
            B.inp("x", dt, ["R", "C+P"]), B.out("y", out_dt, [n_out])]

@@ -89,11 +89,11 @@ def elementwise_build(p: dict):
 __global__ void ew_naive({kargs}) {{
   long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < {total}) {elem}
-}}""", f"if ({total} > 0) ew_naive<<<{B.grid1d(total)}, 256, 0, stream>>>({call});")  # noqa: E731
+}}""", f"if ({total} > 0) ew_naive<<<{B.grid1d(total)}, 256, 0, stream>>>({call});")
     grid = lambda proto: B.cuda_unit(proto, f"""{dev}
 __global__ void ew_grid({kargs}) {{
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < {total}; i += (long long)gridDim.x * blockDim.x) {elem}
-}}""", f"if ({total} > 0) ew_grid<<<{B.grid1d(total, 256, '2048')}, 256, 0, stream>>>({call});")  # noqa: E731
+}}""", f"if ({total} > 0) ew_grid<<<{B.grid1d(total, 256, '2048')}, 256, 0, stream>>>({call});")
     comps = " ".join(f"r.{c} = {O.cuda_call(chain, 'ew', f'a.{c}', f'(int)((4 * j + {k}) % features)')};"
                      for k, c in enumerate("xyzw"))
     vec = lambda proto: B.cuda_unit(proto, f"""{dev}
@@ -107,7 +107,7 @@ __global__ void ew_vec4({kargs}) {{
     reinterpret_cast<float4*>(out)[j] = r;
   }}
   if (j < total - n4 * 4) {{ long long i = n4 * 4 + j; {elem} }}
-}}""", f"if ({total} > 0) ew_vec4<<<{B.grid1d(f'{total} / 4 + 4')}, 256, 0, stream>>>({call});")  # noqa: E731
+}}""", f"if ({total} > 0) ew_vec4<<<{B.grid1d(f'{total} / 4 + 4')}, 256, 0, stream>>>({call});")
     impls = [("naive", ["naive", "coalesced"], naive, {"baseline": True}),
              ("grid_stride", ["grid_stride", "coalesced"], grid), ("vectorized", ["vectorized", "coalesced"], vec)]
     if B.wrong_for(p["name"]):
@@ -206,8 +206,7 @@ def row_build(p: dict):
     for strat, tags in (("naive", ["naive"]), ("warp", ["warp_shuffle", "coalesced"]),
                         ("block", ["smem_tiled", "warp_shuffle", "coalesced"])):
         kern, launch = R.row_kernel(strat, kargs, load, passes, final, rows="batch", cols="features")
-        impls.append((strat, tags, (lambda k_, l_: lambda proto: B.cuda_unit(proto, dev + "\n" + k_, f"{l_}({call});"))(
-            kern, launch), {"baseline": strat == "naive"}))
+        impls.append((strat, tags, B.unit_fn(dev + "\n" + kern, f"{launch}({call});"), {"baseline": strat == "naive"}))
     if B.wrong_for(p["name"]):
         impls.append(B.mutant(impls[0], "if (r >= batch) return;", "if (r >= batch - 1) return;", "off_by_one"))
     fam = {"reduction": "reduction_chain", "softmax": "softmax", "norm": "normalization"}[kind]
@@ -256,7 +255,7 @@ __global__ void linear_naive({kargs}) {{
   float s = 0.0f;
   for (int k = 0; k < in_features; ++k) s += x[(long long)b * in_features + k] * linear_weight[(long long)o * in_features + k];
   out[(long long)b * out_features + o] = {O.cuda_call(chain, 'epi', 's' + bias_e, 'o')};
-}}""", f"if (batch > 0 && out_features > 0) linear_naive<<<dim3((out_features + 127) / 128, batch), 128, 0, stream>>>({call});")  # noqa: E731
+}}""", f"if (batch > 0 && out_features > 0) linear_naive<<<dim3((out_features + 127) / 128, batch), 128, 0, stream>>>({call});")
     epi = f"""
 __global__ void epilogue({kargs}) {{
   long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -271,8 +270,7 @@ __global__ void epilogue({kargs}) {{
         body = (f"launch_gemm_{strat}(batch, out_features, in_features, 1.0f, 0.0f, 0, 0, x, in_features, "
                 f"linear_weight, in_features, out, out_features, stream);\n"
                 f"if ((long long)batch * out_features > 0) {epi_launch}")
-        impls.append((strat + "_epilogue", tags, (lambda k_, b_: lambda proto: B.cuda_unit(proto, dev + k_ + epi, b_))(
-            kern, body)))
+        impls.append((strat + "_epilogue", tags, B.unit_fn(dev + kern + epi, body)))
     if B.wrong_for(p["name"]):
         impls.append(B.mutant(impls[0], "k < in_features; ++k)", "k < in_features - 1; ++k)", "off_by_one"))
     return _task(p, "linear_epilogue", B.slug("linear", O.describe(chain)[:30]).lower(), src, sig, p["sizes"], consts,
@@ -358,12 +356,12 @@ __global__ void conv_smem({kargs}) {{
   int ox = (int)(pix % ow), oy = (int)(pix / ow);
   {body(f"ws + q * {K * K}", False)}
 }}""", f"if ({total} > 0) conv_smem<<<dim3((unsigned)(((long long)(height + {d}) * (width + {d}) + 255) / 256), cout, batch), 256, "
-            f"sizeof(float) * cin * {K * K}, stream>>>({call});")  # noqa: E731
+            f"sizeof(float) * cin * {K * K}, stream>>>({call});")
     impls = [("naive", ["naive", "coalesced"], flat("conv_naive", False), {"baseline": True}),
              ("unrolled", ["unrolled", "coalesced"], flat("conv_unrolled", True)),
              ("smem_filter", ["smem_tiled"], smem)]
     if B.wrong_for(p["name"]):
-        impls.append(B.mutant(impls[0], "kx < {K}; ++kx)".format(K=K), "kx < {K} - 1; ++kx)".format(K=K), "off_by_one"))
+        impls.append(B.mutant(impls[0], f"kx < {K}; ++kx)", f"kx < {K} - 1; ++kx)", "off_by_one"))
     return _task(p, "conv_epilogue", B.slug("conv", f"k{K}", O.describe(chain)[:30]).lower(), src, sig, p["sizes"], consts,
                  {"atol": 1e-3, "rtol": 1e-3}, f"2*batch*cout*cin*{K * K}*height*width",
                  "4*batch*(cin+cout)*height*width", impls)

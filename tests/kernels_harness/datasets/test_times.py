@@ -1,7 +1,6 @@
 """The measured-times store: tensorstore zarr round trip, speedups against the baseline, table, plot."""
 import math
 
-import numpy as np
 import pytest
 
 from kernels_harness.datasets import times

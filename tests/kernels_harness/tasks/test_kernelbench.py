@@ -7,9 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels_harness.tasks import kernelbench as kb  # noqa: E402
-from kernels_harness.tasks.errors import TaskError  # noqa: E402
-from kernels_harness.tasks.schema import Task, config_env  # noqa: E402
+from kernels_harness.tasks import kernelbench as kb
+from kernels_harness.tasks.errors import TaskError
+from kernels_harness.tasks.schema import Task, config_env
 
 EXAMPLE = Path("/work/shared/examples/level_example/3_Scaled_GELU_RowSum.py")
 EXAMPLE_TEXT = '''import torch
@@ -65,7 +65,7 @@ def test_import_example(example):
         ("x_d0", "scalar", None), ("x_d1", "scalar", None), ("out_d0", "scalar", None)]
     assert t.signature[0].shape == ("x_d0", "x_d1")
     assert t.extra["constants"] == ["batch", "features"]
-    small, medium, large = t.configs
+    small, _, large = t.configs
     assert (large["batch"], large["features"]) == (4096, 1024)
     assert (small["batch"], small["features"]) == (256, 64)
     assert small["x_d0"] == 256 and small["x_d1"] == 64 and small["bias_d0"] == 64 and small["out_d0"] == 256
@@ -132,6 +132,7 @@ extern "C" int scaled_gelu_rowsum(const float* x, const float* bias, float* out,
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the cpu backend")
 def test_imported_task_judged_by_the_harness(example):
     import dataclasses
+
     from kernels_harness.run import HarnessPool
     t = kb.import_file(example, configs=[{"batch": 8, "features": 32}, {"batch": 16, "features": 64},
                                          {"batch": 64, "features": 256}])
