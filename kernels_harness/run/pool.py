@@ -215,7 +215,7 @@ class HarnessPool:
         if any(t.track == "torch2cuda" for t, _ in items) and not importlib.util.find_spec("torch"):
             raise HarnessSetupError("torch2cuda tasks need PyTorch; run `pip install 'cudaperf-jax[torch]'`")
         results: list = [None] * len(items)
-        pending: dict[Future, int] = {}
+        pending: dict[Future, list] = {}  # one build may serve several items (the same source twice)
         support: dict[int, dict] = {}
         t_static = {}
         for i, (task, source) in enumerate(items):
@@ -226,7 +226,7 @@ class HarnessPool:
                 results[i] = failed_before_run(task, self.backend, "hack", violations=violations,
                                                seconds={"static": t_static[i]})
                 continue
-            pending[self._build("solution", source)] = i
+            pending.setdefault(self._build("solution", source), []).append(i)
             support[i] = self._support(task)
         bar = None
         if self.progress:
@@ -236,8 +236,8 @@ class HarnessPool:
         runner = ThreadPoolExecutor(max(1, len(self._slots)))
         running = []
         for fut in as_completed(list(pending)):
-            i = pending[fut]
-            running.append(runner.submit(self._finish, i, items[i], fut, support[i], t_static[i], results, bar))
+            for i in pending[fut]:
+                running.append(runner.submit(self._finish, i, items[i], fut, support[i], t_static[i], results, bar))
         for r in running:
             r.result()
         runner.shutdown()
