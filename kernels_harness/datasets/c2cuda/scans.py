@@ -150,8 +150,10 @@ __global__ void scan_block({kargs}) {{
     if p["wrong"]:
         if excl:
             impls.append(("naive_shifted", ["naive"], naive(shift_bug=True), {"defect": "off_by_one"}))
-        else:
+        elif op == "sum":
             impls.append(("block_smem_nosync", ["smem_tiled"], block(False), {"defect": "missing_barrier"}))
+        else:  # min/max are idempotent: a missing barrier can go unnoticed, so the negative is a boundary bug
+            impls.append(B.mutant(impls[0], "j < cols; ++j) {", "j < cols - 1; ++j) {", "off_by_one"))
     o, S = p["odd"], p["stride"]
     if p["regime"] == "many_short":
         cfg = ({"R": 32 + o, "C": 48 + o}, {"R": 8192 + o, "C": 96 + o}, {"R": 131072 + o, "C": 128 + o})
