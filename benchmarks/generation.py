@@ -172,6 +172,30 @@ def greedy_check(model, hf, args, device):
     return {"tokens": n, "jax_len": len(got), "leading_agreement": agree, "dtype": str(model.dtype.__name__ if hasattr(model.dtype, "__name__") else model.dtype)}
 
 
+def weight_stream_tb_s(model, reps=5):
+    """TB/s of a jitted chain of batch-1 matvecs over every matrix of the model (no attention, no sampling):
+    the bandwidth XLA reaches on these very weights, an upper bound for batch-1 decode."""
+    from flax import nnx
+    mats = [x for x in jax.tree.leaves(nnx.state(model, nnx.Param)) if x.ndim >= 2]
+    nbytes = sum(m.size * m.dtype.itemsize for m in mats)
+
+    @jax.jit
+    def chain(ms):
+        acc = jnp.float32(0)
+        for w in ms:
+            w2 = w.reshape(w.shape[0], -1)
+            v = jnp.ones((1, w2.shape[0]), w.dtype) * (1 + acc * 1e-30).astype(w.dtype)
+            acc = acc + jnp.sum((v @ w2).astype(jnp.float32))
+        return acc
+
+    chain(mats).block_until_ready()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        out = chain(mats)
+    out.block_until_ready()
+    return nbytes * reps / (time.perf_counter() - t0) / 1e12
+
+
 def measured_copy_bandwidth():
     x = jnp.ones((256 * 1024 * 1024,), jnp.bfloat16)  # 512 MiB
     f = jax.jit(lambda a: a * 2)
@@ -230,7 +254,8 @@ def table(results):
         if "hbm_fraction_datasheet" in r:
             rows.append(f"{name} batch-1 decode: {r['hbm_tb_s']:.2f} TB/s = {r['hbm_fraction_datasheet']:.2f} of "
                         f"{HBM_DATASHEET / 1e12:.1f} TB/s datasheet, {r.get('hbm_fraction_measured', float('nan')):.2f}"
-                        f" of measured copy bandwidth")
+                        f" of measured copy bandwidth; weights-only matvec chain "
+                        f"{r.get('weight_stream_tb_s', float('nan')):.2f} TB/s")
     return "\n".join(rows)
 
 
@@ -300,6 +325,12 @@ def main(argv=None):
                     f"step {x['decode_step_ms']:.3f} ms, compile {x['compile_s']:.1f} s")
                 r["jax"].append(x)
                 if b == 1 and "hbm_tb_s" in x:
+                    if backend == "gpu":
+                        try:
+                            r["weight_stream_tb_s"] = weight_stream_tb_s(model)
+                            log(f"  weights-only matvec chain: {r['weight_stream_tb_s']:.2f} TB/s")
+                        except Exception as e:  # noqa: BLE001
+                            r["weight_stream_error"] = f"{type(e).__name__}: {e}"
                     r["hbm_tb_s"] = x["hbm_tb_s"]
                     r["hbm_fraction_datasheet"] = x["hbm_tb_s"] * 1e12 / HBM_DATASHEET
                     if "measured_copy_tb_s" in results:
