@@ -1,7 +1,8 @@
 """Builds a CUDA solution into a shared library that runs on the CPU (backend "cpu").
 
 The source is rewritten (rewrite.py), compiled by g++ with the emulation header force-included, and
-linked with the emulation runtime (include/cudaperf_emu_runtime.h, compiled once per mode and cached).
+linked with the emulation runtime (include/cudaperf_emu_runtime.h). The runtime object and a precompiled
+header are built once per mode and cached under $CUDAPERF_CACHE/emulation (CUDAPERF_EMU_NO_PCH=1: no PCH).
 
 Checks mode (`checks=True`, the default) builds with AddressSanitizer: every out-of-bounds access to an
 array from cudaMalloc, to an array the harness passed in (its numpy buffers are heap blocks under the
@@ -65,22 +66,58 @@ def _compiler_id(cxx: str) -> str:
         return cxx
 
 
+def _unique_tmp(directory: Path, suffix: str) -> Path:
+    """A fresh file name in `directory` (builds of one process may run in several threads)."""
+    fd, name = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
+    os.close(fd)
+    return Path(name)
+
+
+def _mode_key(cxx: str, flags: tuple) -> str:
+    """A hash of the emulation headers, the compiler and the flags (names cached artifacts)."""
+    h = hashlib.sha256()
+    for p in sorted(INCLUDE_DIR.glob("*.h")):
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    h.update("\0".join((_compiler_id(cxx), *flags)).encode())
+    return h.hexdigest()[:16]
+
+
+def precompiled_header_dir(checks: bool, timeout_s: float = 300) -> Path | None:
+    """A directory holding cudaperf_emu.h.gch for this mode (built on first use), or None if g++ cannot
+    make one; with it first on the include path, each solution compiles about twice as fast."""
+    cxx = find_cxx()
+    flags = COMMON_FLAGS + (CHECK_FLAGS if checks else ())
+    out_dir = cache_dir() / f"pch-{'checks' if checks else 'fast'}-{_mode_key(cxx, flags)}"
+    gch = out_dir / "cudaperf_emu.h.gch"
+    if gch.is_file():
+        return out_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = _unique_tmp(out_dir, ".gch")
+    cmd = [cxx, *flags, "-w", f"-I{INCLUDE_DIR}", "-x", "c++-header", str(INCLUDE_DIR / "cudaperf_emu.h"), "-o", str(tmp)]
+    try:
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout_s, env=_c_locale())
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0 or not tmp.is_file():
+        tmp.unlink(missing_ok=True)
+        return None
+    os.replace(tmp, gch)
+    return out_dir
+
+
 def runtime_object(checks: bool, timeout_s: float = 300) -> Path:
     """The compiled emulation runtime for this mode (built on first use, cached by content hash)."""
     cxx = find_cxx()
     flags = COMMON_FLAGS + (CHECK_FLAGS if checks else ())
-    h = hashlib.sha256()
-    for p in sorted(INCLUDE_DIR.glob("*.h")):
-        h.update(p.name.encode() + b"\0" + p.read_bytes())
-    h.update("\0".join((_compiler_id(cxx),) + flags).encode())
-    out = cache_dir() / f"runtime-{'checks' if checks else 'fast'}-{h.hexdigest()[:16]}.o"
+    out = cache_dir() / f"runtime-{'checks' if checks else 'fast'}-{_mode_key(cxx, flags)}.o"
     if out.is_file():
         return out
-    tmp = out.with_suffix(f".{os.getpid()}.tmp.o")
+    tmp = _unique_tmp(out.parent, ".o")
     cmd = [cxx, *flags, "-fvisibility=hidden", f"-I{INCLUDE_DIR}", "-x", "c++", "-c", str(RUNTIME_SOURCE),
            "-o", str(tmp)]
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout_s, env=_c_locale())
     if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
         raise RuntimeError("the emulation runtime does not compile with " + cxx + ":\n" + proc.stderr[-4000:])
     os.replace(tmp, out)
     return out
@@ -117,6 +154,7 @@ def build_shared_library(source: str, out_path: str | Path, *, checks: bool = Tr
     cxx = find_cxx()
     try:
         rt = runtime_object(checks)
+        pch = precompiled_header_dir(checks) if os.environ.get("CUDAPERF_EMU_NO_PCH") != "1" else None
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         return BuildResult(ok=False, log=f"the emulation runtime failed to build: {e}", path=None,
                            seconds=time.perf_counter() - t0)
@@ -125,7 +163,8 @@ def build_shared_library(source: str, out_path: str | Path, *, checks: bool = Tr
         src = Path(tmp) / "solution.cu"
         src.write_text(rewritten.source)
         tmp_out = Path(tmp) / "solution.so"
-        cmd = [cxx, *flags, "-shared", "-Wl,-Bsymbolic", f"-I{INCLUDE_DIR}", "-include", "cudaperf_emu.h",
+        cmd = [cxx, *flags, "-shared", "-Wl,-Bsymbolic", *([f"-I{pch}"] if pch else []), f"-I{INCLUDE_DIR}",
+               "-include", "cudaperf_emu.h",
                "-x", "c++", "solution.cu", "-x", "none", str(rt), "-o", str(tmp_out)]
         try:
             proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout_s, cwd=tmp,
@@ -136,7 +175,7 @@ def build_shared_library(source: str, out_path: str | Path, *, checks: bool = Tr
         log = log.replace(str(INCLUDE_DIR) + "/", "<emulation>/").replace(tmp + "/", "")
         ok = rc == 0 and tmp_out.is_file()
         if ok:  # a new inode: a process that has the old library loaded keeps a valid mapping
-            staging = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
+            staging = _unique_tmp(out_path.parent, ".so")
             shutil.copyfile(tmp_out, staging)
             os.replace(staging, out_path)
     if not ok:

@@ -4,6 +4,8 @@
 // blocks on a pool of OS threads, the threads of a block as fibers when the kernel uses barriers or warp
 // collectives, otherwise as a plain loop.
 #pragma once
+#ifndef CUDAPERF_EMU_H
+#define CUDAPERF_EMU_H
 #ifndef __CUDACC__
 #define __CUDACC__ 1
 #endif
@@ -41,3 +43,4 @@
 #include "cudaperf_emu_volatile.h"
 #include "cudaperf_emu_api.h"
 #include "math_constants.h"
+#endif  // CUDAPERF_EMU_H
