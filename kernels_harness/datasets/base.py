@@ -175,3 +175,20 @@ def wrong_for(name: str, percent: int = 25) -> bool:
 def unit_fn(kernels: str, body: str):
     """An implementation source function: prototype -> cuda_unit(prototype, kernels, body)."""
     return lambda proto: cuda_unit(proto, kernels, body)
+
+
+def bake(source: str, consts: dict) -> str:
+    """Makes per-program constants compile-time: `#define MACRO value` after the includes and every
+    identifier `name` replaced by MACRO. consts: {name: (MACRO, value)}."""
+    lines = source.split("\n")
+    last_inc = max((i for i, ln in enumerate(lines) if ln.startswith("#include")), default=-1)
+    body = "\n".join(lines[last_inc + 1:])
+    for name, (macro, _) in consts.items():
+        body = re.sub(rf"\b{re.escape(name)}\b", macro, body)
+    defs = "\n".join(f"#define {macro} {value}" for macro, value in consts.values())
+    return "\n".join(lines[:last_inc + 1] + [defs] + [body])
+
+
+def baked(fn, consts: dict):
+    """An implementation source function with `consts` baked in (see bake)."""
+    return lambda proto: bake(fn(proto), consts)

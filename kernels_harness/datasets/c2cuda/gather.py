@@ -35,7 +35,7 @@ def build(p: dict):
     kind, dt, D = p["kind"], p["dtype"], p["D"]
     T = B.ctype(dt)
     entry = kind
-    sig = [B.scalar("n", "int32", "N"), B.scalar("m", "int32", "M"), B.scalar("d", "int32", "D")]
+    sig = [B.scalar("n", "int32", "N"), B.scalar("m", "int32", "M")]  # the row width is a constant, DIM
     if kind == "gather":
         sig += [B.inp("idx", "int32", ["N"], init="randint(0, M)"), B.inp("x", dt, ["M", "D"])]
     elif kind in ("gather_clamp", "gather_wrap"):
@@ -136,6 +136,9 @@ __global__ void index_unrolled({kargs}) {{
              ("unrolled", ["unrolled"], unrolled)]
     if p["wrong"]:
         impls.append(("naive_clamp_off_by_one", ["naive"], naive(elem("i", bug=True)), {"defect": "off_by_one"}))
+    consts = {"d": ("DIM", D)}
+    source = B.bake(source, consts)
+    impls = [(spec[0], spec[1], B.baked(spec[2], consts), *spec[3:]) for spec in impls]
     o = p["odd"]
     big_rows = max(1, (1 << 24) // D)
     configs = B.configs3({"N": 40 + o, "M": 30 + o, "D": D}, {"N": max(64, 262144 // D) + o, "M": 5000, "D": D},

@@ -35,7 +35,7 @@ def build(p: dict):
         xarg = B.inp("x", "int32", ["N"], init=init)
     else:
         xarg = B.inp("x", "float32", ["N"], init="uniform(-1.2, 1.2)" if key == "float_clamp" else "normal(0, 0.6)")
-    sig = [B.scalar("n", "int32", "N"), B.scalar("nbins", "int32", "NB"), xarg]
+    sig = [B.scalar("n", "int32", "N"), xarg]  # the bin count is a compile-time constant, NBINS
     if weighted:
         sig.append(B.inp("w", "float32", ["N"], init="uniform(0, 1)"))
     sig.append(B.out("hist", hdt, ["NB"]))
@@ -95,6 +95,9 @@ __global__ void hist_private({kargs}) {{
              private("smem_grid_stride", B.grid1d("n", 256, "264"), ["smem_tiled", "grid_stride"])]
     if p["wrong"]:
         impls.append(("naive_clamp_off_by_one", ["naive"], naive("nbins - 2"), {"defect": "off_by_one"}))
+    consts = {"nbins": ("NBINS", nb)}
+    source = B.bake(source, consts)
+    impls = [(spec[0], spec[1], B.baked(spec[2], consts), *spec[3:]) for spec in impls]
     o = p["odd"]
     configs = B.configs3({"N": 3000 + o, "NB": nb}, {"N": 1 << 20, "NB": nb}, {"N": (1 << 25) + o, "NB": nb})
     tol = {"atol": 1e-2, "rtol": 1e-3} if weighted else {"atol": 0, "rtol": 0}

@@ -43,9 +43,7 @@ def build(p: dict):
     desc = kind != "sort_asc"
     topk = kind.startswith("topk")
     entry = kind if not topk else f"top{K}_" + kind.split("_")[1]
-    sig = [B.scalar("rows", "int32", "R"), B.scalar("cols", "int32", "C")]
-    if topk:
-        sig.append(B.scalar("k", "int32", "K"))
+    sig = [B.scalar("rows", "int32", "R")]  # row length and k are compile-time constants, COLS and TOPK
     sig.append(B.inp("x", dt, ["R", "C"], init="randint(-50, 50)" if dt == "int32" else None))
     out_dt = "int32" if kind == "topk_indices" else dt
     sig.append(B.out("y", out_dt, ["R", "K" if topk else "C"]))
@@ -192,6 +190,11 @@ __global__ void sort_rank({kargs}) {{
 }}""", f"if (rows > 0) sort_rank<<<{B.grid1d('(long long)rows * cols')}, 256, 0, stream>>>({call});")))
     if B.wrong_for(p["name"]):
         impls.append(B.mutant(impls[1], "      __syncthreads();\n    }\n  }", "    }\n  }", "missing_barrier"))
+    consts = {"cols": ("COLS", C)}
+    if topk:
+        consts["k"] = ("TOPK", K)
+    source = B.bake(source, consts)
+    impls = [(spec[0], spec[1], B.baked(spec[2], consts), *spec[3:]) for spec in impls]
     few = p["rows"] == "few_rows"
     rows = (2, 64, max(1024, (1 << 22) // C)) if few else (5, 2048, max(16384, (1 << 24) // C))
     cfgs = [{"R": r, "C": C} for r in rows]
