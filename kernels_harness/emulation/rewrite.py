@@ -327,9 +327,7 @@ def rewrite(source: str) -> RewriteResult:
             edits.append(_launch_edit(source, toks, i, scopes.functions, any_sync, memo, fiber_kernels))
             launches += 1
         elif t.text == "volatile":
-            edit = _volatile_edit(toks, i)
-            if edit:
-                edits.append(edit)
+            edits.extend(_volatile_edits(toks, i))
         elif t.text == "__noinline__":
             edits.append((t.start, t.end, "__attribute__((noinline))"))
         elif t.text == "__shared__":
@@ -429,10 +427,11 @@ def _shared_edit(source, toks, i, in_function):
     return (start, stop, repl + _line_breaks(source[start:stop])), name, ctype
 
 
-def _volatile_edit(toks, i):
-    """`volatile T *` -> `::cudaperf_emu::vptr<T>` (None where the pattern does not apply)."""
+def _volatile_edits(toks, i) -> list:
+    """`volatile T *` -> `::cudaperf_emu::vptr<T>`. A parameter of a function definition keeps its type (so
+    template arguments are still deduced) and is wrapped at the top of the body instead."""
     if i >= 2 and toks[i - 1].text == "<" and toks[i - 2].text in _CASTS:
-        return None
+        return []
     j, depth, type_toks = i + 1, 0, []
     while j < len(toks):
         x = toks[j]
@@ -444,15 +443,52 @@ def _volatile_edit(toks, i):
             break
         elif not (x.kind in ("ident", "number") or x.text == "::" or (x.text == "," and depth > 0)) \
                 or x.text in ("__shared__", "__restrict__", "const"):
-            return None
+            return []
         type_toks.append(x.text)
         j += 1
     if j >= len(toks) or not type_toks:
-        return None
+        return []
+    ctype = " ".join(type_toks)
     end = toks[j].end
-    if j + 1 < len(toks) and toks[j + 1].text in ("__restrict__", "__restrict", "restrict"):
+    k = j + 1
+    while k < len(toks) and toks[k].text in ("__restrict__", "__restrict", "restrict", "const"):
+        k += 1
+    param = _parameter_of_definition(toks, i, k)
+    if param is not None:
+        name_tok, brace = param
+        raw = f"{name_tok.text}_cudaperf_raw"
+        return [(name_tok.start, name_tok.end, raw),
+                (brace.end, brace.end, f" ::cudaperf_emu::vptr<{ctype}> {name_tok.text} = {raw};")]
+    if toks[j + 1].text in ("__restrict__", "__restrict", "restrict"):
         end = toks[j + 1].end
-    return toks[i].start, end, f"::cudaperf_emu::vptr<{' '.join(type_toks)}> "
+    return [(toks[i].start, end, f"::cudaperf_emu::vptr<{ctype}> ")]
+
+
+def _parameter_of_definition(toks, i, k):
+    """(name token, body `{` token) if toks[i:k] starts a named parameter of a function definition."""
+    if k >= len(toks) or toks[k].kind != "ident" or k + 1 >= len(toks) or toks[k + 1].text not in (",", ")", "="):
+        return None
+    depth, lp = 0, -1
+    for m in range(i - 1, -1, -1):
+        x = toks[m].text
+        if x in (";", "{", "}"):
+            return None
+        if x == ")":
+            depth += 1
+        elif x == "(":
+            if depth == 0:
+                lp = m
+                break
+            depth -= 1
+    if lp <= 0 or not (toks[lp - 1].kind == "ident" or toks[lp - 1].text in (">", "]")):
+        return None
+    rp = _match_forward(toks, lp, "(", ")")
+    if rp < 0:
+        return None
+    b = rp + 1
+    while b < len(toks) and toks[b].text in _FN_TAIL:
+        b += 1
+    return (toks[k], toks[b]) if b < len(toks) and toks[b].text == "{" else None
 
 
 def _apply(source: str, edits: list[tuple[int, int, str]]) -> str:

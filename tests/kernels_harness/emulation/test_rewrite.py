@@ -97,7 +97,8 @@ def test_volatile_pointers_become_lockstep_proxies_and_need_fibers():
            " volatile int* f = reinterpret_cast<volatile int*>(y); }\n"
            "void run(float* y) { k<<<1, 64>>>(y); }\n")
     out = rewrite(src)
-    assert "void wr(::cudaperf_emu::vptr<float>  s, int t)" in out.source
+    assert ("void wr(volatile float* __restrict__ s_cudaperf_raw, int t) { ::cudaperf_emu::vptr<float> s = "
+            "s_cudaperf_raw; s[t] += s[t + 16]; }") in out.source      # parameters keep deducible types
     assert "reinterpret_cast<volatile int*>(y)" in out.source      # casts keep the qualifier
     assert "::cudaperf_emu::vptr<int>  f" in out.source
     assert out.fiber_kernels == {"k": True}
