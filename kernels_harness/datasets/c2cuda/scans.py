@@ -49,7 +49,7 @@ def build(p: dict):
     T = B.ctype(dt)
     entry = f"{kind}_scan_{op}"
     # x rows have length C*S (every S-th element is scanned: a strided view); y is [R, C]
-    sig = [B.scalar("rows", "int32", "R"), B.scalar("cols", "int32", "C"), B.scalar("stride", "int32", "S"),
+    sig = [B.scalar("rows", "int32", "R"), B.scalar("cols", "int32", "C"),  # the stride is a constant, STRIDE
            B.inp("x", dt, ["R", "C*S"], init="randint(-8, 9)" if dt == "int32" else None),
            B.out("y", dt, ["R", "C"])]
     I = _ident(op, dt)
@@ -154,6 +154,9 @@ __global__ void scan_block({kargs}) {{
             impls.append(("block_smem_nosync", ["smem_tiled"], block(False), {"defect": "missing_barrier"}))
         else:  # min/max are idempotent: a missing barrier can go unnoticed, so the negative is a boundary bug
             impls.append(B.mutant(impls[0], "j < cols; ++j) {", "j < cols - 1; ++j) {", "off_by_one"))
+    consts = {"stride": ("STRIDE", p["stride"])}
+    source = B.bake(source, consts)
+    impls = [(spec[0], spec[1], B.baked(spec[2], consts), *spec[3:]) for spec in impls]
     o, S = p["odd"], p["stride"]
     if p["regime"] == "many_short":
         cfg = ({"R": 32 + o, "C": 48 + o}, {"R": 8192 + o, "C": 96 + o}, {"R": 131072 + o, "C": 128 + o})
