@@ -79,7 +79,8 @@ def combined_source(items: list[tuple[int, int, Task, object]]) -> str:
     for ti, ii, task, impl in items:
         body = _INCLUDE.sub("", impl.source)
         body = re.sub(rf'extern\s+"C"\s+int\s+{re.escape(task.entry)}\s*\(', f'extern "C" int {symbol(ti, ii)}(', body)
-        parts.append(f"namespace ns_t{ti}_i{ii} {{\n{body}\n}}  // namespace\n")
+        undefs = "".join(f"#undef {m}\n" for m in re.findall(r"^\s*#\s*define\s+(\w+)", body, re.MULTILINE))
+        parts.append(f"namespace ns_t{ti}_i{ii} {{\n{body}\n}}  // namespace\n{undefs}")
     return "\n".join(parts)
 
 

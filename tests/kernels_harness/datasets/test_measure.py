@@ -36,7 +36,9 @@ def test_combined_source_renames_entries_and_isolates_kernels():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_one_shared_library_exports_every_implementation(tmp_path):
     by = _by_family(1)
-    order = [by["transpose"][0], by["softmax"][0], by["matmul"][0]]  # templates, namespaces, launch helpers
+    hist = [registry.build("histogram", p) for p in registry.variants("histogram")[:2]]
+    assert hist[0].source != hist[1].source  # different compile-time bin counts in one library
+    order = [by["transpose"][0], by["softmax"][0], by["matmul"][0], *hist]  # templates, namespaces, macros
     items = [(ti, ii, t, im) for ti, t in enumerate(order) for ii, im in enumerate(t.implementations)]
     built = measure.compile_batch(items, tmp_path, "b0", "sm_90")
     paths = {v[0] for v in built.values()}
@@ -44,6 +46,8 @@ def test_one_shared_library_exports_every_implementation(tmp_path):
     syms = subprocess.run(["nm", "-D", "--defined-only", paths.pop()], capture_output=True, text=True, check=False).stdout
     for ti, ii, _, _ in items:
         assert measure.symbol(ti, ii) in syms
+    src = measure.combined_source(items)
+    assert src.count("#define NBINS") == src.count("#undef NBINS") == sum(len(t.implementations) for t in hist)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
