@@ -348,13 +348,16 @@ def rewrite_launches_only(text: str, functions: dict, any_sync: bool, memo: dict
     """Rewrites the launches inside one #define directive."""
     body = text
     toks = tokenize(re.sub(r"^\s*#", " ", body, count=1))
-    edits = [_launch_edit(body, toks, k, functions, any_sync, memo, fiber_kernels)
+    m = re.match(r"\s*#\s*define\s+\w+\(([^)]*)\)", text)
+    params = {x.strip() for x in m.group(1).split(",")} if m else set()
+    edits = [_launch_edit(body, toks, k, functions, any_sync, memo, fiber_kernels, params)
              for k, tk in enumerate(toks) if tk.text == "<<<"]
     return _apply(body, edits)
 
 
-def _launch_edit(source, toks, i, functions, any_sync, memo, fiber_kernels):
+def _launch_edit(source, toks, i, functions, any_sync, memo, fiber_kernels, macro_params=frozenset()):
     lo, base = _launch_callee(toks, i)
+    label = f"#{base}" if base in macro_params else f'"{base}"'   # a macro parameter: its argument's name
     close = -1
     depth = 0
     for k in range(i + 1, len(toks)):
@@ -383,7 +386,7 @@ def _launch_edit(source, toks, i, functions, any_sync, memo, fiber_kernels):
     args = source[toks[close + 1].end:toks[rparen].start].strip()
     fibers = _uses_sync(base, functions, memo) if base in functions else any_sync
     fiber_kernels[base] = fiber_kernels.get(base, False) or fibers
-    text = (f'::cudaperf_emu::launch("{base}", {cfg[0]}, {cfg[1]}, {cfg[2]}, {cfg[3]}, {int(fibers)}, '
+    text = (f'::cudaperf_emu::launch({label}, {cfg[0]}, {cfg[1]}, {cfg[2]}, {cfg[3]}, {int(fibers)}, '
             f'[&](auto&&... cudaperf_a) {{ {callee}(cudaperf_a...); }}' + (f", {args})" if args else ")"))
     span = source[toks[lo].start:toks[rparen].end]
     return toks[lo].start, toks[rparen].end, text.replace("\n", " ") + _line_breaks(span)

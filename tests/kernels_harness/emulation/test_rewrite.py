@@ -102,3 +102,12 @@ def test_volatile_pointers_become_lockstep_proxies_and_need_fibers():
     assert "reinterpret_cast<volatile int*>(y)" in out.source      # casts keep the qualifier
     assert "::cudaperf_emu::vptr<int>  f" in out.source
     assert out.fiber_kernels == {"k": True}
+
+
+def test_launches_inside_macros_are_rewritten_and_named_after_the_argument():
+    src = ("#define LAUNCH(k, n, y) \\\n    k<<<((n) + 255) / 256, 256>>>(y, n)\n"
+           "__global__ void ones(float* y, int n) { y[0] = 1.f; }\n"
+           "int run(float* y, int n) { LAUNCH(ones, n, y); return 0; }\n")
+    out = rewrite(src).source
+    assert '#define LAUNCH(k, n, y) \\\n    ::cudaperf_emu::launch(#k, ((n) + 255) / 256, 256, 0, 0, 0,' in out
+    assert out.count("\n") == src.count("\n")
