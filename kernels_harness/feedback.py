@@ -45,8 +45,9 @@ def make_feedback(task, res, max_chars: int = 1200) -> str:
         if passed:
             lines.append("Correct on: " + "; ".join(_cfg(task, c) for c in passed) + ".")
     elif s == "ok":
-        lines.append(f"Correct on all {len(ran)} checked configs" + (f" ({len(skipped)} larger ones skipped on "
-                     "the cpu backend)" if skipped else "") + ".")
+        what = "the only checked config" if len(ran) == 1 else f"all {len(ran)} checked configs"
+        lines.append(f"Correct on {what}" + (f" ({len(skipped)} larger one{'s' if len(skipped) > 1 else ''} "
+                     "skipped on the cpu backend)" if skipped else "") + ".")
         timed = [c for c in ran if c.time_ms]
         for c in timed:
             base = f" vs baseline {c.baseline_ms:.4g} ms ({c.baseline_ms / c.time_ms:.2f}x)" if c.baseline_ms else ""

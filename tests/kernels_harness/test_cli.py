@@ -22,7 +22,7 @@ def run(*args, timeout=300):
 @cpu
 def test_eval_json_prints_exactly_one_object_with_status():
     rc, out, err = run("eval", "--task", str(TASK), "--solution", str(ADV / "wrong_result.cu"), "--backend", "cpu",
-                       "--json")
+                       "--json", "--cpu-budget-mb", "1")
     assert rc == 0, err
     res = json.loads(out)  # the whole stdout is one JSON object
     assert res["status"] == "wrong" and res["correct"] is False and res["task_id"] == "saxpy"
@@ -32,7 +32,8 @@ def test_eval_json_prints_exactly_one_object_with_status():
 
 @cpu
 def test_eval_text_output_for_a_good_solution():
-    rc, out, err = run("eval", "--task", str(TASK), "--solution", str(ADV / "good_naive.cu"), "--backend", "cpu")
+    rc, out, err = run("eval", "--task", str(TASK), "--solution", str(ADV / "good_naive.cu"), "--backend", "cpu",
+                       "--cpu-budget-mb", "1")
     assert rc == 0, err
     assert out.splitlines()[0] == "saxpy [cpu]: ok"
     assert "config 2 (N=16777216): skipped on the cpu backend" in out
@@ -69,7 +70,7 @@ def test_bad_task_file_exits_2(tmp_path):
 
 @cpu
 def test_reference_runs_the_implementations_and_checks_labels():
-    rc, out, err = run("reference", "--task", str(TASK), "--backend", "cpu", "--json")
+    rc, out, err = run("reference", "--task", str(TASK), "--backend", "cpu", "--json", "--cpu-budget-mb", "1")
     assert rc == 0, err
     rep = json.loads(out)
     got = {r["name"]: (r["status"], r["label_holds"]) for r in rep["implementations"]}

@@ -54,7 +54,8 @@ EXPECTED = {
 @pytest.fixture(scope="module")
 def cpu_results():
     names = list(EXPECTED)
-    with HarnessPool("cpu", workers=2, call_timeout_s=8, cpu_budget_bytes=8 << 20, features=False) as pool:
+    # N = 1000 only (1 MiB budget): fast verdicts even on a loaded machine; N = 1M and 16M are skipped
+    with HarnessPool("cpu", workers=2, call_timeout_s=8, cpu_budget_bytes=1 << 20, features=False) as pool:
         results = dict(zip(names, pool.evaluate([(TASK, src(n)) for n in names])))
         # the pool still serves after hangs and crashes: the good kernel passes again (twice in one call:
         # the same source is built once and judged twice, with different inputs)
@@ -70,9 +71,9 @@ def test_verdict_on_cpu(cpu_results, name):
     assert res.status in EXPECTED[name], (res.status, res.error, res.compile_log[-500:])
     if res.status == "ok":
         ran = [c for c in res.configs if not c.skipped]
-        assert res.correct and len(ran) == 2 and all(c.correct for c in ran)
+        assert res.correct and len(ran) == 1 and ran[0].correct
         skipped = [c for c in res.configs if c.skipped]
-        assert len(skipped) == 1 and "cpu backend" in skipped[0].skip_reason  # N=16M is over the budget
+        assert len(skipped) == 2 and all("cpu backend" in c.skip_reason for c in skipped)
         assert ran[0].max_abs_err is not None and ran[0].max_abs_err <= 1e-5
         assert res.speedup is None and res.seed is not None
     else:
@@ -99,7 +100,7 @@ def test_pool_keeps_serving_after_hangs_and_crashes(cpu_results):
 
 @cpu
 def test_isolation_catches_exit_fork_and_crash_without_static_checks():
-    with HarnessPool("cpu", workers=1, call_timeout_s=8, checks=False, features=False) as pool:
+    with HarnessPool("cpu", workers=1, call_timeout_s=8, checks=False, features=False, cpu_budget_bytes=1 << 20) as pool:
         names = ["calls_exit", "forks", "segfault_host", "good_naive"]
         res = dict(zip(names, pool.evaluate([(TASK, src(n)) for n in names])))
     assert res["calls_exit"].status == "runtime_error" and "died" in res["calls_exit"].error
