@@ -27,6 +27,7 @@ from kernels_harness.run.references import (
     tensor_to_xp,
     torch_values,
 )
+from kernels_harness.run.timing import gpu_lock
 from kernels_harness.tasks.schema import Task, config_env
 
 CUDA_ERRORS = {1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation", 9: "cudaErrorInvalidConfiguration",
@@ -183,6 +184,7 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
            "seconds": {"run": 0.0, "time": 0.0}}
     t_start = time.perf_counter()
     failed = None
+    lock = (job.get("timing") or {}).get("lock")
     try:
         lib, fn = ctx.entry(job["solution"], task)
     except (LookupError, OSError, RuntimeError) as e:
@@ -198,16 +200,17 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
             continue
         env = config_env(config)
         try:
-            if p["reference"] == "oracle":
-                _verify_oracle(ctx, task, job, trial_seed(job["seed"], index, 99))
-            for trial in range(job["trials"]):
-                seed = trial_seed(job["seed"], index, trial)
-                inputs, ref, scal = _reference(ctx, task, job, index, p["reference"], seed)
-                stage = f"config {index} ({_describe(config)}), trial {trial}"
-                bufs, args = _launch(ctx, lib, fn, task, env, inputs, scal, trial, stage)
-                if trial == 0:  # ends with the launches of the largest config that ran
-                    out["launches"] = be.launches(lib)[:16]
-                _check_outputs(ctx, task, index, trial, inputs, bufs, ref, cr, stage)
+            with gpu_lock(lock, shared=True, progress=ctx.progress):  # never while another worker times
+                if p["reference"] == "oracle":
+                    _verify_oracle(ctx, task, job, trial_seed(job["seed"], index, 99))
+                for trial in range(job["trials"]):
+                    seed = trial_seed(job["seed"], index, trial)
+                    inputs, ref, scal = _reference(ctx, task, job, index, p["reference"], seed)
+                    stage = f"config {index} ({_describe(config)}), trial {trial}"
+                    bufs, args = _launch(ctx, lib, fn, task, env, inputs, scal, trial, stage)
+                    if trial == 0:  # ends with the launches of the largest config that ran
+                        out["launches"] = be.launches(lib)[:16]
+                    _check_outputs(ctx, task, index, trial, inputs, bufs, ref, cr, stage)
             cr.correct = True
         except Failure as f:
             cr.correct, cr.error, failed = False, f.message, f
@@ -249,7 +252,8 @@ def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env) -> None:
     elif task.track == "torch2cuda":
         calls.append(_torch_eager_call(task, job, env, be))
     ctx.progress(f"timing config {cr.index}")
-    stats = ctx.timer.measure(calls, lock_path=job["timing"].get("lock"), **job["timing"].get("params", {}))
+    stats = ctx.timer.measure(calls, lock_path=job["timing"].get("lock"), progress=ctx.progress,
+                              **job["timing"].get("params", {}))
     del keep_alive
     cr.time_ms, cr.time_iqr_ms, cr.reps = stats[0]["median_ms"], stats[0]["iqr_ms"], stats[0]["reps"]
     if len(stats) > 1:

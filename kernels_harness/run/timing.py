@@ -5,7 +5,8 @@ call, synchronise the whole device (so work the candidate put on other streams i
 `end`, read the elapsed time. Calls are interleaved (candidate, baseline, then baseline, candidate on
 the next round), after a warm-up. Repetitions continue until every call has at least `min_reps` and
 a relative IQR below `target_rel_iqr`, or `budget_s` is spent, or `max_reps` is reached. A
-cross-process file lock (`lock_path`) keeps one timing run per GPU when several workers share it.
+cross-process file lock (`lock_path`) is held exclusively while timing and shared by the other
+workers' correctness trials, so a timed candidate has the GPU to itself.
 """
 from __future__ import annotations
 
@@ -24,12 +25,25 @@ def summarize(samples: list) -> dict:
 
 
 @contextlib.contextmanager
-def gpu_lock(path: str | None):
+def gpu_lock(path: str | None, shared: bool = False, progress=None):
+    """The per-GPU lock: timing holds it exclusively; other device work (correctness trials) shares it,
+    so nothing else runs on the GPU while a candidate is timed. While waiting, `progress("waiting for
+    the GPU")` is called every second, so the pool does not mistake the wait for a hang."""
     if not path:
         yield
         return
     with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+        last = time.monotonic()
+        while True:
+            try:
+                fcntl.flock(f, mode)
+                break
+            except BlockingIOError:
+                time.sleep(0.002)
+                if progress is not None and time.monotonic() - last > 1.0:
+                    progress("waiting for the GPU")
+                    last = time.monotonic()
         try:
             yield
         finally:
@@ -57,9 +71,10 @@ class Timer:
         return float(cp.cuda.get_elapsed_time(self.start, self.end))
 
     def measure(self, calls: list, lock_path: str | None = None, warmup: int = 3, min_reps: int = 10,
-                max_reps: int = 500, budget_s: float = 0.25, target_rel_iqr: float = 0.02) -> list[dict]:
+                max_reps: int = 500, budget_s: float = 0.25, target_rel_iqr: float = 0.02,
+                progress=None) -> list[dict]:
         """Times each zero-argument launcher in `calls`; returns one summarize() dict per call."""
-        with gpu_lock(lock_path):
+        with gpu_lock(lock_path, progress=progress):
             for call in calls:
                 for _ in range(warmup):
                     self.once(call)
