@@ -214,6 +214,15 @@ unsigned active_mask() {
 
 void trap(const char* what) { throw KernelTrap{what}; }
 
+void assert_fail(const char* expr, const char* file, int line) {
+  char buf[512];
+  const char* base = strrchr(file, '/');
+  snprintf(buf, sizeof buf, "assertion `%s` failed at %s:%d", expr, base ? base + 1 : file, line);
+  if (cudaperf_emu_cur && tw && tw->nthreads > 0) throw KernelTrap{buf, cudaErrorAssert};
+  fprintf(stderr, "%s\n", buf);
+  abort();
+}
+
 void* dyn_smem() { return tw ? tw->dyn : nullptr; }
 
 cudaError_t set_error(cudaError_t e, const char* message) {
@@ -313,6 +322,7 @@ cudaError_t launch_impl(const char* name, dim3 grid, dim3 block, size_t smem, in
   std::atomic<unsigned long long> next{0};
   std::atomic<bool> failed{false};
   std::string first_error;
+  cudaError_t fail_code = cudaErrorLaunchFailure;
   std::mutex err_mu;
   const bool use_fibers = fibers && nthreads > 1;
   start_watchdog_if_enabled();
@@ -324,7 +334,7 @@ cudaError_t launch_impl(const char* name, dim3 grid, dim3 block, size_t smem, in
     ThreadCtx* saved_cur = cudaperf_emu_cur;
     t_kernel = name;
     w->kernel = name; w->body = body; w->closure = closure; w->fiber_mode = use_fibers;
-    w->nthreads = (int)nthreads; w->abort = false; w->error.clear();
+    w->nthreads = (int)nthreads; w->abort = false; w->error.clear(); w->error_code = cudaErrorLaunchFailure;
     if (w->dyn_size != smem) {
       free(w->dyn);
       w->dyn = nullptr;
@@ -343,7 +353,10 @@ cudaError_t launch_impl(const char* name, dim3 grid, dim3 block, size_t smem, in
       if (!ok) {
         failed = true;
         std::lock_guard<std::mutex> lk(err_mu);
-        if (first_error.empty()) first_error = w->error.empty() ? where(w, &w->loop_tc) + ": failed" : w->error;
+        if (first_error.empty()) {
+          first_error = w->error.empty() ? where(w, &w->loop_tc) + ": failed" : w->error;
+          fail_code = (cudaError_t)w->error_code;
+        }
         break;
       }
     }
@@ -363,8 +376,8 @@ cudaError_t launch_impl(const char* name, dim3 grid, dim3 block, size_t smem, in
   g_launch_start_ns = 0;
   if (failed) {
     std::lock_guard<std::mutex> lk(g_mu);
-    g_sticky = cudaErrorLaunchFailure; g_last = cudaErrorLaunchFailure; g_message = first_error;
-    return cudaErrorLaunchFailure;
+    g_sticky = fail_code; g_last = fail_code; g_message = first_error;
+    return fail_code;
   }
   return cudaSuccess;
 }
@@ -379,6 +392,7 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidSymbol: return "cudaErrorInvalidSymbol";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorAssert: return "cudaErrorAssert";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
     default: return "cudaErrorUnknown";
@@ -393,6 +407,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidSymbol: return "invalid device symbol";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorAssert: return "device-side assert triggered";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorNotSupported: return "operation not supported";
     default: return "unknown error";

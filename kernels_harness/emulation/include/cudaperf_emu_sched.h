@@ -22,7 +22,7 @@
 
 namespace cudaperf_emu {
 namespace {
-struct KernelTrap { std::string what; };
+struct KernelTrap { std::string what; int code = 719; };  // code: the launch's cudaError_t
 
 enum FiberState { kRunnable = 0, kWaitBar, kWaitWarp, kDone };
 
@@ -52,6 +52,7 @@ struct Worker {
   size_t dyn_size = (size_t)-1;
   ThreadCtx loop_tc;
   std::string error;
+  int error_code = 719;
   bool abort = false;
   void* sched_fake = nullptr;
   const void* main_bottom = nullptr;
@@ -114,7 +115,7 @@ void fiber_main(void* arg) {
   try {
     w->body(w->closure);
   } catch (const KernelTrap& t) {
-    if (w->error.empty()) w->error = where(w, &f->tc) + ": " + t.what;
+    if (w->error.empty()) { w->error = where(w, &f->tc) + ": " + t.what; w->error_code = t.code; }
     w->abort = true;
   }
   f->state = kDone;
@@ -283,7 +284,7 @@ bool run_block_loop(Worker* w) {
           if (w->abort) return false;
         }
   } catch (const KernelTrap& e) {
-    if (w->error.empty()) w->error = where(w, t) + ": " + e.what;
+    if (w->error.empty()) { w->error = where(w, t) + ": " + e.what; w->error_code = e.code; }
     return false;
   }
   return true;

@@ -262,3 +262,24 @@ def test_rebuilding_a_loaded_library_in_place_is_safe(tmp_path):
     fn.argtypes = [P, P]
     out = np.zeros(1, np.int32)
     assert fn(out.ctypes.data, None) == 0 and out[0] == 42    # the loaded copy is untouched
+
+
+def test_device_assert_fails_the_launch_like_cuda(build_lib):
+    src = r"""
+#include <cassert>
+__global__ void checked(const int* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) assert(x[i] >= 0);
+}
+extern "C" int run(const int* x, int n, cudaStream_t s) { checked<<<2, 64, 0, s>>>(x, n); return cudaGetLastError(); }
+"""
+    lib = build_lib(src, "asserts")
+    fn = lib.entry("run")
+    fn.argtypes = [P, I, P]
+    x = np.arange(100, dtype=np.int32)
+    assert fn(x.ctypes.data, 100, None) == 0
+    x[70] = -1
+    assert fn(x.ctypes.data, 100, None) == 710                   # cudaErrorAssert
+    msg = lib.last_error()
+    assert "assertion `x[i] >= 0` failed at solution.cu:5" in msg and "block (1,0,0)" in msg
+    lib.reset()
