@@ -102,6 +102,25 @@ def _count_tables(tasks) -> list[str]:
     return lines
 
 
+def _family_section() -> list[str]:
+    """Each family's module docstring (what varies, which implementations), once per module."""
+    import inspect
+    lines, seen = ["## Families", ""], set()
+    for fam in registry.FAMILIES:
+        mod = inspect.getmodule(fam.build)
+        key = (mod.__name__, fam.name if mod.__name__.endswith(("linalg", "families")) else "")
+        if key in seen:
+            continue
+        seen.add(key)
+        doc = " ".join((inspect.getdoc(mod) or "").split())
+        if mod.__name__.endswith("families"):
+            doc = f"{fam.description}."
+        lines.append(f"- **{fam.name}** ({fam.track}): {doc if not mod.__name__.endswith('families') else doc}")
+    tdoc = " ".join((inspect.getdoc(inspect.getmodule(registry.BY_NAME['softmax'].build)) or "").split())
+    lines += ["", f"torch2cuda: {tdoc}", ""]
+    return lines
+
+
 def _times_section(times_dir: Path, out: Path) -> list[str]:
     from kernels_harness.datasets import times as times_lib
     m = times_lib.load(times_dir)
@@ -145,14 +164,18 @@ def write_card(out: str | Path, times_dir: str | Path | None = None, manifest_di
                seed: int = registry.DEFAULT_SEED) -> Path:
     out = Path(out)
     tasks = list(registry.generate(seed))
-    lines = [INTRO, *_count_tables(tasks), VALIDATION]
+    lines = [INTRO, *_count_tables(tasks), *_family_section(), VALIDATION]
     if manifest_dir and shards.read_manifest(manifest_dir):
         m = shards.read_manifest(manifest_dir)
         n_val = sum((s.get("validation") or {}).get("tasks", 0) for s in m["shards"])
         n_imp = sum((s.get("validation") or {}).get("implementations", 0) for s in m["shards"])
         failed = [f["id"] for s in m["shards"] for f in (s.get("validation") or {}).get("failed_tasks", [])]
-        lines += [f"Last build (`{manifest_dir}`): {n_val} programs ({n_imp} implementations) validated on the cpu "
-                  f"backend, {len(failed)} failed{': ' + ', '.join(failed[:10]) if failed else ''}.", ""]
+        sample = {(s.get("validation") or {}).get("sample") for s in m["shards"]} - {None}
+        secs = sum((s.get("validation") or {}).get("seconds", 0) for s in m["shards"])
+        lines += [f"Last validated build (`--validate_sample={','.join(map(str, sorted(sample)))}`, seed {m['seed']}): "
+                  f"{n_val} programs ({n_imp} implementations) run through the harness on the cpu backend in "
+                  f"{secs:.0f} s, {len(failed)} with a verdict that contradicts its label"
+                  f"{': ' + ', '.join(failed[:10]) if failed else ''}.", ""]
     if times_dir and (Path(times_dir) / "index.json").is_file():
         lines += _times_section(Path(times_dir), out)
     else:

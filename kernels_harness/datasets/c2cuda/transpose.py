@@ -1,6 +1,6 @@
 """c2cuda family `transpose`: transposes and layout changes: 2-D transpose, batched transpose, the
 3-D permutations that move the innermost axis (021, 120, 201, 210), NCHW<->NHWC; for float32,
-float64, int32, int16 and uint8 elements and square, tall or wide shapes.
+float64, int64, int32, int16, int8 and uint8 elements and square, tall or wide shapes.
 
 Every kind is a batched (b, i, j) -> (b, j, i) move where j is unit-stride in the input and i is
 unit-stride in the output. Implementations: naive (one thread per output element: coalesced writes,
