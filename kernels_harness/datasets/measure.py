@@ -381,33 +381,44 @@ def worker(results_path: str) -> int:
 
 
 class WorkerProcess:
+    """A measuring child process (`--worker`): jobs go in on stdin, TASK/DONE lines come back."""
+
     def __init__(self, results_path: Path):
         import subprocess as sp
         self.proc = sp.Popen([sys.executable, "-m", "kernels_harness.datasets.measure", "--worker", str(results_path)],
-                             stdin=sp.PIPE, stdout=sp.PIPE, text=True, bufsize=1)
+                             stdin=sp.PIPE, stdout=sp.PIPE)
+        self._buf = b""
 
     def run(self, job: dict, timeout: float) -> tuple[bool, list[str]]:
         """Sends a job; (finished, task ids reported). False when the worker died or timed out (then killed)."""
         import selectors
-        seen = []
+        seen: list[str] = []
         try:
-            self.proc.stdin.write(json.dumps(job) + "\n")
+            self.proc.stdin.write((json.dumps(job) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return False, seen
+        fd = self.proc.stdout.fileno()
         sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        sel.register(fd, selectors.EVENT_READ)
         end = time.time() + timeout
-        while time.time() < end:
-            if not sel.select(timeout=max(0.1, end - time.time())):
-                continue
-            line = self.proc.stdout.readline()
-            if not line:
-                return False, seen
-            if line.startswith("TASK "):
-                seen.append(line[5:].strip())
-            elif line.strip() == "DONE":
-                return True, seen
+        try:
+            while time.time() < end:
+                if not sel.select(timeout=max(0.1, min(5.0, end - time.time()))):
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    return False, seen
+                self._buf += chunk
+                while b"\n" in self._buf:
+                    line, self._buf = self._buf.split(b"\n", 1)
+                    text = line.decode(errors="replace").strip()
+                    if text.startswith("TASK "):
+                        seen.append(text[5:])
+                    elif text == "DONE":
+                        return True, seen
+        finally:
+            sel.close()
         self.kill()
         return False, seen
 
@@ -418,6 +429,13 @@ class WorkerProcess:
         if self.alive():
             self.proc.kill()
             self.proc.wait()
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=20)
+        except Exception:  # noqa: BLE001
+            self.kill()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -434,17 +452,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 4), help="parallel nvcc processes")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--families", default="", help="comma-separated families (default all)")
+    ap.add_argument("--plan_only", action="store_true",
+                    help="print the task order and library batches as JSON, build the first batch, measure nothing "
+                         "(runs without a GPU)")
     args = ap.parse_args(argv)
     t_start = time.time()
     deadline = t_start + args.max_seconds
     started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        import cupy as cp
-    except ImportError:
-        print("error: measuring needs CuPy and an NVIDIA GPU (pip install cupy-cuda13x)", file=sys.stderr)
-        return 2
+    if not args.plan_only:
+        try:
+            import cupy as cp
+        except ImportError:
+            print("error: measuring needs CuPy and an NVIDIA GPU (pip install cupy-cuda13x)", file=sys.stderr)
+            return 2
     by_fam = load_tasks(args.tasks, args.seed)
     if args.families:
         keep = set(args.families.split(","))
@@ -482,6 +504,15 @@ def main(argv: list[str] | None = None) -> int:
             fns = {(ti, ii): (None, "", f"{type(e).__name__}: {e}") for ti, ii, _, _ in items}
         return fns, time.time() - t0, len(items)
 
+    if args.plan_only:
+        fns, secs, n = build(0) if batches else ({}, 0.0, 0)
+        plan = {"tasks": len(order), "batches": len(batches),
+                "implementations": sum(len(t.implementations) for t in order),
+                "families_first": [t.family for t in order[:len(by_fam)]],
+                "first_batch": {"implementations": n, "built": sum(1 for f in fns.values() if f[0]),
+                                "seconds": round(secs, 1)}}
+        print(json.dumps(plan, indent=1))
+        return 0
     ex = ThreadPoolExecutor(max_workers=max(1, args.jobs))
     futures = [ex.submit(build, bi) for bi in range(len(batches))]
     measured, wk = 0, None
@@ -497,31 +528,36 @@ def main(argv: list[str] | None = None) -> int:
         build_stats["implementations"] += n
         build_stats["compile_seconds"] += secs
         build_stats["failed_implementations"] += sum(1 for f in fns.values() if f[0] is None)
-        job = {"seed": args.seed, "deadline": deadline, "tasks": [
-            {"ti": ti, "task": order[ti].to_dict(),
-             "fns": {str(ii): list(fns[(ti, ii)]) for ii in range(len(order[ti].implementations))}}
-            for ti in batches[bi]]}
-        if wk is None or not wk.alive():
-            if wk is not None:
-                build_stats["worker_restarts"] += 1
-            wk = WorkerProcess(results_path)
-        finished, seen = wk.run(job, timeout=max(5.0, deadline - time.time() + 60))
-        measured += len(seen)
-        if not finished:
-            lost = [order[ti].id for ti in batches[bi] if order[ti].id not in seen]
-            print(f"batch {bi}: worker stopped ({'died' if not wk.alive() else 'timeout'}); "
-                  f"{len(lost)} tasks not measured", flush=True)
-            with results_path.open("a") as fout:
-                for tid in lost[:1]:  # the task that was running when it died
-                    fout.write(json.dumps({"task": tid, "fatal": True, "errors": ["worker died or hung"]}) + "\n")
+        remaining = list(batches[bi])
+        while remaining and time.time() < deadline:
+            job = {"seed": args.seed, "deadline": deadline, "tasks": [
+                {"ti": ti, "task": order[ti].to_dict(),
+                 "fns": {str(ii): list(fns[(ti, ii)]) for ii in range(len(order[ti].implementations))}}
+                for ti in remaining]}
+            if wk is None or not wk.alive():
+                if wk is not None:
+                    build_stats["worker_restarts"] += 1
+                wk = WorkerProcess(results_path)
+            finished, seen = wk.run(job, timeout=max(5.0, deadline - time.time() + 60))
+            measured += len(seen)
+            remaining = [ti for ti in remaining if order[ti].id not in set(seen)]
+            if finished:
+                break
+            try:
+                rc = wk.proc.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - still running after a timeout: killed below
+                rc = None
+            fatal_reported = rc == 3  # the worker recorded the fatal task itself
             wk.kill()
+            if remaining and not fatal_reported:  # the task that was running crashed or hung: record, skip it
+                culprit = remaining.pop(0)
+                with results_path.open("a") as fout:
+                    fout.write(json.dumps({"task": order[culprit].id, "family": order[culprit].family, "fatal": True,
+                                           "errors": ["the measuring process died or hung on this task"]}) + "\n")
+            print(f"batch {bi}: measuring process stopped; restarting it for {len(remaining)} tasks", flush=True)
         print(f"[{time.time() - t_start:6.0f} s] batch {bi + 1}/{len(batches)}: {measured} tasks measured", flush=True)
     if wk is not None:
-        try:
-            wk.proc.stdin.close()
-            wk.proc.wait(timeout=10)
-        except Exception:  # noqa: BLE001
-            wk.kill()
+        wk.close()
     ex.shutdown(wait=False, cancel_futures=True)
     from kernels_harness.datasets import times as times_lib
     records = times_lib.read_results(results_path)
