@@ -74,7 +74,8 @@ def test_measure_times_a_few_tasks_on_the_gpu(tmp_path):
 def test_plan_only_runs_without_a_gpu(tmp_path, capsys):
     import json
     assert measure.main(["--plan_only", "--max_tasks", "30", "--batch", "8", "--out", str(tmp_path)]) == 0
-    plan = json.loads(capsys.readouterr().out)
+    out = capsys.readouterr().out
+    plan = json.loads(out[out.index("{"):])
     assert plan["tasks"] == 30 and plan["batches"] >= 30 * 3 // 8 - 1
     assert len(set(plan["families_first"])) == len(registry.FAMILIES)
     assert plan["first_batch"]["built"] == plan["first_batch"]["implementations"] >= 8
