@@ -349,6 +349,7 @@ cudaError_t launch_impl(const char* name, dim3 grid, dim3 block, size_t smem, in
       w->loop_tc.bid.x = (unsigned)(b % grid.x);
       w->loop_tc.bid.y = (unsigned)((b / grid.x) % grid.y);
       w->loop_tc.bid.z = (unsigned)(b / ((unsigned long long)grid.x * grid.y));
+      if (smem && w->dyn) memset(w->dyn, 0xFF, smem);  // uninitialised shared memory reads as NaN / -1
       bool ok = use_fibers ? run_block_fibers(w) : run_block_loop(w);
       if (!ok) {
         failed = true;
