@@ -7,6 +7,7 @@
 #include <math.h>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <type_traits>
 
 namespace cudaperf_emu {
@@ -91,7 +92,15 @@ static inline unsigned __lanemask_lt() { return (1u << (cudaperf_emu_cur->tid.x 
 [[noreturn]] static inline void __trap() { cudaperf_emu::trap("__trap() was called"); __builtin_unreachable(); }
 static inline void __brkpt() {}
 static inline void __nanosleep(unsigned) {}
-static inline long long clock64() { return (long long)__builtin_ia32_rdtsc(); }
+static inline long long clock64() {
+#if defined(__x86_64__) || defined(__i386__)
+  return (long long)__builtin_ia32_rdtsc();
+#else
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+#endif
+}
 
 // ---- memory: fences, atomics, cache-hinted loads ------------------------------------------------
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }

@@ -24,7 +24,7 @@ struct FiberStack {
 };
 }  // namespace cudaperf_emu
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(CUDAPERF_EMU_UCONTEXT)
 extern "C" void cudaperf_emu_switch(void** save_sp, void* new_sp);
 extern "C" void cudaperf_emu_trampoline();
 asm(R"(
