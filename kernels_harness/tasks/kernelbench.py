@@ -248,3 +248,27 @@ def write_tasks(tasks: Iterable[Task], out_dir: str | Path) -> list[Path]:
         p.write_text(t.to_json(indent=1))
         paths.append(p)
     return paths
+
+
+def main(argv=None) -> int:
+    """python -m kernels_harness.tasks.kernelbench KernelBench/level1 --out tasks/level1"""
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(description="Import KernelBench-layout problems as torch2cuda task files.")
+    ap.add_argument("root", help="a problem file or a directory of <id>_<Name>.py files")
+    ap.add_argument("--out", required=True, help="directory for the <id>.json task files")
+    a = ap.parse_args(argv)
+    try:
+        tasks, errors = import_report(a.root)
+    except TaskError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    write_tasks(tasks, a.out)
+    for e in errors:
+        print(f"skipped: {e}", file=sys.stderr)
+    print(f"imported {len(tasks)} problems into {a.out} ({len(errors)} skipped)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

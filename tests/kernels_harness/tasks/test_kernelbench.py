@@ -141,3 +141,10 @@ def test_imported_task_judged_by_the_harness(example):
         good, wrong = pool.evaluate([(t, SOLUTION.replace("BIAS", "+ bias[j]")), (t, SOLUTION.replace("BIAS", ""))])
     assert good.status == "ok", (good.error, [c.error for c in good.configs])
     assert wrong.status == "wrong"
+
+
+def test_command_line(example, tmp_path, capsys):
+    assert kb.main([str(example.parent), "--out", str(tmp_path / "tasks")]) == 0
+    assert "imported 1 problems" in capsys.readouterr().out
+    assert (tmp_path / "tasks" / "level1_3_scaled_gelu_rowsum.json").is_file()
+    assert kb.main([str(tmp_path / "nowhere"), "--out", str(tmp_path / "x")]) == 2
