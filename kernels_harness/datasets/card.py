@@ -29,6 +29,13 @@ Build: `python -m experiments.build_dataset --out=data/tasks` (shards of 256 tas
 as JSON lines, `manifest.json`; re-runs are incremental). `--dry_run` prints the counts below as JSON.
 Load: `kernels_harness.datasets.shards.load(dir, split=..., track=..., families=...)`.
 Regenerate this card: `python -m kernels_harness.datasets.card --out docs/dataset.md`.
+Other PyTorch problems in the KernelBench layout (`levelN/<id>_<Name>.py`) become torch2cuda tasks with
+`python -m kernels_harness.tasks.kernelbench DIR --out OUT` (contract: docs/torch2cuda_tasks.md).
+
+Measuring on an H200 (time-bounded, resumable, one nvcc-built shared library per batch of
+implementations): `python -m kernels_harness.datasets.measure --out $OUT --max_seconds 240`; it writes
+`$OUT/times` (tensorstore zarr + index + provenance), `$OUT/results.jsonl`, `$OUT/speedups.png` and
+prints a table per family. Copy `$OUT/times` to `data/times/h200` and regenerate this card.
 """
 
 VALIDATION = """## How it was validated
