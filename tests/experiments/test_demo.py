@@ -25,26 +25,26 @@ def _demo(workdir, *overrides, env_extra=None):
 
 def test_demo_runs_end_to_end_and_resumes(tmp_path):
     model = _tiny_policy_dir(tmp_path / "policy")
-    args = [f"--config.model={model}", "--config.max_tasks=2", "--config.samples_per_task=2",
+    args = [f"--config.model={model}", "--config.max_tasks=1", "--config.samples_per_task=2",
             "--config.turns=2", "--config.max_new_tokens=24", "--config.backend=cpu"]
     proc = _demo(tmp_path / "run", *args)
     assert proc.returncode == 0, proc.stderr[-4000:]
     work = tmp_path / "run"
     refs = json.loads((work / "references.json").read_text())
-    assert len(refs) == 5 and all(r["status"] == "ok" for r in refs.values()), refs
+    assert len(refs) == 3 and all(r["status"] == "ok" for r in refs.values()), refs
     cands = [json.loads(x) for x in (work / "candidates.jsonl").read_text().splitlines()]
-    assert len(cands) == 2 * 2 * 2 and {c["turn"] for c in cands} == {0, 1}
+    assert len(cands) == 2 * 2 and {c["turn"] for c in cands} == {0, 1}
     assert all(c["status"] in ("ok", "wrong", "compile_error", "runtime_error", "timeout", "hack") for c in cands)
     assert all(c["feedback"] for c in cands)  # every verdict carries feedback for the next turn
     metrics = [json.loads(x) for x in (work / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics] == [0, 1] and "turn1/compiled" in metrics[0]
+    assert [m["step"] for m in metrics] == [0] and "turn1/compiled" in metrics[0]
     summary = json.loads((work / "summary.json").read_text())
-    assert summary["candidates"] == 8 and (work / "verdicts.png").stat().st_size > 1000
+    assert summary["candidates"] == 4 and (work / "verdicts.png").stat().st_size > 1000
     # a second launch into the finished workdir resumes: no step is redone, outputs unchanged
     again = _demo(work, *args)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert [json.loads(x)["step"] for x in (work / "metrics.jsonl").read_text().splitlines()] == [0, 1]
-    assert len((work / "candidates.jsonl").read_text().splitlines()) == 8
+    assert [json.loads(x)["step"] for x in (work / "metrics.jsonl").read_text().splitlines()] == [0]
+    assert len((work / "candidates.jsonl").read_text().splitlines()) == 4
 
 
 def test_demo_reports_a_bad_suite_in_one_line(tmp_path):
