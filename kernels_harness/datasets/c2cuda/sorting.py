@@ -176,7 +176,7 @@ __global__ void sort_odd_even({kargs}) {{
     __syncthreads();
   }}
   for (int t = threadIdx.x; t < cols; t += blockDim.x) y[(long long)r * cols + t] = sv[t];
-}}""", f"if (rows > 0) sort_odd_even<<<rows, 256, 0, stream>>>({call});")))
+}}""", f"if (rows > 0) sort_odd_even<<<rows, 64, 0, stream>>>({call});")))
     impls.append(("rank", ["coalesced"], lambda proto: B.cuda_unit(proto, dev_helper + f"""
 __global__ void sort_rank({kargs}) {{
   long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -196,7 +196,7 @@ __global__ void sort_rank({kargs}) {{
     source = B.bake(source, consts)
     impls = [(spec[0], spec[1], B.baked(spec[2], consts), *spec[3:]) for spec in impls]
     few = p["rows"] == "few_rows"
-    rows = (2, 64, max(1024, (1 << 22) // C)) if few else (5, 2048, max(16384, (1 << 24) // C))
+    rows = (1, 64, max(1024, (1 << 22) // C)) if few else (2, 2048, max(16384, (1 << 24) // C))
     cfgs = [{"R": r, "C": C} for r in rows]
     if topk:
         cfgs = [dict(c, K=K) for c in cfgs]
