@@ -29,25 +29,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 HBM_DATASHEET = 4.8e12  # H200 HBM3e, bytes/s
 ISSUE_HF_REFERENCE = {1: 11.0, 32: 340.0, 128: 1300.0}  # transformers, SmolLM2-135M, bf16, 256 tokens (issue 7)
 
-QWEN15B = dict(model_type="qwen2", vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-               num_attention_heads=12, num_key_value_heads=2, head_dim=128, max_position_embeddings=32768,
-               rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=151643,
-               eos_token_id=151645, pad_token_id=151643, use_sliding_window=False)
-SMOL = dict(model_type="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-            num_attention_heads=9, num_key_value_heads=3, head_dim=64, max_position_embeddings=8192,
-            rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2,
-            pad_token_id=2)
-TINY = dict(model_type="llama", vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=1024,
-            rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2,
-            pad_token_id=0)
+QWEN15B = {"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
+               "num_attention_heads": 12, "num_key_value_heads": 2, "head_dim": 128, "max_position_embeddings": 32768,
+               "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "bos_token_id": 151643,
+               "eos_token_id": 151645, "pad_token_id": 151643, "use_sliding_window": False}
+SMOL = {"model_type": "llama", "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+            "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64, "max_position_embeddings": 8192,
+            "rope_theta": 100000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2,
+            "pad_token_id": 2}
+TINY = {"model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 1024,
+            "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2,
+            "pad_token_id": 0}
 
 
 def log(msg):
@@ -99,11 +99,11 @@ def bench_jax(model, batch, args):
     best = min(runs, key=lambda t: t["prefill_s"] + t["decode_s"])
     n_prompt, n_new = batch * args.prompt_len, batch * args.new_tokens
     step_s = best["decode_s"] / max(args.new_tokens - 1, 1)
-    res = dict(batch=batch, prompt_len=args.prompt_len, new_tokens=args.new_tokens, compile_s=compile_s,
-               prefill_s=best["prefill_s"], decode_s=best["decode_s"], decode_step_ms=1e3 * step_s,
-               prefill_tok_s=n_prompt / best["prefill_s"],
-               decode_tok_s=batch * (args.new_tokens - 1) / best["decode_s"],
-               new_tok_s=n_new / (best["prefill_s"] + best["decode_s"]), all_full_length=bool((lengths == args.new_tokens).all()))
+    res = {"batch": batch, "prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "compile_s": compile_s,
+               "prefill_s": best["prefill_s"], "decode_s": best["decode_s"], "decode_step_ms": 1e3 * step_s,
+               "prefill_tok_s": n_prompt / best["prefill_s"],
+               "decode_tok_s": batch * (args.new_tokens - 1) / best["decode_s"],
+               "new_tok_s": n_new / (best["prefill_s"] + best["decode_s"]), "all_full_length": bool((lengths == args.new_tokens).all())}
     if batch == 1:
         slots = args.prompt_len + args.new_tokens
         kv = 2 * cfg.num_layers * slots * cfg.num_kv_heads * cfg.head_dim * jnp.dtype(model.dtype).itemsize
@@ -135,7 +135,7 @@ def bench_hf(hf, batch, args, device, vocab):
     rng = np.random.RandomState(batch)
     ids = torch.tensor(rng.randint(3, vocab, (batch, args.prompt_len)), device=device)
     att = torch.ones_like(ids)
-    kw = dict(do_sample=True, top_k=50, top_p=0.9, temperature=1.0, pad_token_id=0)
+    kw = {"do_sample": True, "top_k": 50, "top_p": 0.9, "temperature": 1.0, "pad_token_id": 0}
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     with torch.no_grad():
         hf.generate(ids, attention_mask=att, max_new_tokens=4, min_new_tokens=4, **kw)
@@ -150,8 +150,8 @@ def bench_hf(hf, batch, args, device, vocab):
         sync()
         total = time.perf_counter() - t0
     n_new = out.shape[1] - args.prompt_len
-    return dict(batch=batch, prompt_len=args.prompt_len, new_tokens=int(n_new), prefill_s=prefill_s, total_s=total,
-                prefill_tok_s=batch * args.prompt_len / prefill_s, new_tok_s=batch * n_new / total)
+    return {"batch": batch, "prompt_len": args.prompt_len, "new_tokens": int(n_new), "prefill_s": prefill_s, "total_s": total,
+                "prefill_tok_s": batch * args.prompt_len / prefill_s, "new_tok_s": batch * n_new / total}
 
 
 def greedy_check(model, hf, args, device):
@@ -234,8 +234,8 @@ def plot(results, out_dir):
 
 
 def table(results):
-    rows = [f"{'model':<22}{'B':>5}{'JAX prefill':>13}{'JAX decode':>12}{'JAX e2e':>10}{'HF e2e':>10}"
-            f"{'speedup':>9}{'step ms':>9}"]
+    rows = [(f"{'model':<22}{'B':>5}{'JAX prefill':>13}{'JAX decode':>12}{'JAX e2e':>10}{'HF e2e':>10}"
+            f"{'speedup':>9}{'step ms':>9}")]
     for name, r in results["models"].items():
         hf = {x["batch"]: x for x in r.get("hf", []) if "error" not in x}
         for x in r.get("jax", []):

@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp

@@ -98,7 +98,7 @@ class ModelConfig:
         return self.num_layers * layer + emb + d
 
     @classmethod
-    def from_hf(cls, cfg: dict[str, Any]) -> "ModelConfig":
+    def from_hf(cls, cfg: dict[str, Any]) -> ModelConfig:
         """From a config.json dict (or `PretrainedConfig.to_dict()`)."""
         mt = cfg.get("model_type", "llama")
         if mt not in SUPPORTED_TYPES:

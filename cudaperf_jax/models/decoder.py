@@ -31,7 +31,7 @@ class KVCache(NamedTuple):
     v: tuple[jax.Array, ...]
 
     @staticmethod
-    def zeros(cfg: ModelConfig, batch: int, slots: int, dtype=jnp.bfloat16) -> "KVCache":
+    def zeros(cfg: ModelConfig, batch: int, slots: int, dtype=jnp.bfloat16) -> KVCache:
         shape = (batch, cfg.num_kv_heads, slots, cfg.head_dim)
         z = tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_layers))
         return KVCache(z, tuple(jnp.zeros(shape, dtype) for _ in range(cfg.num_layers)))
@@ -140,7 +140,7 @@ class Block(nnx.Module):
     """Pre-norm residual block: x + attn(norm(x)); x + mlp(norm(x))."""
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, dtype, param_dtype):
-        kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        kw = {"rngs": rngs, "dtype": dtype, "param_dtype": param_dtype}
         self.attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)
         self.attn = Attention(cfg, **kw)
         self.mlp_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)
@@ -158,7 +158,7 @@ class Decoder(nnx.Module):
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, dtype=jnp.float32, param_dtype=jnp.float32):
         self.cfg = cfg
         self.dtype = dtype
-        kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        kw = {"rngs": rngs, "dtype": dtype, "param_dtype": param_dtype}
         self.embed = _param(rngs, (cfg.vocab_size, cfg.hidden_size), ("tensor", "fsdp"), param_dtype)
         self.layers = nnx.List([Block(cfg, **kw) for _ in range(cfg.num_layers)])
         self.final_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)

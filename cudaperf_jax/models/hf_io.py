@@ -24,11 +24,11 @@ class CheckpointError(RuntimeError):
 
 def _layer_names(i: int) -> dict[str, str]:
     p = f"model.layers.{i}."
-    return {k: p + v for k, v in dict(
-        q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj", o="self_attn.o_proj",
-        qn="self_attn.q_norm.weight", kn="self_attn.k_norm.weight", an="input_layernorm.weight",
-        mn="post_attention_layernorm.weight", gate="mlp.gate_proj", up="mlp.up_proj",
-        down="mlp.down_proj").items()}
+    return {k: p + v for k, v in {
+        "q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
+        "qn": "self_attn.q_norm.weight", "kn": "self_attn.k_norm.weight", "an": "input_layernorm.weight",
+        "mn": "post_attention_layernorm.weight", "gate": "mlp.gate_proj", "up": "mlp.up_proj",
+        "down": "mlp.down_proj"}.items()}
 
 
 def abstract_model(cfg: ModelConfig, dtype=jnp.float32, param_dtype=jnp.float32) -> Decoder:
@@ -136,7 +136,7 @@ def read_hf_dir(path: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
     tensors = {}
     for f in files:
         with safe_open(str(f), framework="flax") as fh:
-            for k in fh.keys():
+            for k in fh.keys():  # noqa: SIM118  (safe_open is not iterable)
                 tensors[k] = np.asarray(fh.get_tensor(k))
     return json.loads(cfg_file.read_text()), tensors
 

@@ -7,7 +7,12 @@ import torch
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
 from cudaperf_jax.generation.sampling import choose as _choose
-from cudaperf_jax.generation.sampling import token_logprobs, top_k, top_k_mask, top_p_mask
+from cudaperf_jax.generation.sampling import (
+    token_logprobs,
+    top_k,
+    top_k_mask,
+    top_p_mask,
+)
 
 choose = jax.jit(_choose, static_argnames=("top_k", "greedy", "use_top_p"))
 

@@ -8,7 +8,13 @@ import torch
 import transformers as tf
 
 from cudaperf_jax.models.config import ModelConfig
-from cudaperf_jax.models.hf_io import CheckpointError, model_from_hf_state, model_to_hf_state, read_hf_dir, save_hf_dir
+from cudaperf_jax.models.hf_io import (
+    CheckpointError,
+    model_from_hf_state,
+    model_to_hf_state,
+    read_hf_dir,
+    save_hf_dir,
+)
 from cudaperf_jax.models.loading import load_policy
 from tests.cudaperf_jax.models import tiny
 

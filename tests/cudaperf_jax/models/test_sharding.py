@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,7 @@ SCRIPT = textwrap.dedent("""
 def test_sharded_forward_and_sampling_equal_unsharded():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
                PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, cwd=REPO,
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], check=False, capture_output=True, text=True, env=env, cwd=REPO,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1].split()
@@ -55,7 +56,7 @@ def test_fit_spec_drops_axes_that_do_not_divide():
     assert fit_spec(("fsdp", "tensor"), (6, 4), mesh) == P("fsdp", "tensor")
 
     class FakeMesh:
-        shape = {"data": 2, "fsdp": 2, "tensor": 2}
+        shape = types.MappingProxyType({"data": 2, "fsdp": 2, "tensor": 2})
     assert fit_spec((("data", "fsdp"), None, "tensor"), (4, 7, 3), FakeMesh) == P(("data", "fsdp"), None, None)
     assert fit_spec((("data", "fsdp"),), (2, 5), FakeMesh) == P("data", None)
     assert np.prod(list(FakeMesh.shape.values())) == 8

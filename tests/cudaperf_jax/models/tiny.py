@@ -5,25 +5,25 @@ import numpy as np
 
 CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
                  "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-CORPUS = ["__global__ void add(float* a, const float* b, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; "
-          "if (i < n) a[i] += b[i]; }", "The quick brown fox jumps over the lazy dog.",
+CORPUS = [("__global__ void add(float* a, const float* b, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; "
+          "if (i < n) a[i] += b[i]; }"), "The quick brown fox jumps over the lazy dog.",
           "def add(a, b):\n    return a + b\n", "```cuda\nint main() { return 0; }\n```"] * 4
-COMMON = dict(vocab_size=320, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-              num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+COMMON = {"vocab_size": 320, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "max_position_embeddings": 256, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
 
 
 def hf_config(kind: str, **over):
     import transformers as tf
     if kind == "llama":
-        c = dict(COMMON, rope_theta=500000.0, rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
-                 high_freq_factor=4.0, original_max_position_embeddings=64))
+        c = dict(COMMON, rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                 "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
         return tf.LlamaConfig(**{**c, **over})
     if kind == "qwen2":
         c = dict(COMMON, tie_word_embeddings=True,
-                 rope_scaling=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=64))
+                 rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64})
         return tf.Qwen2Config(**{**c, **over})
     if kind == "qwen3":
-        c = dict(COMMON, head_dim=32, rope_scaling=dict(rope_type="linear", factor=2.0))
+        c = dict(COMMON, head_dim=32, rope_scaling={"rope_type": "linear", "factor": 2.0})
         return tf.Qwen3Config(**{**c, **over})
     raise ValueError(kind)
 
