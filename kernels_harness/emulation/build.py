@@ -6,7 +6,7 @@ header are built once per mode and cached under $CUDAPERF_CACHE/emulation (CUDAP
 
 Checks mode (`checks=True`, the default) builds with AddressSanitizer: every out-of-bounds access to an
 array from cudaMalloc, to an array the harness passed in (its numpy buffers are heap blocks under the
-preloaded ASan allocator) or to dynamic shared memory aborts the process with an ASan report. Such a
+preloaded ASan allocator) or to shared memory aborts the process with an ASan report. Such a
 library must be loaded in a process started with `asan.asan_environment()` (LD_PRELOAD of libasan);
 the harness does that in its worker subprocess and turns the report into a `runtime_error` line with
 `asan.summarize_report`. Barrier divergence and __trap are caught in both modes and reported through

@@ -7,8 +7,9 @@ it also runs where tree-sitter is not installed) and changes only:
 - `kernel<<<grid, block, smem, stream>>>(args)` -> `::cudaperf_emu::launch("kernel", grid, block, smem,
   stream, fibers, [&](auto&&... a) { kernel(a...); }, args)`, where `fibers` is 1 when the kernel (or a
   function, macro or type it names, transitively) uses a barrier or a warp collective;
-- `__shared__ T x[N];` -> `static thread_local T x[N];` (one copy per block: the threads of a block run
-  on one OS thread, one block at a time);
+- `__shared__ T x[N];` in a function -> `T (&x)[N] = ::cudaperf_emu::shared_var<T[N], ID>();`, a heap
+  block per host thread (the threads of a block run on one host thread, one block at a time), poisoned
+  before each block and visible to AddressSanitizer; other shapes and file scope -> `static thread_local`;
 - `extern __shared__ T x[];` -> `T* x = (T*)::cudaperf_emu::dyn_smem();` inside functions; at file scope
   every later use of `x` becomes that expression;
 - `volatile T*` -> `::cudaperf_emu::vptr<T>`: stores through it are warp lockstep points, so legacy
@@ -399,6 +400,10 @@ def _shared_edit(source, toks, i, in_function):
         j -= 1
     head = [x.text for x in toks[j + 1:i]]
     if "extern" not in head:
+        if in_function:
+            edit = _static_shared_edit(source, toks, i, j)
+            if edit:
+                return edit, None, None
         repl = "thread_local" if "static" in head else "static thread_local"
         return (toks[i].start, toks[i].end, repl), None, None
     end = i
@@ -428,6 +433,76 @@ def _shared_edit(source, toks, i, in_function):
     else:
         repl = ""
     return (start, stop, repl + _line_breaks(source[start:stop])), name, ctype
+
+
+_SHARED_IDS = iter(range(1, 1 << 30))
+_SKIP_IN_DECL = {"__shared__", "static"}
+
+
+def _static_shared_edit(source, toks, i, j):
+    """`__shared__ T a[N][M], b;` inside a function -> references to per-block heap blocks:
+    `T (&a)[N][M] = ::cudaperf_emu::shared_var<T[N][M], ID>(); T& b = ...;` (None if the declaration has
+    another shape; it then stays a static thread_local). Heap blocks let AddressSanitizer see overflows of
+    static shared memory, and the runtime fills them with 0xFF bytes before every block."""
+    end = i
+    while end < len(toks) and toks[end].text not in (";", "{", "}"):
+        end += 1
+    if end >= len(toks) or toks[end].text != ";":
+        return None
+    body, k = [], j + 1
+    while k < end:
+        x = toks[k]
+        if x.text in _SKIP_IN_DECL:
+            k += 1
+            continue
+        if x.text in ("__align__", "alignas", "__attribute__") and k + 1 < end and toks[k + 1].text == "(":
+            k = _match_forward(toks, k + 1, "(", ")") + 1
+            continue
+        body.append(x)
+        k += 1
+    parts, depth, cur = [], 0, []
+    for x in body:
+        if x.text in ("<", "[", "("):
+            depth += 1
+        elif x.text in (">", "]", ")"):
+            depth -= 1
+        if x.text == "," and depth == 0:
+            parts.append(cur)
+            cur = []
+        else:
+            cur.append(x)
+    parts.append(cur)
+    decls = []
+    for n, part in enumerate(parts):
+        m = len(part)
+        while m > 0 and part[m - 1].text == "]":       # trailing [..] groups
+            depth, m = 0, m - 1
+            while m >= 0:
+                depth += part[m].text == "]"
+                depth -= part[m].text == "["
+                if depth == 0:
+                    break
+                m -= 1
+            if m < 0:
+                return None
+        if m <= 0 or part[m - 1].kind != "ident":
+            return None
+        name, type_toks, dims = part[m - 1], part[:m - 1], part[m:]
+        if n == 0:
+            if not type_toks or any(x.text in ("*", "&", "=", "(", ")", "extern") for x in type_toks):
+                return None
+            ctype = source[type_toks[0].start:type_toks[-1].end]
+        elif type_toks:
+            return None
+        if any(x.text in ("=", "(") for x in dims):
+            return None
+        decls.append((name.text, source[dims[0].start:dims[-1].end] if dims else ""))
+    out = []
+    for name, dims in decls:
+        ref = f"({'&'}{name}){dims}" if dims else f"&{name}"
+        out.append(f"{ctype} {ref} = ::cudaperf_emu::shared_var<{ctype}{dims}, {next(_SHARED_IDS)}>();")
+    start, stop = toks[j + 1].start, toks[end].end
+    return start, stop, " ".join(out).replace("\n", " ") + _line_breaks(source[start:stop])
 
 
 def _volatile_edits(toks, i) -> list:

@@ -37,6 +37,14 @@ uint64_t warp_collective(int op, unsigned mask, uint64_t value, int param, int w
 unsigned active_mask();
 void trap(const char* what);
 void* dyn_smem();
+void* register_shared(size_t bytes);
+// Static shared memory of one declaration site (ID) and type: a heap block per host thread, so that
+// AddressSanitizer sees overflows; the runtime refills it with 0xFF bytes before each block.
+template <class A, int ID> static inline A& shared_var() {
+  static thread_local A* p = nullptr;
+  if (__builtin_expect(p == nullptr, 0)) p = static_cast<A*>(register_shared(sizeof(A)));
+  return *p;
+}
 template <class T> static inline uint64_t to_bits(const T& v) {
   static_assert(sizeof(T) <= 8, "warp shuffles move at most 8 bytes");
   uint64_t b = 0; std::memcpy(&b, &v, sizeof(T)); return b;

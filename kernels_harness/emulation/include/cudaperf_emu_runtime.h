@@ -225,6 +225,15 @@ void assert_fail(const char* expr, const char* file, int line) {
 
 void* dyn_smem() { return tw ? tw->dyn : nullptr; }
 
+void* register_shared(size_t bytes) {
+  Worker* w = worker();
+  void* p = nullptr;
+  if (posix_memalign(&p, 128, bytes ? bytes : 1) != 0) trap("out of host memory for __shared__ storage");
+  memset(p, 0xFF, bytes);
+  w->shared_blocks.emplace_back(static_cast<char*>(p), bytes);
+  return p;
+}
+
 cudaError_t set_error(cudaError_t e, const char* message) {
   std::lock_guard<std::mutex> lk(g_mu);
   g_last = e;
@@ -350,6 +359,7 @@ cudaError_t launch_impl(const char* name, dim3 grid, dim3 block, size_t smem, in
       w->loop_tc.bid.y = (unsigned)((b / grid.x) % grid.y);
       w->loop_tc.bid.z = (unsigned)(b / ((unsigned long long)grid.x * grid.y));
       if (smem && w->dyn) memset(w->dyn, 0xFF, smem);  // uninitialised shared memory reads as NaN / -1
+      for (auto& blk : w->shared_blocks) memset(blk.first, 0xFF, blk.second);
       bool ok = use_fibers ? run_block_fibers(w) : run_block_loop(w);
       if (!ok) {
         failed = true;

@@ -58,6 +58,7 @@ struct Worker {
   const void* main_bottom = nullptr;
   size_t main_size = 0;
   bool stacks_dirty = false;
+  std::vector<std::pair<char*, size_t>> shared_blocks;  // static __shared__ storage used on this thread
 };
 thread_local Worker* tw = nullptr;
 Worker* worker() {

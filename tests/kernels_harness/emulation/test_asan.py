@@ -29,6 +29,12 @@ __global__ void through_smem(float* y, int n) {  // fibers: a barrier and a shuf
   float zero = __shfl_xor_sync(0xffffffffu, 0.0f, 1);
   if (i < n) y[i] = s[threadIdx.x] + zero;
 }
+__global__ void static_smem_over(float* y) {
+  __shared__ float s[32];
+  s[threadIdx.x] = 1.f;            // 33 threads, room for 32
+  __syncthreads();
+  y[threadIdx.x] = s[0];
+}
 __global__ void smem_over(float* y) {
   extern __shared__ float s[];
   s[threadIdx.x] = 1.f;            // 33 threads, room for 32
@@ -51,6 +57,10 @@ extern "C" int fibers_ok(float* y, int n, int extra, cudaStream_t s) {
   through_smem<<<(n + 63) / 64, 64, 0, s>>>(y, n);
   return cudaGetLastError();
 }
+extern "C" int static_shared_array(float* y, int n, int extra, cudaStream_t s) {
+  static_smem_over<<<1, 33, 0, s>>>(y);
+  return cudaGetLastError();
+}
 extern "C" int shared_array(float* y, int n, int extra, cudaStream_t s) {
   smem_over<<<1, 33, 32 * sizeof(float), s>>>(y);
   return cudaGetLastError();
@@ -66,7 +76,7 @@ DRIVER = textwrap.dedent('''
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     y = np.zeros(1000, np.float32)
     rc = fn(y.ctypes.data, 1000, int(sys.argv[3]), None)
-    ok = bool(np.all(y == 2.0 * np.arange(1000))) or sys.argv[2] == "shared_array"
+    ok = bool(np.all(y == 2.0 * np.arange(1000))) or "shared" in sys.argv[2]
     print("rc", rc, "ok", ok)
 ''')
 
@@ -92,9 +102,11 @@ def test_in_bounds_kernels_run_normally_under_asan(checked_lib):
 
 @pytest.mark.parametrize("entry, what", [("host_array", "out-of-bounds write of 4 bytes in kernel `fill`"),
                                          ("device_array", "out-of-bounds write of 4 bytes in kernel `fill`"),
-                                         ("shared_array", "out-of-bounds write of 4 bytes in kernel `smem_over`")])
+                                         ("shared_array", "out-of-bounds write of 4 bytes in kernel `smem_over`"),
+                                         ("static_shared_array",
+                                          "out-of-bounds write of 4 bytes in kernel `static_smem_over`")])
 def test_out_of_bounds_writes_are_caught_and_summarized(checked_lib, entry, what):
-    p = _run(checked_lib, entry, 1 if entry != "shared_array" else 0)
+    p = _run(checked_lib, entry, 0 if "shared" in entry else 1)
     assert p.returncode == ASAN_EXIT_CODE, (p.stdout, p.stderr[-3000:])
     summary = summarize_report(p.stderr)
     assert summary.startswith(what), summary

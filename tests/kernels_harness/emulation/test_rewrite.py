@@ -1,4 +1,6 @@
 """The source rewriter: launches, shared memory, fiber detection, line numbers, unsupported constructs."""
+import re
+
 import pytest
 
 from kernels_harness.emulation.rewrite import UnsupportedConstruct, rewrite, tokenize
@@ -46,9 +48,19 @@ def test_fiber_detection_follows_functions_and_macros():
 
 def test_shared_memory_rewrites():
     out = rewrite(SRC).source
-    assert "static thread_local T tile[N];" in out
-    assert "static thread_local int flag;" in out and "static static" not in out
+    assert re.search(r"T \(&tile\)\[N\] = ::cudaperf_emu::shared_var<T\[N\], \d+>\(\);", out)
+    assert re.search(r"int &flag = ::cudaperf_emu::shared_var<int, \d+>\(\);", out) and "static" not in out
     assert "float* buf = (float*)::cudaperf_emu::dyn_smem();" in out
+
+
+def test_static_shared_declarations_of_other_shapes_stay_thread_local():
+    src = ("__shared__ float file_scope[8];\n"
+           "__global__ void k(float* y) { __shared__ float* ptrs[2]; __shared__ float a[4], b[2][3]; }\n")
+    out = rewrite(src).source
+    assert "static thread_local float file_scope[8];" in out
+    assert "static thread_local float* ptrs[2];" in out
+    assert re.search(r"float \(&a\)\[4\] = .*shared_var<float\[4\], \d+>\(\); "
+                     r"float \(&b\)\[2\]\[3\] = .*shared_var<float\[2\]\[3\], \d+>\(\);", out)
 
 
 def test_file_scope_extern_shared_uses_become_the_block_buffer():

@@ -283,3 +283,26 @@ extern "C" int run(const int* x, int n, cudaStream_t s) { checked<<<2, 64, 0, s>
     msg = lib.last_error()
     assert "assertion `x[i] >= 0` failed at solution.cu:5" in msg and "block (1,0,0)" in msg
     lib.reset()
+
+
+def test_shared_memory_starts_each_block_poisoned(build_lib):
+    src = r"""
+__global__ void leftovers(float* y) {
+  __shared__ float s[32];
+  extern __shared__ float d[];
+  if (blockIdx.x == 0) { s[threadIdx.x] = 1.f; d[threadIdx.x] = 2.f; }
+  __syncthreads();
+  y[blockIdx.x * 64 + threadIdx.x] = s[threadIdx.x];
+  y[blockIdx.x * 64 + 32 + threadIdx.x] = d[threadIdx.x];
+}
+extern "C" int run(float* y, cudaStream_t s) { leftovers<<<2, 32, 32 * sizeof(float), s>>>(y); return cudaGetLastError(); }
+"""
+    lib = build_lib(src, "leftovers")
+    lib.set_threads(1)                      # both blocks on one host thread: storage is reused
+    fn = lib.entry("run")
+    fn.argtypes = [P, P]
+    y = np.zeros(128, np.float32)
+    assert fn(y.ctypes.data, None) == 0
+    np.testing.assert_array_equal(y[:64], np.r_[np.ones(32), 2 * np.ones(32)])
+    assert np.isnan(y[64:]).all()           # block 1 never wrote: it reads poison, not block 0's values
+    lib.set_threads(0)
