@@ -191,7 +191,8 @@ def _cdist(p: dict):
     dt, D = p["dtype"], p["D"]
     T = B.ctype(dt)
     entry = "cdist_" + metric
-    sig = [B.scalar("n", "int32", "N"), B.scalar("m", "int32", "M"), B.scalar("d", "int32", "D"),
+    # the point dimension is a compile-time constant, DIM
+    sig = [B.scalar("n", "int32", "N"), B.scalar("m", "int32", "M"),
            B.inp("a", dt, ["N", "D"]), B.inp("b", dt, ["M", "D"]), B.out("dist", dt, ["N", "M"])]
     term = {"manhattan": f"{B.mathfn('fabs', dt)}(t)"}.get(metric, "t * t")
     fin = f"{B.mathfn('sqrt', dt)}(s)" if metric == "euclidean" else "s"
@@ -243,6 +244,9 @@ __global__ void cdist_tiled({kargs}) {{
              ("smem_tiled", ["smem_tiled"], tiled)]
     if B.wrong_for(p["name"]):
         impls.append(B.mutant(impls[0], "k < d; ++k)", "k < d - 1; ++k)", "off_by_one"))
+    consts = {"d": ("DIM", D)}
+    source = B.bake(source, consts)
+    impls = [(spec[0], spec[1], B.baked(spec[2], consts), *spec[3:]) for spec in impls]
     o = p["odd"]
     sqr = p["layout"] == "square"
     cfg = ({"N": 30 + o, "M": 40 + o if sqr else 7, "D": D},

@@ -41,7 +41,7 @@ def build(p: dict):
                 B.inp("col_idx", "int32", ["NNZ"], init="randint(0, NC)"), B.inp("vals", dt, ["NNZ"])]
     else:
         shape = ["R", "K"] if fmt == "ell_row" else ["K", "R"]
-        sig += [B.scalar("k", "int32", "K"), B.inp("col_idx", "int32", shape, init="randint(-(NC//4), NC)"),
+        sig += [B.inp("col_idx", "int32", shape, init="randint(-(NC//4), NC)"),  # slots per row: a constant, SLOTS
                 B.inp("vals", dt, shape)]
     sig += [B.scalar("alpha", dt, 1.25)]
     if acc:
@@ -154,6 +154,10 @@ __global__ void spmv_unrolled({kargs}) {{
             impls.append(B.mutant(impls[0], "e < row_ptr[r + 1];", "e < row_ptr[r + 1] - 1;", "off_by_one"))
         else:
             impls.append(B.mutant(impls[0], "q < k;", "q < k - 1;", "off_by_one"))
+    if fmt.startswith("ell"):
+        consts = {"k": ("SLOTS", p["per_row"] + (p["odd"] % 3))}
+        source = B.bake(source, consts)
+        impls = [(spec[0], spec[1], B.baked(spec[2], consts), *spec[3:]) for spec in impls]
     o, pr = p["odd"], p["per_row"]
     rect = p["shape"] == "rect"
     cfg = []
