@@ -13,6 +13,7 @@ from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.hf_io import model_from_hf_state
 from tests.cudaperf_jax.models import tiny
 
+_forward = nnx.jit(lambda m, t: m(t))
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [3, 4], [40, 41, 42, 43]]
 
 
@@ -25,7 +26,7 @@ def pair():
 
 def _forward_logprobs(model, prompt, generated):
     seq = jnp.asarray([list(prompt) + list(generated)])
-    lp = jax.nn.log_softmax(model(seq)[0], axis=-1)
+    lp = jax.nn.log_softmax(_forward(model, seq)[0], axis=-1)
     rows = np.arange(len(prompt) - 1, len(prompt) - 1 + len(generated))
     return np.asarray(lp)[rows], np.asarray(lp)[rows, generated]
 

@@ -11,6 +11,8 @@ from cudaperf_jax.models.hf_io import model_from_hf_state
 from cudaperf_jax.models.rope import inv_frequencies
 from tests.cudaperf_jax.models import tiny
 
+_forward = nnx.jit(lambda m, t: m(t))
+
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
 def test_logits_match_transformers(kind):
@@ -21,7 +23,7 @@ def test_logits_match_transformers(kind):
     toks = np.random.RandomState(1).randint(0, cfg.vocab_size, (2, 40))
     with torch.no_grad():
         want = ref(torch.tensor(toks)).logits.numpy()
-    got = np.asarray(model(jnp.asarray(toks)))
+    got = np.asarray(_forward(model, jnp.asarray(toks)))
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)
 
@@ -34,7 +36,7 @@ def test_llama_biases_and_untied_head_match_transformers():
     toks = np.random.RandomState(2).randint(0, cfg.vocab_size, (1, 17))
     with torch.no_grad():
         want = ref(torch.tensor(toks)).logits.numpy()
-    np.testing.assert_allclose(np.asarray(model(jnp.asarray(toks))), want, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(np.asarray(_forward(model, jnp.asarray(toks))), want, atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
@@ -53,13 +55,14 @@ def test_cached_decode_equals_full_forward():
                       num_heads=4, num_kv_heads=2, head_dim=8, qk_norm=True)
     model = Decoder(cfg, rngs=nnx.Rngs(0))
     toks = jnp.asarray(np.random.RandomState(0).randint(0, 64, (2, 10)))
-    full = np.asarray(model(toks))
+    full = np.asarray(_forward(model, toks))
+    step = nnx.jit(lambda m, t, p, c, i: m(t, p, cache=c, cache_index=i))
     cache = KVCache.zeros(cfg, 2, 16, jnp.float32)
-    logits, cache = model(toks[:, :6], cache=cache, cache_index=0)
+    pos = jnp.broadcast_to(jnp.arange(6, dtype=jnp.int32), (2, 6))
+    logits, cache = step(model, toks[:, :6], pos, cache, 0)
     steps = [np.asarray(logits)]
     for t in range(6, 10):
-        pos = jnp.full((2, 1), t, jnp.int32)
-        logits, cache = model(toks[:, t:t + 1], pos, cache=cache, cache_index=t)
+        logits, cache = step(model, toks[:, t:t + 1], jnp.full((2, 1), t, jnp.int32), cache, jnp.int32(t))
         steps.append(np.asarray(logits))
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
 
