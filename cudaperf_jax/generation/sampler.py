@@ -196,6 +196,8 @@ class Sampler:
         prompt_lens = mask.sum(axis=1).astype(np.int32)
         positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0).astype(np.int32)
         kv_mask = np.concatenate([mask, np.ones((b, n), bool)], axis=1)
+        if jax.dtypes.issubdtype(getattr(keys, "dtype", np.uint32), jax.dtypes.prng_key):
+            keys = jax.random.key_data(keys)  # typed keys (jax.random.key) -> uint32[B, 2]
         arrays = [np.asarray(tokens, np.int32), kv_mask, positions, prompt_lens, np.asarray(keys)]
         if self.mesh is not None:
             arrays = [jax.device_put(a, batch_sharding(self.mesh, a.shape)) for a in arrays]
