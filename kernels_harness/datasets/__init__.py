@@ -8,5 +8,6 @@
 
 Modules: base (family/code helpers), c2cuda/* and torch2cuda/* (the families), registry (all families,
 splits), shards (on-disk format), build (writer + incremental validation), validate (harness checks),
-measure (GPU timing script), times (tensorstore store), card (docs/dataset.md).
+measure (GPU timing script) with gpu_timing (one task on the GPU), times (tensorstore store),
+card (docs/dataset.md).
 """

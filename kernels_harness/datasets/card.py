@@ -93,11 +93,11 @@ def _count_tables(tasks) -> list[str]:
         lines.append(f"| **{track}** | all | **{c['programs']}** | {c['distinct']} | {c['train']} | {c['val']} | "
                      f"{c['test']} | {c['impls']} | {c['wrong']} |")
     held = "; ".join(f"{k}: {', '.join(v)}" for k, v in registry.HELD_OUT.items())
-    lines += ["", f"Splits: whole families are held out for `test` ({held}); of the other families "
+    lines += ["", (f"Splits: whole families are held out for `test` ({held}); of the other families "
               f"{registry.VAL_PERCENT}% of the programs (stable hash of the id) form `val`, the rest `train`. "
               "'Distinct sources' counts different program texts; the other programs of a family share a "
               "text and differ in shapes, strides or bin counts (their configs and signatures), as KernelBench's "
-              "square / tall-skinny / large-K matmul problems do.", ""]
+              "square / tall-skinny / large-K matmul problems do."), ""]
     for title, table in (("dtype (array arguments)", dtypes), ("strategy tag (implementations)", strategies)):
         lines += [f"## Counts per {title}", "", "| track | " + title.split(" ")[0] + " | count |", "|---|---|---:|"]
         for track, c in sorted(table.items()):
@@ -122,7 +122,7 @@ def _family_section() -> list[str]:
         doc = " ".join((inspect.getdoc(mod) or "").split())
         if mod.__name__.endswith("families"):
             doc = f"{fam.description}."
-        lines.append(f"- **{fam.name}** ({fam.track}): {doc if not mod.__name__.endswith('families') else doc}")
+        lines.append(f"- **{fam.name}** ({fam.track}): {doc}")
     tdoc = " ".join((inspect.getdoc(inspect.getmodule(registry.BY_NAME['softmax'].build)) or "").split())
     lines += ["", f"torch2cuda: {tdoc}", ""]
     return lines
@@ -134,13 +134,13 @@ def _times_section(times_dir: Path, out: Path) -> list[str]:
     p = m.provenance
     sp = m.speedups()
     lines = ["## Measured times", "",
-             f"Store: `{times_dir}` (tensorstore zarr `time_ms`, `iqr_ms`, `agrees` [task, implementation, config] "
-             "and `index.json`); load with `kernels_harness.datasets.times.load(path)`.", "",
-             f"Provenance: GPU {p.get('gpu', '?')}, driver {p.get('driver_version', '?')}, CUDA runtime "
+             (f"Store: `{times_dir}` (tensorstore zarr `time_ms`, `iqr_ms`, `agrees` [task, implementation, config] "
+             "and `index.json`); load with `kernels_harness.datasets.times.load(path)`."), "",
+             (f"Provenance: GPU {p.get('gpu', '?')}, driver {p.get('driver_version', '?')}, CUDA runtime "
              f"{p.get('cuda_runtime_version', '?')}, {p.get('nvcc', 'nvcc ?')}, measured {p.get('started_utc', '?')}, "
-             f"command `{p.get('command', '?')}`. Build: {p.get('build', {})}.", "",
-             f"{len(m)} tasks measured; {len(sp)} (implementation, config) speedups over the baseline "
-             "(correct-labelled implementations whose outputs agree with the baseline's).", ""]
+             f"command `{p.get('command', '?')}`. Build: {p.get('build', {})}."), "",
+             (f"{len(m)} tasks measured; {len(sp)} (implementation, config) speedups over the baseline "
+             "(correct-labelled implementations whose outputs agree with the baseline's)."), ""]
     if sp:
         import numpy as np
         vals = np.array([s for *_, s in sp])
@@ -179,15 +179,15 @@ def write_card(out: str | Path, times_dir: str | Path | None = None, manifest_di
         failed = [f["id"] for s in m["shards"] for f in (s.get("validation") or {}).get("failed_tasks", [])]
         sample = {(s.get("validation") or {}).get("sample") for s in m["shards"]} - {None}
         secs = sum((s.get("validation") or {}).get("seconds", 0) for s in m["shards"])
-        lines += [f"Last validated build (`--validate_sample={','.join(map(str, sorted(sample)))}`, seed {m['seed']}): "
+        lines += [(f"Last validated build (`--validate_sample={','.join(map(str, sorted(sample)))}`, seed {m['seed']}): "
                   f"{n_val} programs ({n_imp} implementations) run through the harness on the cpu backend in "
                   f"{secs:.0f} s, {len(failed)} with a verdict that contradicts its label"
-                  f"{': ' + ', '.join(failed[:10]) if failed else ''}.", ""]
+                  f"{': ' + ', '.join(failed[:10]) if failed else ''}."), ""]
     if times_dir and (Path(times_dir) / "index.json").is_file():
         lines += _times_section(Path(times_dir), out)
     else:
-        lines += ["## Measured times", "", "Not measured yet: run `python -m kernels_harness.datasets.measure --out $OUT` "
-                  "on an H200 and copy `$OUT/times` to `data/times/h200`, then regenerate this card.", ""]
+        lines += ["## Measured times", "", ("Not measured yet: run `python -m kernels_harness.datasets.measure --out $OUT` "
+                  "on an H200 and copy `$OUT/times` to `data/times/h200`, then regenerate this card."), ""]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines))
     return out

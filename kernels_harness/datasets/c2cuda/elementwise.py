@@ -42,9 +42,9 @@ COMBINE = {"add": lambda a, b, dt: f"({a} + alpha * {b})",
 
 def _expr(op: str, dtype: str) -> str:
     text = UNARY[op]
-    consts = dict(c0=B.lit(0, dtype), c1=B.lit(1, dtype), c3=B.lit(3, dtype), c6=B.lit(6, dtype),
-                  half=B.lit(0.5, dtype), quarter=B.lit(0.25, dtype), leak=B.lit(0.01, dtype),
-                  gk=B.lit(0.7978845608028654, dtype), gc=B.lit(0.044715, dtype))
+    consts = {"c0": B.lit(0, dtype), "c1": B.lit(1, dtype), "c3": B.lit(3, dtype), "c6": B.lit(6, dtype),
+              "half": B.lit(0.5, dtype), "quarter": B.lit(0.25, dtype), "leak": B.lit(0.01, dtype),
+              "gk": B.lit(0.7978845608028654, dtype), "gc": B.lit(0.044715, dtype)}
     out = text.replace("{f}", "@")
     out = out.format(**consts)
     # math functions: name(...) preceded by @ -> the dtype's spelling
