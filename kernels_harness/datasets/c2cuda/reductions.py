@@ -173,6 +173,31 @@ __global__ void reduce_block({kargs}) {{
         impls.append(("block_per_row", ["smem_tiled", "coalesced"], block_tree(True)))
         if p["wrong"]:
             impls.append(("block_per_row_nosync", ["smem_tiled"], block_tree(False), {"defect": "missing_barrier"}))
+        if p["wrong"] and op in ("sum", "mean", "l1", "l2", "sumsq"):
+            # the legacy "warp-synchronous" last steps: no barrier, no volatile, no __syncwarp: a data race
+            last = "\n    ".join(f"s_acc[t] = s_acc[t] + s_acc[t + {k}];" for k in (32, 16, 8, 4, 2, 1))
+            impls.append(("block_per_row_warp_race", ["smem_tiled", "unrolled"], lambda proto: B.cuda_unit(proto, f"""
+__global__ void reduce_block_race({kargs}) {{
+  __shared__ {T} s_acc[256];
+  int o = blockIdx.x;
+  int t = threadIdx.x;
+  {T} acc = {init}; int bi = cols; (void)bi;
+  for (int j = t; j < cols; j += blockDim.x) {{
+    {T} v = x[{xi}];
+    v = {pre_e};
+    {acc}
+  }}
+  s_acc[t] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 32; s /= 2) {{
+    if (t < s) s_acc[t] = s_acc[t] + s_acc[t + s];
+    __syncthreads();
+  }}
+  if (t < 32) {{
+    {last}
+  }}
+  if (t == 0) {{ acc = s_acc[0]; y[o] = {fin}; }}
+}}""", f"if (rows > 0) reduce_block_race<<<rows, 256, 0, stream>>>({call});"), {"defect": "race"}))
     else:
         impls.append(("tiled_32x8", ["smem_tiled", "coalesced"], lambda proto: B.cuda_unit(proto, f"""
 __global__ void reduce_cols({kargs}) {{
