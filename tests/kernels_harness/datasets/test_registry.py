@@ -83,7 +83,7 @@ def test_variety_within_families(all_tasks):
 
 def test_negatives_exist_with_each_defect(all_tasks):
     defects = collections.Counter(i.defect for t in all_tasks for i in t.implementations if i.expected == "wrong")
-    assert {"off_by_one", "missing_barrier"} <= set(defects)
+    assert {"off_by_one", "missing_barrier", "race"} <= set(defects)
     assert sum(defects.values()) >= 200
 
 
