@@ -1,8 +1,8 @@
 """Builds the task dataset: JSON-lines shards of generated programs, a manifest, harness validation.
 
-    python -m experiments.build_dataset --out=data/tasks                 # build or update, validate a sample
+    python -m experiments.build_dataset --out=data/tasks                 # build or update, validate every task
     python -m experiments.build_dataset --dry_run                        # counts per track and family, as JSON
-    python -m experiments.build_dataset --out=DIR --validate_sample=0    # validate every task (slow on cpu)
+    python -m experiments.build_dataset --out=DIR --validate_sample=2    # validate 2 tasks per shard (quick)
 
 Re-running is incremental: unchanged shards are neither rewritten nor revalidated.
 """
@@ -49,7 +49,8 @@ def main(config, workdir):
         print(json.dumps(counts, indent=1))
         return
     manifest = build_lib.build(s["out"], seed=s["seed"], families=fams, shard_size=s["shard_size"],
-                               backend=s["backend"], validate_sample=s["validate_sample"], workers=s["workers"])
+                               backend=s["backend"], validate_sample=s["validate_sample"],
+                               workers=s["workers"] or None)
     failed = [f for sh in manifest["shards"] for f in (sh.get("validation") or {}).get("failed_tasks", [])]
     for f in failed[:20]:
         print(f"validation failed: {f['id']}: {'; '.join(f['mismatches'])[:300]}")

@@ -13,7 +13,7 @@ def get_config():
     c.families = ""               # comma-separated family names; "" = all (see --dry_run for the list)
     c.shard_size = 256            # tasks per JSON-lines shard
     c.backend = "cpu"             # harness backend for validation: cpu | cuda | auto
-    c.validate_sample = 1         # tasks validated per shard: 0 = all, -1 = no validation
-    c.workers = 2                 # harness worker processes
+    c.validate_sample = 0         # tasks validated per shard (every implementation of each): 0 = all, -1 = none
+    c.workers = 0                 # harness worker processes; 0 = the harness default (one per core)
     c.dry_run = False             # print the JSON counts per track and family, build nothing
     return c

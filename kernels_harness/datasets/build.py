@@ -24,7 +24,7 @@ def _validation_covers(old: dict | None, backend: str, sample: int) -> bool:
 
 
 def build(out: str | Path, seed: int = registry.DEFAULT_SEED, families=None, tracks=None,
-          shard_size: int = SHARD_SIZE, backend: str = "cpu", validate_sample: int = 1, workers: int = 2,
+          shard_size: int = SHARD_SIZE, backend: str = "cpu", validate_sample: int = 0, workers: int | None = None,
           progress: bool = True) -> dict:
     """Builds (or updates) the dataset in `out`; returns the manifest (also written to out/manifest.json)."""
     from tqdm import tqdm
