@@ -16,10 +16,20 @@ _KERNELS = {}
 cuda = None  # numba.cuda, imported on first use
 
 
+def _numpy2_compat():
+    """numba-cuda releases up to at least 0.2x register an overload for np.row_stack, which NumPy 2.4
+    removed (an alias of np.vstack since NumPy 2.0); without the alias their kernel compiler fails to
+    import (seen on the H200 image: numpy 2.5.2, numba 0.68). Restores the alias in this (worker) process."""
+    import numpy as np
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+
+
 def _numba_kernels():
     global cuda  # a module global, so that Numba's CUDA simulator can swap it in the kernels
     if _KERNELS:
         return _KERNELS
+    _numpy2_compat()
     from numba import cuda as _cuda
     cuda = _cuda
 
