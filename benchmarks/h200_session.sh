@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a batch of GPU jobs on the lent H200 in one call and packs everything they wrote into $OUT.
 #   bash benchmarks/h200_session.sh JOB[:SECONDS] ...
-# Jobs: probe corpus gputests harness features generation measure scaling.
+# Jobs: probe corpus gputests harness features generation measure scaling decodeflags.
 # Each job gets a wall-clock limit (default below), writes into $OUT/<job>/ and its log to
 # $OUT/<job>.log; one failure never stops the others. At the end all of it is packed into
 # $OUT/results.tgz (the device tool returns at most 8 files) and a summary is printed.
@@ -32,6 +32,10 @@ for spec in "$@"; do
     generation) cmd=(python3 benchmarks/generation.py --gguf="$GGUF" --time_budget_s $((secs - 30))) ;;
     measure)    cmd=(python3 -m kernels_harness.datasets.measure --out "$dir" --max_seconds $((secs - 40))) ;;
     scaling)    cmd=(python3 benchmarks/scaling.py --gpus=1) ;;
+    decodeflags) # batch-1 decode of the 1.5B model under XLA command-buffer (CUDA graph) settings
+                cmd=(bash -c 'for f in "" "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL" "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL --xla_gpu_graph_min_graph_size=1"; do
+                  echo "### XLA_FLAGS=$f"; d=$OUT/v$((++i)); mkdir -p $d
+                  XLA_FLAGS="$f" OUT=$d timeout 80 python3 benchmarks/generation.py --models=qwen2.5-1.5b-random --batches=1 --no_hf --greedy_check_tokens=0 2>&1 | grep -E "decode|matvec|Error|error" | tail -4; done') ;;
     *) echo "unknown job $job"; continue ;;
   esac
   echo "=== $job (limit ${secs}s): ${cmd[*]}"
