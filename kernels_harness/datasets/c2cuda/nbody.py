@@ -58,7 +58,7 @@ def _pairsum(p: dict):
         sig = [B.scalar("n", "int32", "N")]
         if layout == "cross":
             sig.append(B.scalar("m", "int32", "M"))
-        sig += [B.scalar("inv2h2", dt, 1.0 / (2 * p["eps"] ** 2)), B.inp("q", dt, ["N", D])]
+        sig += [B.scalar("inv2h2", dt, 1.0 / (2 * p["eps"] ** 2 * D)), B.inp("q", dt, ["N", D])]
         if layout == "cross":
             sig.append(B.inp("pts", dt, ["M", D]))
         sig.append(B.out("dens", dt, ["N"]))
@@ -171,8 +171,8 @@ __global__ void pairs_unrolled({kargs}) {{
 }}""", f"pairs_unrolled<<<{B.grid1d('n', 128)}, 128, 0, stream>>>({call});")
     impls = [("naive", ["naive"], naive, {"baseline": True}), ("smem_tiled", ["smem_tiled"], tiled),
              ("unrolled", ["unrolled"], unrolled)]
-    if B.wrong_for(p["name"]):
-        impls.append(B.mutant(impls[0], f"j < {cnt}; ++j)", f"j < {cnt} - 1; ++j)", "off_by_one"))
+    if B.wrong_for(p["name"]):  # the last output is never written (a dropped far-away pair could go unseen)
+        impls.append(B.mutant(impls[0], "if (i >= n) return;", "if (i >= n - 1) return;", "off_by_one"))
     o = p["odd"]
     if kind == "kde" and layout == "cross":
         cfg = ({"N": 50 + o, "M": 70 + o}, {"N": 4096 + o, "M": 8192 + o}, {"N": 32768 + o, "M": 65536 // max(1, D // 4) + o})
