@@ -37,9 +37,18 @@ CONSTS = {"leaky_relu": (0.01, 0.1, 0.2), "hardtanh": (0.5, 1.0, 2.0), "scale": 
 PARAM_OPS = ("bias", "gamma")
 
 
-def random_chain(rng: random.Random, length: int, allow_params: bool = True) -> list[dict]:
-    """A chain of `length` ops; parameter ops get fresh parameter names p0, p1, ..."""
-    names = sorted(OPS) if allow_params else sorted(k for k in OPS if k not in PARAM_OPS)
+# Op sets that keep a following reduction or a preceding softmax informative (no saturation to a constant)
+MONOTONE = ("scale", "shift", "bias", "gamma", "leaky_relu")
+NON_SATURATING = tuple(k for k in OPS if k not in ("clamp", "hardtanh", "sigmoid", "tanh"))
+AFTER_SOFTMAX = ("scale", "leaky_relu", "abs", "gamma")              # values in (0, 1e-2]
+AFTER_LOG_SOFTMAX = ("scale", "shift", "abs", "square", "gamma", "bias", "leaky_relu")  # values around -7
+
+
+def random_chain(rng: random.Random, length: int, allow_params: bool = True, only=None) -> list[dict]:
+    """A chain of `length` ops (drawn from `only` if given); parameter ops get fresh names bias0, gamma1, ..."""
+    names = sorted(only or OPS)
+    if not allow_params:
+        names = [k for k in names if k not in PARAM_OPS]
     chain, n_params = [], 0
     for _ in range(length):
         op = rng.choice(names)
