@@ -182,7 +182,7 @@ __global__ void pairs_unrolled({kargs}) {{
     pairs = "N*M" if (kind == "kde" and layout == "cross") else "N*N"
     nb = B.DTYPES_BYTES[dt]
     return B.make_task(tid=p["name"], track="c2cuda", entry=entry, source=source, signature=sig,
-                       configs=configs, tol=B.tolerance(dt, 100), flops=f"{3 * D + 10}*{pairs}",
+                       configs=configs, tol=B.tolerance(dt, 10), flops=f"{3 * D + 10}*{pairs}",
                        min_bytes=f"{nb * (stride_j + 3)}*N", family="nbody", impls=impls)
 
 

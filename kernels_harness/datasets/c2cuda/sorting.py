@@ -44,7 +44,7 @@ def build(p: dict):
     topk = kind.startswith("topk")
     entry = kind if not topk else f"top{K}_" + kind.split("_")[1]
     sig = [B.scalar("rows", "int32", "R")]  # row length and k are compile-time constants, COLS and TOPK
-    sig.append(B.inp("x", dt, ["R", "C"], init="randint(-50, 50)" if dt == "int32" else None))
+    sig.append(B.inp("x", dt, ["R", "C"], init="randint(-50, 50)" if dt == "int32" else "normal(0, 1)"))
     out_dt = "int32" if kind == "topk_indices" else dt
     sig.append(B.out("y", out_dt, ["R", "K" if topk else "C"]))
     cmp = ">" if desc else "<"
@@ -196,7 +196,7 @@ __global__ void sort_rank({kargs}) {{
     source = B.bake(source, consts)
     impls = [(spec[0], spec[1], B.baked(spec[2], consts), *spec[3:]) for spec in impls]
     few = p["rows"] == "few_rows"
-    rows = (1, 64, max(1024, (1 << 22) // C)) if few else (2, 2048, max(16384, (1 << 24) // C))
+    rows = (1 if not topk else 2, 64, max(1024, (1 << 22) // C)) if few else (2, 2048, max(16384, (1 << 24) // C))
     cfgs = [{"R": r, "C": C} for r in rows]
     if topk:
         cfgs = [dict(c, K=K) for c in cfgs]
