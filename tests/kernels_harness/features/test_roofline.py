@@ -39,7 +39,12 @@ def test_memory_and_compute_bound_tasks():
 def test_peaks_cache_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDAPERF_PEAKS", str(tmp_path / "peaks.json"))
     monkeypatch.setattr(roofline.Path, "home", lambda: tmp_path / "home")
-    assert roofline.load_peaks()["source"] in ("datasheet", str(roofline._REPO / "benchmarks/results/device_peaks.json"))
+    repo_peaks = roofline._REPO / "benchmarks/results/device_peaks.json"
+    first = roofline.load_peaks()  # no env file, no home cache: the repo's measured peaks, else the datasheet
+    if repo_peaks.exists():
+        assert first["bandwidth_GBps"] == json.loads(repo_peaks.read_text())["bandwidth_GBps"]
+    else:
+        assert first["source"] == "datasheet"
     roofline.save_peaks({"bandwidth_GBps": 4321.0, "fp32_TFLOPs": 55.5, "source": "measured"}, tmp_path / "peaks.json")
     p = roofline.load_peaks()
     assert (p["bandwidth_GBps"], p["fp32_TFLOPs"], p["source"]) == (4321.0, 55.5, "measured")
