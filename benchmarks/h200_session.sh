@@ -26,7 +26,7 @@ for spec in "$@"; do
   case $job in
     probe)      cmd=(python3 benchmarks/device_probe.py) ;;
     corpus)     cmd=(python3 -m kernels_harness.emulation.corpus_gpu --out "$dir" --jobs 16) ;;
-    gputests)   cmd=(python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= --timeout=300 -x --durations=10 tests/kernels_harness --junitxml="$dir/junit.xml") ;;
+    gputests)   cmd=(python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= --timeout=300 --durations=10 tests/kernels_harness --junitxml="$dir/junit.xml") ;;
     harness)    cmd=(python3 benchmarks/harness_throughput.py --total-budget-s $((secs - 30))) ;;
     features)   cmd=(python3 benchmarks/features_validation.py --budget-s $((secs - 30))) ;;
     generation) cmd=(python3 benchmarks/generation.py --gguf="$GGUF" --time_budget_s $((secs - 30))) ;;
@@ -43,6 +43,6 @@ for spec in "$@"; do
   rc=$?
   summary+=("$job rc=$rc $(( $(date +%s) - t0 ))s")
   tail -n 25 "$RES/$job.log"
+  tar czf "$OUT/results.tgz" -C "$RES" .   # after every job: a call cut short still returns what ran
 done
-tar czf "$OUT/results.tgz" -C "$RES" .
 echo "=== summary"; printf '%s\n' "${summary[@]}"
