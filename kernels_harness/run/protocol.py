@@ -87,6 +87,12 @@ def _launch(ctx: Context, lib, fn, task: Task, env: dict, inputs: dict, scal: di
         bufs[a.name] = g
     args = [bufs[a.name].ptr if a.is_array else scalar_arg(a.dtype, scal[a.name]) for a in task.signature]
     be.reset(lib)
+    # Inputs and poison were written on the harness's stream: finish them before the call, so a
+    # solution that (against the ABI) launches on a stream of its own still reads its real inputs.
+    try:
+        be.synchronize()
+    except DeviceError as e:
+        raise Failure("runtime_error", f"{stage}: {e}", sticky=e.sticky) from None
     ctx.progress(stage)
     rc = be.call(fn, args)
     try:

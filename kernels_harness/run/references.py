@@ -57,6 +57,10 @@ def _import_torch():
     except ImportError:
         raise SetupError("this is a torch2cuda task and PyTorch is not installed; "
                          "run `pip install 'cudaperf-jax[torch]'` (or pip install torch)") from None
+    # The reference is float32 arithmetic: PyTorch's default TF32 convolutions (cuDNN) would put
+    # errors of ~1e-3 into the expected outputs and fail correct float32 solutions.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     return torch
 
 
