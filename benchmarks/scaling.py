@@ -112,8 +112,11 @@ def harness_throughput(args):
         results = pool.evaluate(items)
         dt = time.perf_counter() - t0
     ok = sum(r.status == "ok" for r in results)
+    names = [f"{t.id}/{i.name}" for t in tasks for i in t.implementations] * args.harness_repeat
+    not_ok = sorted({(n, r.status, (r.error or r.compile_log)[:200]) for n, r in zip(names, results)
+                     if r.status != "ok"})
     return {"gpus": gpu_count(), "candidates": len(items), "ok": ok, "seconds": dt,
-            "candidates_per_min": 60 * len(items) / dt}
+            "candidates_per_min": 60 * len(items) / dt, "not_ok": not_ok}
 
 
 def main(argv=None):
