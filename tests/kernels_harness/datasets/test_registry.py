@@ -104,3 +104,12 @@ def test_unknown_family_is_a_one_line_error():
     from kernels_harness.tasks.errors import TaskError
     with pytest.raises(TaskError, match="unknown families"):
         registry.select(["no_such_family"])
+
+
+def test_timing_defects_may_pass_on_real_gpus_but_not_in_emulation():
+    from kernels_harness.datasets.validate import agrees
+    assert agrees("correct", "ok") and not agrees("correct", "wrong")
+    assert agrees("wrong", "wrong", "missing_barrier", "cuda")
+    assert agrees("wrong", "ok", "missing_barrier", "cuda")       # the GPU happened to order the threads well
+    assert not agrees("wrong", "ok", "missing_barrier", "cpu")    # the emulation reproduces it every time
+    assert not agrees("wrong", "ok", "off_by_one", "cuda")        # a deterministic defect must be caught
