@@ -55,7 +55,7 @@ def _dense(records: list[dict]) -> dict[str, np.ndarray]:
                 v = r["time_ms"][c][i]
                 if v is not None:
                     out["time_ms"][t, i, c] = v
-                q = r["iqr_ms"][c][i]
+                q = r["iqr_ms"][c][i] if "iqr_ms" in r else None  # plots pass records without spreads
                 if q is not None:
                     out["iqr_ms"][t, i, c] = q
                 a = r["agrees"][c][i]
