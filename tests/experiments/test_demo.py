@@ -55,6 +55,14 @@ def test_demo_reports_a_bad_suite_in_one_line(tmp_path):
     assert proc.stderr.strip().splitlines()[-1].startswith("error: task 'x' is missing the field 'entry'")
 
 
+def test_demo_reports_a_missing_model_in_one_line(tmp_path):
+    proc = _demo(tmp_path / "run", "--config.model=/nonexistent/policy", "--config.check_references=False",
+                 "--config.max_tasks=1")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == ("error: no checkpoint at /nonexistent/policy; pass a Hugging "
+                                                    "Face directory, a .gguf file or 'default'")
+
+
 @pytest.mark.slow
 def test_demo_with_the_default_policy(tmp_path):
     import os
