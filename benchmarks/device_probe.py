@@ -1,5 +1,5 @@
 """Probe a GPU machine: software versions, carried wheels, an nvcc-built solution run through CuPy and
-ctypes, and the device's measured peaks (copy bandwidth, fp32 and bf16 matmul rates).
+ctypes, and the device's measured peaks (kernels_harness.features.peaks: copy bandwidth, GEMM rates).
 
     OUT=out python benchmarks/device_probe.py       # prints a table, writes $OUT/device_probe.json
 
@@ -80,52 +80,9 @@ def run_solution() -> dict:
 
 def peaks() -> dict:
     import cupy as cp
-    out = {}
-    n = 1 << 30  # 1 GiB per buffer
-    a = cp.empty(n, dtype=cp.uint8)
-    b = cp.empty(n, dtype=cp.uint8)
-    a.fill(1)
-    ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
-    for _ in range(3):
-        b[...] = a
-    ev0.record()
-    reps = 20
-    for _ in range(reps):
-        b[...] = a
-    ev1.record()
-    ev1.synchronize()
-    ms = cp.cuda.get_elapsed_time(ev0, ev1) / reps
-    out["copy_bandwidth_GBps"] = 2 * n / (ms * 1e-3) / 1e9
-    del a, b
-    for dtype, name in ((cp.float32, "fp32"), (None, "bf16")):
-        try:
-            if name == "bf16":
-                import jax
-                import jax.numpy as jnp
-                m = 8192
-                x = jax.random.normal(jax.random.PRNGKey(0), (m, m), jnp.bfloat16)
-                f = jax.jit(lambda u, v: u @ v)
-                f(x, x).block_until_ready()
-                t0 = time.perf_counter()
-                for _ in range(10):
-                    r = f(x, x)
-                r.block_until_ready()
-                dt = (time.perf_counter() - t0) / 10
-            else:
-                m = 8192
-                x = cp.random.standard_normal((m, m), dtype=dtype)
-                with cp.cuda.Device():
-                    cp.matmul(x, x)
-                    os.environ["CUPY_TF32"] = "0"
-                    ev0.record()
-                    for _ in range(5):
-                        cp.matmul(x, x)
-                    ev1.record()
-                    ev1.synchronize()
-                    dt = cp.cuda.get_elapsed_time(ev0, ev1) / 5 * 1e-3
-            out[f"{name}_matmul_TFLOPs"] = 2 * m ** 3 / dt / 1e12
-        except Exception as e:  # noqa: BLE001
-            out[f"{name}_matmul_TFLOPs"] = f"failed: {e}"
+
+    from kernels_harness.features.peaks import measure_peaks
+    out = measure_peaks()
     props = cp.cuda.runtime.getDeviceProperties(0)
     out["device"] = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in props.items()
                      if k in ("name", "multiProcessorCount", "l2CacheSize", "sharedMemPerMultiprocessor",
@@ -137,7 +94,7 @@ def peaks() -> dict:
 def main():
     out_dir = Path(os.environ.get("OUT", "out"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "versions": versions()}
+    report = {"date": datetime.datetime.now(datetime.UTC).isoformat(), "versions": versions()}
     for name, fn in (("solution", run_solution), ("peaks", peaks)):
         t0 = time.perf_counter()
         try:
@@ -150,7 +107,7 @@ def main():
     for k, v in report.get("solution", {}).items():
         print(f"{k:>20}: {v if not isinstance(v, dict) else {kk: vv for kk, vv in v.items() if kk != 'resources'}}")
     for k, v in report.get("peaks", {}).items():
-        if k != "device":
+        if k not in ("device", "date", "source"):
             print(f"{k:>24}: {v}")
     print(report.get("peaks", {}).get("device"))
 

@@ -635,52 +635,8 @@ def compare_coalescing(tasks, measured: dict, peaks: dict) -> dict:
 
 # ---- peaks ---------------------------------------------------------------------------------------------
 def stage_peaks() -> dict:
-    import cupy as cp
-    out = {"source": "measured", "date": datetime.datetime.now(datetime.UTC).isoformat()}
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    out["device"] = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-    out["sms"] = props["multiProcessorCount"]
-    ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
-    n = 1 << 29
-    a, b = cp.ones(n, dtype=cp.uint8), cp.empty(n, dtype=cp.uint8)
-    for _ in range(3):
-        b[...] = a
-    ev0.record()
-    for _ in range(20):
-        b[...] = a
-    ev1.record()
-    ev1.synchronize()
-    out["bandwidth_GBps"] = 2 * n * 20 / (cp.cuda.get_elapsed_time(ev0, ev1) * 1e-3) / 1e9
-    del a, b
-    for name, dtype, m, reps in (("fp32_TFLOPs", cp.float32, 8192, 5), ("fp64_TFLOPs", cp.float64, 4096, 5)):
-        try:
-            x = cp.random.standard_normal((m, m)).astype(dtype)
-            cp.matmul(x, x)
-            ev0.record()
-            for _ in range(reps):
-                cp.matmul(x, x)
-            ev1.record()
-            ev1.synchronize()
-            out[name] = 2 * m ** 3 * reps / (cp.cuda.get_elapsed_time(ev0, ev1) * 1e-3) / 1e12
-            del x
-        except Exception as e:  # noqa: BLE001
-            out[name + "_error"] = str(e)[:200]
-    try:
-        import torch
-        m = 8192
-        x = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
-        torch.matmul(x, x)
-        torch.cuda.synchronize()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(10):
-            torch.matmul(x, x)
-        e.record()
-        torch.cuda.synchronize()
-        out["bf16_TFLOPs"] = 2 * m ** 3 * 10 / (s.elapsed_time(e) * 1e-3) / 1e12
-    except Exception as e:  # noqa: BLE001
-        out["bf16_error"] = str(e)[:200]
-    return out
+    from kernels_harness.features.peaks import measure_peaks
+    return measure_peaks()
 
 
 # ---- report ------------------------------------------------------------------------------------------
