@@ -128,6 +128,24 @@ def _family_section() -> list[str]:
     return lines
 
 
+def _runs(times_dir: Path) -> list[str]:
+    """One line per measuring run when the store was filled by several resumed runs (run_provenance.json)."""
+    import json
+    f = Path(times_dir) / "run_provenance.json"
+    try:
+        runs = json.loads(f.read_text()).get("runs", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    out = []
+    for k, r in enumerate(runs, 1):
+        b = r.get("build", {})
+        out.append(f"Run {k}: {r.get('tasks_measured_this_run', '?')} tasks in {r.get('seconds', '?')} s from "
+                   f"{r.get('started_utc', '?')} ({b.get('implementations', '?')} implementations built into "
+                   f"{b.get('libraries', '?')} shared libraries, {b.get('compile_seconds', 0):.0f} s of nvcc over "
+                   f"{r.get('nvcc_jobs', '?')} jobs, overlapped with timing; timing {r.get('timing', 'target 40 ms, <= 30 reps')}).")
+    return ["", *out] if len(out) > 1 else []
+
+
 def _times_section(times_dir: Path, out: Path) -> list[str]:
     from kernels_harness.datasets import times as times_lib
     m = times_lib.load(times_dir)
@@ -138,7 +156,7 @@ def _times_section(times_dir: Path, out: Path) -> list[str]:
              "and `index.json`); load with `kernels_harness.datasets.times.load(path)`."), "",
              (f"Provenance: GPU {p.get('gpu', '?')}, driver {p.get('driver_version', '?')}, CUDA runtime "
              f"{p.get('cuda_runtime_version', '?')}, {p.get('nvcc', 'nvcc ?')}, measured {p.get('started_utc', '?')}, "
-             f"command `{p.get('command', '?')}`. Build: {p.get('build', {})}."), "",
+             f"command `{p.get('command', '?')}`. Build: {p.get('build', {})}."), *_runs(times_dir), "",
              (f"{len(m)} tasks measured; {len(sp)} (implementation, config) speedups over the baseline "
              "(correct-labelled implementations whose outputs agree with the baseline's)."), ""]
     if sp:

@@ -231,4 +231,8 @@ def measure_task(cp, timer: Timer, ti: int, task: Task, fns: dict, seed: int, de
                 rec["torch_eager_ms"][ci] = torch_eager_ms(cp, timer, task, config)
             except Exception as e:  # noqa: BLE001
                 rec["errors"].append(f"torch eager config {ci}: {type(e).__name__}: {str(e)[:200]}")
+        elif task.track == "torch2cuda" and time.time() >= deadline:
+            rec["errors"].append(f"torch eager config {ci}: out of time")
+    if any(e.endswith("out of time") for e in rec["errors"]):
+        rec["incomplete"] = True  # cut by the run's deadline: a resumed run measures this task again
     return rec

@@ -66,6 +66,22 @@ def load_tasks(source: str, seed: int) -> dict[str, list[Task]]:
     return by_fam
 
 
+def measured_tasks(results_path: Path) -> set[str]:
+    """Task ids with a finished record in results.jsonl; a task whose last record is `incomplete` (cut by
+    the deadline) is measured again by a resumed run."""
+    done: set[str] = set()
+    if not results_path.is_file():
+        return done
+    for line in results_path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(r, dict) and "task" in r:
+            (done.discard if r.get("incomplete") else done.add)(r["task"])
+    return done
+
+
 # ---- building several implementations into one library -------------------------------------------
 def symbol(ti: int, ii: int) -> str:
     return f"cp_t{ti}_i{ii}"
@@ -131,10 +147,12 @@ def worker(results_path: str) -> int:
     """Child process: reads one job (JSON) per stdin line, measures its tasks, appends to results_path,
     answers DONE. A sticky CUDA error ends the process (the parent starts a fresh one)."""
     import cupy as cp
-    timer = Timer(cp)
+    timer = None
     libs: dict = {}
     for line in sys.stdin:
         job = json.loads(line)
+        if timer is None:
+            timer = Timer(cp, target_ms=job.get("target_ms", 40.0), max_reps=job.get("max_reps", 30))
         with open(results_path, "a") as fout:
             for item in job["tasks"]:
                 task = Task.from_dict(item["task"])
@@ -147,8 +165,10 @@ def worker(results_path: str) -> int:
                     if path not in libs:
                         libs[path] = ctypes.CDLL(path)
                     fns[(ti, int(ii))] = (getattr(libs[path], sym), "")
+                t_task = time.time()
                 try:
                     rec = measure_task(cp, timer, ti, task, fns, job["seed"] + ti, job["deadline"])
+                    rec["wall_s"] = round(time.time() - t_task, 3)
                 except Exception as e:  # noqa: BLE001
                     rec = {"task": task.id, "family": task.family, "fatal": True,
                            "errors": [f"{type(e).__name__}: {e}", traceback.format_exc()[-500:]]}
@@ -232,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=BATCH_IMPLS, help="implementations per shared library")
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 4), help="parallel nvcc processes")
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--target_ms", type=float, default=40.0,
+                    help="time repetitions of one (implementation, config) until they sum to this (at least 3)")
+    ap.add_argument("--max_reps", type=int, default=30, help="at most this many timed repetitions")
     ap.add_argument("--families", default="", help="comma-separated families (default all)")
     ap.add_argument("--plan_only", action="store_true",
                     help="print the task order and library batches as JSON, build the first batch, measure nothing "
@@ -254,13 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         by_fam = {k: v for k, v in by_fam.items() if k in keep}
     order = stratified(by_fam, args.seed)[:args.max_tasks]
     results_path = out / "results.jsonl"
-    done = set()
-    if results_path.is_file():
-        for line in results_path.read_text().splitlines():
-            try:
-                done.add(json.loads(line)["task"])
-            except (json.JSONDecodeError, KeyError):
-                pass
+    done = measured_tasks(results_path)
     order = [t for t in order if t.id not in done]
     print(f"measure: {len(order)} tasks to go ({len(done)} already measured), budget {args.max_seconds:.0f} s",
           flush=True)
@@ -311,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         build_stats["failed_implementations"] += sum(1 for f in fns.values() if f[0] is None)
         remaining = list(batches[bi])
         while remaining and time.time() < deadline:
-            job = {"seed": args.seed, "deadline": deadline, "tasks": [
+            job = {"seed": args.seed, "deadline": deadline, "target_ms": args.target_ms, "max_reps": args.max_reps,
+                   "tasks": [
                 {"ti": ti, "task": order[ti].to_dict(),
                  "fns": {str(ii): list(fns[(ti, ii)]) for ii in range(len(order[ti].implementations))}}
                 for ti in remaining]}
@@ -344,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     records = times_lib.read_results(results_path)
     prov = provenance(cp, argv, started, {"build": build_stats, "tasks_measured_this_run": measured,
                                           "seconds": round(time.time() - t_start, 1),
-                                          "implementations_per_library": args.batch, "nvcc_jobs": args.jobs})
+                                          "implementations_per_library": args.batch, "nvcc_jobs": args.jobs,
+                                          "timing": {"target_ms": args.target_ms, "max_reps": args.max_reps,
+                                                     "min_reps": 3, "l2_flush_mb": 256}})
     (out / "provenance.json").write_text(json.dumps(prov, indent=1))
     try:
         times_lib.write_store(records, out / "times", prov)

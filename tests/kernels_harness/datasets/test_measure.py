@@ -79,3 +79,13 @@ def test_plan_only_runs_without_a_gpu(tmp_path, capsys):
     assert plan["tasks"] == 30 and plan["batches"] >= 30 * 3 // 8 - 1
     assert len(set(plan["families_first"])) == len(registry.FAMILIES)
     assert plan["first_batch"]["built"] == plan["first_batch"]["implementations"] >= 8
+
+
+def test_resume_skips_finished_tasks_and_redoes_incomplete_ones(tmp_path):
+    import json
+    p = tmp_path / "results.jsonl"
+    lines = [{"task": "a", "time_ms": []}, {"task": "b", "incomplete": True, "time_ms": []},
+             {"task": "c", "incomplete": True}, {"task": "c", "time_ms": []}, {"task": "d", "fatal": True}]
+    p.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n")
+    assert measure.measured_tasks(p) == {"a", "c", "d"}
+    assert measure.measured_tasks(tmp_path / "missing.jsonl") == set()
