@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs a batch of GPU jobs on the lent H200 in one call and packs everything they wrote into $OUT.
 #   bash benchmarks/h200_session.sh JOB[:SECONDS] ...
-# Jobs: probe corpus gputests harness features generation measure scaling decodeflags.
+# Jobs: probe corpus gputests harness features generation measure scaling decodeflags gemv decode.
+# measure resumes from $MEASURE_RESUME (a results.jsonl of an earlier call) when that is set.
 # Each job gets a wall-clock limit (default below), writes into $OUT/<job>/ and its log to
 # $OUT/<job>.log; one failure never stops the others. At the end all of it is packed into
 # $OUT/results.tgz (the device tool returns at most 8 files) and a summary is printed.
@@ -30,7 +31,15 @@ for spec in "$@"; do
     harness)    cmd=(python3 benchmarks/harness_throughput.py --total-budget-s $((secs - 30))) ;;
     features)   cmd=(python3 benchmarks/features_validation.py --budget-s $((secs - 30))) ;;
     generation) cmd=(python3 benchmarks/generation.py --gguf="$GGUF" --time_budget_s $((secs - 30))) ;;
-    measure)    cmd=(python3 -m kernels_harness.datasets.measure --out "$dir" --max_seconds $((secs - 40))) ;;
+    measure)    [ -n "${MEASURE_RESUME:-}" ] && cp "$MEASURE_RESUME" "$dir/results.jsonl"
+                cmd=(python3 -m kernels_harness.datasets.measure --out "$dir" --max_seconds $((secs - 40))
+                     --target_ms "${MEASURE_TARGET_MS:-10}" --max_reps "${MEASURE_MAX_REPS:-20}") ;;
+    gemv)       cmd=(python3 benchmarks/decode_gemv.py --sweep 24 --shapes=qwen2.5-1.5b,smollm2-135m --table_out "$dir/gemv_tuned.json") ;;
+    gputests_ds) cmd=(python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= --timeout=300 tests/kernels_harness/datasets) ;;
+    decode)     # batch-1 decode of the 1.5B model without and with the Pallas batch-1 kernel
+                [ -f "$RES/gemv/gemv_tuned.json" ] && export CUDAPERF_GEMV_TABLE=$RES/gemv/gemv_tuned.json
+                cmd=(bash -c 'for m in off auto; do echo "### CUDAPERF_DECODE_GEMV=$m table=${CUDAPERF_GEMV_TABLE:-}"; d=$OUT/$m; mkdir -p $d
+                  CUDAPERF_DECODE_GEMV=$m OUT=$d timeout '$(( (secs - 10) / 2 ))' python3 benchmarks/generation.py --models=qwen2.5-1.5b-random --batches=1 --no_hf --greedy_check_tokens=0 2>&1 | grep -E "decode|matvec|Error|error|HBM" | tail -6; done') ;;
     scaling)    cmd=(python3 benchmarks/scaling.py --gpus=1) ;;
     decodeflags) # batch-1 decode of the 1.5B model under XLA command-buffer (CUDA graph) settings
                 cmd=(bash -c 'for f in "" "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL" "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL --xla_gpu_graph_min_graph_size=1"; do

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from cudaperf_jax.models import gemv
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.rope import apply_rope, cos_sin, inv_frequencies
 
@@ -84,7 +85,7 @@ class Attention(nnx.Module):
         and values when there is no cache).
         """
         b, t, _ = x.shape
-        y = x @ self.qkv[...].astype(self.dtype)
+        y = gemv.matmul(x, self.qkv[...].astype(self.dtype))
         if self.qkv_bias is not None:
             y = y + self.qkv_bias[...].astype(self.dtype)
         h, kv, hd = self.h, self.kv, self.hd
@@ -108,7 +109,7 @@ class Attention(nnx.Module):
         scores = jnp.where(mask[:, None, None, :, :], scores, jnp.float32(-1e30))
         probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
         out = jnp.einsum("bkgts,bksd->btkgd", probs, v.astype(self.dtype)).reshape(b, t, h * hd)
-        out = out @ self.o[...].astype(self.dtype)
+        out = gemv.matmul(out, self.o[...].astype(self.dtype))
         if self.o_bias is not None:
             out = out + self.o_bias[...].astype(self.dtype)
         return out, (k, v)
@@ -127,10 +128,15 @@ class MLP(nnx.Module):
         self.down_bias = _param(rngs, (d,), (None,), param_dtype, zeros) if cfg.mlp_bias else None
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        gu = jnp.einsum("btd,dnf->btnf", x, self.gate_up[...].astype(self.dtype))
+        w = self.gate_up[...].astype(self.dtype)
+        if gemv.use_gemv(x):  # one token: the [D, 2F] view of the same buffer, one batch-1 kernel
+            b, t, d = x.shape
+            gu = gemv.matmul(x, w.reshape(d, -1)).reshape(b, t, 2, -1)
+        else:
+            gu = jnp.einsum("btd,dnf->btnf", x, w)
         if self.gate_up_bias is not None:
             gu = gu + self.gate_up_bias[...].astype(self.dtype)
-        y = (jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1]) @ self.down[...].astype(self.dtype)
+        y = gemv.matmul(jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1], self.down[...].astype(self.dtype))
         if self.down_bias is not None:
             y = y + self.down_bias[...].astype(self.dtype)
         return y
@@ -199,10 +205,8 @@ class Decoder(nnx.Module):
     def logits(self, h: jax.Array) -> jax.Array:
         """float32 logits [..., V] from hidden states [..., D]."""
         if self.lm_head is None:
-            w = self.embed[...].astype(self.dtype)
-            return jnp.einsum("...d,vd->...v", h, w, preferred_element_type=jnp.float32)
-        return jnp.einsum("...d,dv->...v", h, self.lm_head[...].astype(self.dtype),
-                          preferred_element_type=jnp.float32)
+            return gemv.matmul(h, self.embed[...].astype(self.dtype), transposed=True, out_dtype=jnp.float32)
+        return gemv.matmul(h, self.lm_head[...].astype(self.dtype), out_dtype=jnp.float32)
 
     def __call__(self, tokens: jax.Array, positions: jax.Array | None = None, *,
                  kv_mask: jax.Array | None = None, cache: KVCache | None = None, cache_index=0):

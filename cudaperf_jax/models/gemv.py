@@ -1,0 +1,209 @@
+"""Batch-1 matrix-vector products for decode, as a Pallas (Triton) kernel on NVIDIA GPUs.
+
+Batch-1 decode reads every weight once per token, so its speed is HBM bandwidth. XLA's own batch-1
+dots (cuBLAS / Triton GEMMs with M = 1) reached about 1.5 TB/s on an H200 for the 1.5B model's
+matrices (WORKSPACE_NOTES.md); this kernel streams the weight in its stored layout with split-K, so
+that even the narrow projections give every SM work.
+
+    y = gemv(x, w)                     # x [..., K] with one row, w [K, N] -> y [..., N] float32
+    y = gemv(x, w, transposed=True)    # w [N, K] (tied embeddings as the LM head)
+
+`use_gemv(x)` says whether the decoder takes this path: the environment variable
+CUDAPERF_DECODE_GEMV is `auto` (default: on a single GPU, for one token of one sequence), `off`, `on`
+(any backend that runs Triton) or `interpret` (Pallas' interpreter: for tests on the CPU).
+Gradients go through plain matmuls (custom_vjp), so a training step may use it too.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+SMS_H200 = 132
+
+
+class GemvConfig(NamedTuple):
+    block_n: int      # output columns per program
+    split_k: int      # programs along K (partial sums added after the kernel)
+    block_k: int      # K elements per loop step
+    num_warps: int = 4
+    num_stages: int = 3
+
+
+def mode() -> str:
+    m = os.environ.get("CUDAPERF_DECODE_GEMV", "auto").lower()
+    if m not in ("auto", "off", "on", "interpret"):
+        raise ValueError(f"CUDAPERF_DECODE_GEMV={m!r}: use auto, off, on or interpret")
+    return m
+
+
+def use_gemv(x: jax.Array) -> bool:
+    """True when the decoder should use the kernel for this activation (one row in total)."""
+    if math.prod(x.shape[:-1]) != 1:
+        return False
+    m = mode()
+    if m == "off":
+        return False
+    if m == "auto":
+        return jax.default_backend() == "gpu" and jax.device_count() == 1
+    return True
+
+
+def _pow2_divisor(n: int, cap: int) -> int:
+    """Largest power of two <= cap dividing n (1 if n is odd)."""
+    b = 1
+    while b * 2 <= cap and n % (b * 2) == 0:
+        b *= 2
+    return b
+
+
+def default_config(k: int, n: int, transposed: bool, sms: int = SMS_H200) -> GemvConfig | None:
+    """A split that gives >= 2 programs per SM with >= 16 KB of weights each; None if the shape does not fit."""
+    block_n = _pow2_divisor(n, 32 if transposed else 64)
+    if block_n < 8:
+        return None
+    target = 2 * sms
+    split = 1
+    for s in range(1, 65):
+        if k % s or (k // s) % 16:
+            continue
+        split = s
+        if (n // block_n) * s >= target or (k // s) * block_n * 2 < 32 * 1024:
+            break
+    ks = k // split
+    block_k = _pow2_divisor(ks, 512 if transposed else 256)
+    if block_k < 16:
+        return None
+    return GemvConfig(block_n, split, block_k)
+
+
+_TUNED_FILE = os.path.join(os.path.dirname(__file__), "gemv_tuned.json")
+
+
+@functools.lru_cache(maxsize=None)
+def _tuned(path: str | None) -> dict:
+    """{(K, N, transposed): GemvConfig} from a JSON list of {"K", "N", "transposed", "config"} records
+    (benchmarks/decode_gemv.py --sweep writes one; the packaged file holds the H200 winners)."""
+    table = {}
+    for p in (_TUNED_FILE, path):
+        if not p:
+            continue
+        try:
+            with open(p) as f:
+                rows = __import__("json").load(f)
+        except FileNotFoundError:
+            if p == path:
+                raise FileNotFoundError(f"CUDAPERF_GEMV_TABLE={p} does not exist; unset it or run "
+                                        "benchmarks/decode_gemv.py --sweep to write one") from None
+            continue
+        for r in rows:
+            table[(int(r["K"]), int(r["N"]), bool(r["transposed"]))] = GemvConfig(**r["config"])
+    return table
+
+
+def config_for(k: int, n: int, transposed: bool) -> GemvConfig | None:
+    """The measured best tiling for this shape if one is known, else `default_config`."""
+    return _tuned(os.environ.get("CUDAPERF_GEMV_TABLE") or None).get((k, n, transposed)) or \
+        default_config(k, n, transposed)
+
+
+def _kernel(x_ref, w_ref, o_ref, *, block_k: int, transposed: bool):
+    from jax.experimental import pallas as pl
+    if transposed:   # w block [BN, KS]: rows contiguous along K
+        bn, ks = w_ref.shape
+    else:            # w block [KS, BN]: BN contiguous columns per row
+        ks, bn = w_ref.shape
+
+    def body(i, acc):
+        sl = pl.ds(pl.multiple_of(i * block_k, block_k), block_k)
+        xv = x_ref[sl].astype(jnp.float32)
+        if transposed:
+            return acc + jnp.sum(w_ref[:, sl].astype(jnp.float32) * xv[None, :], axis=1)
+        return acc + jnp.sum(w_ref[sl, :].astype(jnp.float32) * xv[:, None], axis=0)
+
+    o_ref[...] = lax.fori_loop(0, ks // block_k, body, jnp.zeros((bn,), jnp.float32))
+
+
+def gemv_raw(x: jax.Array, w: jax.Array, *, transposed: bool = False, config: GemvConfig | None = None,
+             interpret: bool | None = None) -> jax.Array:
+    """float32 y[N] = x[K] @ w (w [K, N], or [N, K] when transposed). Raises ValueError for a shape
+    the kernel cannot tile (the caller falls back to a plain dot)."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+    n, k = (w.shape if transposed else w.shape[::-1])
+    if x.shape != (k,):
+        raise ValueError(f"gemv: x has shape {x.shape}, the weight needs ({k},)")
+    cfg = config or config_for(k, n, transposed)
+    if cfg is None or n % cfg.block_n or k % cfg.split_k or (k // cfg.split_k) % cfg.block_k:
+        raise ValueError(f"gemv: no tiling for K={k}, N={n} ({cfg})")
+    if interpret is None:
+        interpret = mode() == "interpret"
+    s, ks, bn = cfg.split_k, k // cfg.split_k, cfg.block_n
+    xs = x.reshape(s, ks)
+    if transposed:
+        ws = w.reshape(n, s, ks)
+        w_spec = pl.BlockSpec((bn, None, ks), lambda j, i: (j, i, 0))
+    else:
+        ws = w.reshape(s, ks, n)
+        w_spec = pl.BlockSpec((None, ks, bn), lambda j, i: (i, 0, j))
+    part = pl.pallas_call(
+        functools.partial(_kernel, block_k=cfg.block_k, transposed=transposed),
+        grid=(n // bn, s),
+        in_specs=[pl.BlockSpec((None, ks), lambda j, i: (i, 0)), w_spec],
+        out_specs=pl.BlockSpec((None, bn), lambda j, i: (i, j)),
+        out_shape=jax.ShapeDtypeStruct((s, n), jnp.float32),
+        compiler_params=plgpu.CompilerParams(num_warps=cfg.num_warps, num_stages=cfg.num_stages),
+        interpret=interpret,
+        name=f"gemv_{'nk' if transposed else 'kn'}_{k}x{n}",
+    )(xs, ws)
+    return part[0] if s == 1 else jnp.sum(part, axis=0)
+
+
+def tileable(k: int, n: int, transposed: bool = False) -> bool:
+    return config_for(k, n, transposed) is not None
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _gemv(x, w, transposed):
+    return gemv_raw(x, w, transposed=transposed)
+
+
+def _fwd(x, w, transposed):
+    return _gemv(x, w, transposed), (x, w)
+
+
+def _bwd(transposed, res, g):
+    x, w = res
+    gx = (g.astype(w.dtype) @ w) if transposed else (w @ g.astype(w.dtype))
+    gw = jnp.outer(g, x) if transposed else jnp.outer(x, g)
+    return gx.astype(x.dtype), gw.astype(w.dtype)
+
+
+_gemv.defvjp(_fwd, _bwd)
+
+
+def gemv(x: jax.Array, w: jax.Array, *, transposed: bool = False) -> jax.Array:
+    """float32 [..., N] = x[..., K] @ w for an x holding one row in total (see module docstring)."""
+    lead = x.shape[:-1]
+    if math.prod(lead) != 1:
+        raise ValueError(f"gemv takes one row, got x of shape {x.shape}")
+    w = w.astype(x.dtype)
+    y = _gemv(x.reshape(-1), w, transposed)
+    return y.reshape(*lead, y.shape[-1])
+
+
+def matmul(x: jax.Array, w: jax.Array, *, transposed: bool = False, out_dtype=None) -> jax.Array:
+    """x @ w (or x @ w.T when transposed) in x's dtype, through the kernel when `use_gemv` says so."""
+    k = x.shape[-1]
+    n = w.shape[0] if transposed else w.shape[-1]
+    out_dtype = out_dtype or x.dtype
+    if use_gemv(x) and w.ndim == 2 and tileable(k, n, transposed):
+        return gemv(x, w, transposed=transposed).astype(out_dtype)
+    if transposed:
+        return jnp.einsum("...k,nk->...n", x, w.astype(x.dtype), preferred_element_type=out_dtype)
+    return jnp.einsum("...k,kn->...n", x, w.astype(x.dtype), preferred_element_type=out_dtype)
