@@ -90,7 +90,8 @@ def bench_jax(model, batch, args):
     rng = np.random.RandomState(batch)
     toks = rng.randint(3, cfg.vocab_size, (batch, args.prompt_len)).astype(np.int32)
     mask = np.ones_like(toks, bool)
-    params = SamplingParams(max_new_tokens=args.new_tokens, temperature=1.0, top_p=0.9, top_k=50, stop_token_ids=())
+    params = (SamplingParams(max_new_tokens=args.new_tokens, temperature=0.0, stop_token_ids=()) if args.greedy else
+              SamplingParams(max_new_tokens=args.new_tokens, temperature=1.0, top_p=0.9, top_k=50, stop_token_ids=()))
     keys = jax.random.split(jax.random.PRNGKey(0), batch)
     t0 = time.perf_counter()
     jax.block_until_ready(sampler.generate_tokens(toks, mask, params, keys))
@@ -277,6 +278,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dtype", default=None, help="bfloat16 (default on GPU) or float32 (default on CPU)")
     ap.add_argument("--no_hf", action="store_true", help="skip transformers")
+    ap.add_argument("--greedy", action="store_true", help="JAX decodes greedily (no top-k/top-p) to isolate sampling cost")
     ap.add_argument("--time_budget_s", type=float, default=300.0,
                     help="skip measurements that would start after this many seconds (recorded as skipped)")
     ap.add_argument("--greedy_check_tokens", type=int, default=32,

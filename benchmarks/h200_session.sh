@@ -34,6 +34,11 @@ for spec in "$@"; do
     measure)    [ -n "${MEASURE_RESUME:-}" ] && cp "$MEASURE_RESUME" "$dir/results.jsonl"
                 cmd=(python3 -m kernels_harness.datasets.measure --out "$dir" --max_seconds $((secs - 40))
                      --target_ms "${MEASURE_TARGET_MS:-10}" --max_reps "${MEASURE_MAX_REPS:-20}") ;;
+    gemvtests)  cmd=(python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= --timeout=300 tests/cudaperf_jax/models/test_gemv_gpu.py) ;;
+    decodevariants) # batch-1 decode: 1.5B greedy with the kernel; SmolLM2-shaped (random weights) without and with it
+                cmd=(bash -c 'for v in "qwen2.5-1.5b-random auto --greedy" "smollm2-135m off" "smollm2-135m auto"; do set -- $v
+                  echo "### $v"; d=$OUT/${1}_$2${3:-}; mkdir -p $d
+                  CUDAPERF_DECODE_GEMV=$2 OUT=$d timeout '$(( (secs - 10) / 3 ))' python3 benchmarks/generation.py --models=$1 --gguf=/nonexistent --batches=1 --no_hf --greedy_check_tokens=0 $3 2>&1 | grep -E "decode|Error|error|HBM" | tail -4; done') ;;
     gemv)       cmd=(python3 benchmarks/decode_gemv.py --sweep 24 --shapes=qwen2.5-1.5b,smollm2-135m --table_out "$dir/gemv_tuned.json") ;;
     gputests_ds) cmd=(python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= --timeout=300 tests/kernels_harness/datasets) ;;
     decode)     # batch-1 decode of the 1.5B model without and with the Pallas batch-1 kernel
