@@ -146,6 +146,25 @@ def _runs(times_dir: Path) -> list[str]:
     return ["", *out] if len(out) > 1 else []
 
 
+def _config_span(m) -> list[str]:
+    """How long the fastest correct implementation takes on each task's smallest and largest config."""
+    import numpy as np
+    small, large = [], []
+    for t in range(len(m)):
+        n_c = len(m.index["configs"][t])
+        ok = [i for i, e in enumerate(m.index["expected"][t]) if e == "correct"]
+        for c, dest in ((0, small), (n_c - 1, large)):
+            v = m.time_ms[t, ok, c]
+            if np.isfinite(v).any():
+                dest.append(float(np.nanmin(v)) * 1e3)
+    if not large:
+        return []
+    s, big = np.array(small), np.array(large)
+    return [(f"Fastest correct implementation per task, in microseconds: smallest config median {np.median(s):.1f} "
+             f"(p95 {np.percentile(s, 95):.1f}); largest config min {big.min():.1f}, p5 {np.percentile(big, 5):.1f}, "
+             f"median {np.median(big):.1f} ({(big >= 10).mean():.1%} of tasks at 10 us or more)."), ""]
+
+
 def _times_section(times_dir: Path, out: Path) -> list[str]:
     from kernels_harness.datasets import times as times_lib
     m = times_lib.load(times_dir)
@@ -159,6 +178,7 @@ def _times_section(times_dir: Path, out: Path) -> list[str]:
              f"command `{p.get('command', '?')}`. Build: {p.get('build', {})}."), *_runs(times_dir), "",
              (f"{len(m)} tasks measured; {len(sp)} (implementation, config) speedups over the baseline "
              "(correct-labelled implementations whose outputs agree with the baseline's)."), ""]
+    lines += _config_span(m)
     if sp:
         import numpy as np
         vals = np.array([s for *_, s in sp])
