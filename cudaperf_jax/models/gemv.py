@@ -16,6 +16,7 @@ Gradients go through plain matmuls (custom_vjp), so a training step may use it t
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 from typing import NamedTuple
@@ -85,7 +86,7 @@ def default_config(k: int, n: int, transposed: bool, sms: int = SMS_H200) -> Gem
 _TUNED_FILE = os.path.join(os.path.dirname(__file__), "gemv_tuned.json")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tuned(path: str | None) -> dict:
     """{(K, N, transposed): GemvConfig} from a JSON list of {"K", "N", "transposed", "config"} records
     (benchmarks/decode_gemv.py --sweep writes one; the packaged file holds the H200 winners)."""
@@ -95,7 +96,7 @@ def _tuned(path: str | None) -> dict:
             continue
         try:
             with open(p) as f:
-                rows = __import__("json").load(f)
+                rows = json.load(f)
         except FileNotFoundError:
             if p == path:
                 raise FileNotFoundError(f"CUDAPERF_GEMV_TABLE={p} does not exist; unset it or run "
