@@ -95,3 +95,24 @@ def test_decoder_decode_step_same_with_kernel(monkeypatch, tied):
     monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "interpret")
     got = run()
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_tuned_table_overrides_the_default_tiling(tmp_path, monkeypatch):
+    import json
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps([{"K": 128, "N": 64, "transposed": False,
+                                  "config": {"block_n": 16, "split_k": 2, "block_k": 32, "num_warps": 8, "num_stages": 2}}]))
+    assert gemv.config_for(128, 64, False) == gemv.default_config(128, 64, False)
+    monkeypatch.setenv("CUDAPERF_GEMV_TABLE", str(table))
+    assert gemv.config_for(128, 64, False) == gemv.GemvConfig(16, 2, 32, 8, 2)
+    assert gemv.config_for(128, 32, False) == gemv.default_config(128, 32, False)  # other shapes: heuristic
+    x, w = jnp.ones((128,)), jnp.ones((128, 64))
+    np.testing.assert_allclose(gemv.gemv_raw(x, w, interpret=True), np.full(64, 128.0))
+    monkeypatch.setenv("CUDAPERF_GEMV_TABLE", str(tmp_path / "missing.json"))
+    with pytest.raises(FileNotFoundError, match="CUDAPERF_GEMV_TABLE"):
+        gemv.config_for(128, 64, False)
+
+
+def test_packaged_table_entries_are_valid_tilings():
+    for (k, n, tr), cfg in gemv._tuned(None).items():
+        assert n % cfg.block_n == 0 and k % cfg.split_k == 0 and (k // cfg.split_k) % cfg.block_k == 0
