@@ -1,6 +1,6 @@
 """Writes the data card (docs/dataset.md) from the generator, and from measured times when present.
 
-    python -m kernels_harness.datasets.card --out docs/dataset.md [--times data/times/h200] [--manifest DIR]
+    python -m kernels_harness.datasets.card --out docs/dataset.md [--times data/times/h200] [--manifest data/validation_cpu]
 
 Counts per track, family, split, dtype and strategy come from generating every task (about a second);
 the speedup section and plot (docs/dataset_speedups.png) from a measured-times store (times.py).
@@ -235,7 +235,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Write the dataset card.")
     ap.add_argument("--out", default="docs/dataset.md")
     ap.add_argument("--times", default="data/times/h200")
-    ap.add_argument("--manifest", default=None, help="a built dataset directory whose validation to report")
+    ap.add_argument("--manifest", default="data/validation_cpu",
+                    help="a built dataset directory (or a copy of its manifest.json) whose validation to report")
     ap.add_argument("--seed", type=int, default=registry.DEFAULT_SEED)
     a = ap.parse_args(argv)
     print(write_card(a.out, a.times, a.manifest, a.seed))
