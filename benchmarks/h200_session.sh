@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs a batch of GPU jobs on the lent H200 in one call and packs everything they wrote into $OUT.
 #   bash benchmarks/h200_session.sh JOB[:SECONDS] ...
-# Jobs: probe corpus gputests harness features generation measure scaling decodeflags gemv decode.
+# Jobs: probe corpus gputests harness features generation measure scaling decodeflags gemv decode gemvtests
+# decodevariants ablation.
 # measure resumes from $MEASURE_RESUME (a results.jsonl of an earlier call) when that is set.
 # Each job gets a wall-clock limit (default below), writes into $OUT/<job>/ and its log to
 # $OUT/<job>.log; one failure never stops the others. At the end all of it is packed into
@@ -39,6 +40,7 @@ for spec in "$@"; do
                 cmd=(bash -c 'for v in "qwen2.5-1.5b-random auto --greedy" "smollm2-135m off" "smollm2-135m auto"; do set -- $v
                   echo "### $v"; d=$OUT/${1}_$2${3:-}; mkdir -p $d
                   CUDAPERF_DECODE_GEMV=$2 OUT=$d timeout '$(( (secs - 10) / 3 ))' python3 benchmarks/generation.py --models=$1 --gguf=/nonexistent --batches=1 --no_hf --greedy_check_tokens=0 $3 2>&1 | grep -E "decode|Error|error|HBM" | tail -4; done') ;;
+    ablation)   cmd=(python3 benchmarks/decode_ablation.py --model=qwen2.5-1.5b-random) ;;
     gemv)       cmd=(python3 benchmarks/decode_gemv.py --sweep 24 --shapes=qwen2.5-1.5b,smollm2-135m --table_out "$dir/gemv_tuned.json") ;;
     gputests_ds) cmd=(python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= --timeout=300 tests/kernels_harness/datasets) ;;
     decode)     # batch-1 decode of the 1.5B model without and with the Pallas batch-1 kernel

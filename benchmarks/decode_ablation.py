@@ -1,0 +1,121 @@
+"""Where a batch-1 decode step spends its time: the real sampler, with parts of the layer left out.
+
+    OUT=out python benchmarks/decode_ablation.py [--model=qwen2.5-1.5b-random] [--new_tokens=256]
+    python benchmarks/decode_ablation.py --model=tiny --new_tokens=8 --prompt_len=8      # CPU smoke
+
+Variants (each compiled afresh; the step time is the sampler's decode phase over --new_tokens steps):
+  full           the decoder and sampler as shipped (top-k 50, top-p 0.9)
+  greedy         argmax instead of top-k/top-p sampling          -> cost of the sampling filters
+  no_attn_core   q/k/v and o projections kept, RoPE, cache write and attention left out
+  no_norms       RMSNorm replaced by the identity
+  matvecs_only   greedy + no_attn_core + no_norms: projections, MLP, residuals and the LM head
+Differences between rows bound the cost of the removed parts (H200.md: "time variants that leave one
+stage out"). The ablations change the model's numbers, not its data movement in the projections; they
+exist only in this benchmark. Prints a table and writes $OUT/decode_ablation.json.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks.generation import HBM_DATASHEET, QWEN15B, SMOL, TINY, param_bytes
+
+VARIANTS = ("full", "greedy", "no_attn_core", "no_norms", "matvecs_only")
+
+
+@contextlib.contextmanager
+def ablated(no_attn_core: bool, no_norms: bool):
+    """Temporarily replaces Attention.__call__ / RMSNorm.__call__ (restored on exit)."""
+    from cudaperf_jax.models import decoder as dec
+    from cudaperf_jax.models import gemv
+    saved = (dec.Attention.__call__, dec.RMSNorm.__call__)
+
+    def attn_projections_only(self, x, cos, sin, mask, cache_kv, cache_index):
+        y = gemv.matmul(x, self.qkv[...].astype(self.dtype))
+        out = gemv.matmul(y[..., : self.h * self.hd], self.o[...].astype(self.dtype))
+        return out, (cache_kv if cache_kv is not None else (None, None))
+
+    try:
+        if no_attn_core:
+            dec.Attention.__call__ = attn_projections_only
+        if no_norms:
+            dec.RMSNorm.__call__ = lambda self, x: x
+        yield
+    finally:
+        dec.Attention.__call__, dec.RMSNorm.__call__ = saved
+
+
+def run_variant(model, name: str, args) -> dict:
+    from cudaperf_jax.generation.sampler import Sampler, SamplingParams
+    greedy = name in ("greedy", "matvecs_only")
+    jax.clear_caches()  # the ablations change traced code that the jit caches would otherwise reuse
+    with ablated(name in ("no_attn_core", "matvecs_only"), name in ("no_norms", "matvecs_only")):
+        sampler = Sampler(model, prompt_bucket=args.prompt_len, pad_id=0)
+        rng = np.random.RandomState(0)
+        toks = rng.randint(3, model.cfg.vocab_size, (1, args.prompt_len)).astype(np.int32)
+        mask = np.ones_like(toks, bool)
+        params = (SamplingParams(max_new_tokens=args.new_tokens, temperature=0.0, stop_token_ids=()) if greedy else
+                  SamplingParams(max_new_tokens=args.new_tokens, temperature=1.0, top_p=0.9, top_k=50,
+                                 stop_token_ids=()))
+        keys = jax.random.split(jax.random.PRNGKey(0), 1)
+        t0 = time.perf_counter()
+        jax.block_until_ready(sampler.generate_tokens(toks, mask, params, keys))
+        compile_s = time.perf_counter() - t0
+        best = float("inf")
+        for r in range(args.repeats):
+            tm: dict = {}
+            sampler.generate_tokens(toks, mask, params, jax.random.split(jax.random.PRNGKey(r + 1), 1), tm)
+            best = min(best, tm["decode_s"])
+    step = best / max(args.new_tokens - 1, 1)
+    return {"variant": name, "step_ms": 1e3 * step, "compile_s": compile_s,
+            "weights_tb_s": param_bytes(model) / step / 1e12}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="qwen2.5-1.5b-random", choices=("qwen2.5-1.5b-random", "smollm2-135m", "tiny"))
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--prompt_len", type=int, default=128)
+    ap.add_argument("--new_tokens", type=int, default=256)
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args(argv)
+    from flax import nnx
+
+    from cudaperf_jax.models.config import ModelConfig
+    from cudaperf_jax.models.decoder import Decoder
+    spec = {"qwen2.5-1.5b-random": QWEN15B, "smollm2-135m": SMOL, "tiny": TINY}[args.model]
+    dtype = jnp.bfloat16 if jax.default_backend() == "gpu" else jnp.float32
+    model = Decoder(ModelConfig.from_hf(spec), rngs=nnx.Rngs(0), dtype=dtype, param_dtype=dtype)
+    out = Path(os.environ.get("OUT", "out"))
+    out.mkdir(parents=True, exist_ok=True)
+    res = {"device": str(jax.devices()[0]), "model": args.model, "decode_gemv": os.environ.get("CUDAPERF_DECODE_GEMV", "auto"),
+           "weight_bytes": param_bytes(model), "args": vars(args), "rows": []}
+    for name in args.variants.split(","):
+        if name not in VARIANTS:
+            raise SystemExit(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
+        try:
+            row = run_variant(model, name, SimpleNamespace(**vars(args)))
+        except Exception as e:  # noqa: BLE001
+            row = {"variant": name, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        res["rows"].append(row)
+        (out / "decode_ablation.json").write_text(json.dumps(res, indent=1))
+        print(f"{name:14s} " + (f"{row['step_ms']:8.3f} ms/step  weights {row['weights_tb_s']:.2f} TB/s "
+                                f"({row['weights_tb_s'] * 1e12 / HBM_DATASHEET:.2f} of datasheet)  compile {row['compile_s']:.1f} s"
+                                if "step_ms" in row else row["error"]), flush=True)
+    return res
+
+
+if __name__ == "__main__":
+    main()
