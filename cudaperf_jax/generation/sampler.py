@@ -24,6 +24,7 @@ from flax import nnx
 
 from cudaperf_jax.generation import stops
 from cudaperf_jax.generation.sampling import choose, token_logprobs
+from cudaperf_jax.models import gemv
 from cudaperf_jax.models.decoder import Decoder, KVCache
 from cudaperf_jax.models.sharding import batch_sharding, cache_shardings
 
@@ -187,6 +188,16 @@ class Sampler:
 
         timings: if a dict is given, the call waits for each phase and stores prefill_s and decode_s.
         """
+        gemv.reset_used()
+        try:
+            return self._generate_tokens(tokens, mask, params, keys, timings)
+        except Exception as e:
+            if not gemv.fall_back(e):  # the batch-1 Pallas kernel failed here: once more with XLA's dots
+                raise
+            self._cache.clear()
+            return self._generate_tokens(tokens, mask, params, keys, timings)
+
+    def _generate_tokens(self, tokens, mask, params: SamplingParams, keys, timings):
         b, p = tokens.shape
         n = params.max_new_tokens
         stop_ids = params.stop_token_ids if params.stop_token_ids is not None else self.cfg.eos_ids

@@ -11,7 +11,9 @@ that even the narrow projections give every SM work.
 `use_gemv(x)` says whether the decoder takes this path: the environment variable
 CUDAPERF_DECODE_GEMV is `auto` (default: on a single GPU, for one token of one sequence), `off`, `on`
 (any backend that runs Triton) or `interpret` (Pallas' interpreter: for tests on the CPU).
-Gradients go through plain matmuls (custom_vjp), so a training step may use it too.
+Gradients go through plain matmuls (custom_vjp), so a training step may use it too. In auto mode a
+kernel that fails to compile or run turns itself off for the process (the sampler retries once with
+XLA's dots and warns).
 """
 from __future__ import annotations
 
@@ -43,6 +45,13 @@ def mode() -> str:
     return m
 
 
+_state = {"disabled": None, "used": False}  # auto mode turned off after a failure (its reason); traced in
+
+
+def _auto_ok() -> bool:
+    return jax.default_backend() == "gpu" and jax.device_count() == 1
+
+
 def use_gemv(x: jax.Array) -> bool:
     """True when the decoder should use the kernel for this activation (one row in total)."""
     if math.prod(x.shape[:-1]) != 1:
@@ -51,7 +60,25 @@ def use_gemv(x: jax.Array) -> bool:
     if m == "off":
         return False
     if m == "auto":
-        return jax.default_backend() == "gpu" and jax.device_count() == 1
+        return _state["disabled"] is None and _auto_ok()
+    return True
+
+
+def reset_used() -> None:
+    """Call before tracing a program; `fall_back` then knows whether the kernel was in it."""
+    _state["used"] = False
+
+
+def fall_back(error: BaseException) -> bool:
+    """After a failed compile or run: in auto mode, if the kernel was traced into the failed program,
+    turn it off for this process (warning once) and return True so the caller retries with XLA's dots."""
+    if not _state["used"] or mode() != "auto" or _state["disabled"] is not None:
+        return False
+    _state["disabled"] = f"{type(error).__name__}: {str(error)[:500]}"
+    import warnings
+    warnings.warn("the Pallas batch-1 decode kernel failed on this machine; decoding with XLA's dots instead "
+                  f"(set CUDAPERF_DECODE_GEMV=off to skip it): {_state['disabled']}", RuntimeWarning, stacklevel=2)
+    jax.clear_caches()
     return True
 
 
@@ -204,6 +231,7 @@ def matmul(x: jax.Array, w: jax.Array, *, transposed: bool = False, out_dtype=No
     n = w.shape[0] if transposed else w.shape[-1]
     out_dtype = out_dtype or x.dtype
     if use_gemv(x) and w.ndim == 2 and tileable(k, n, transposed):
+        _state["used"] = True
         return gemv(x, w, transposed=transposed).astype(out_dtype)
     if transposed:
         return jnp.einsum("...k,nk->...n", x, w.astype(x.dtype), preferred_element_type=out_dtype)

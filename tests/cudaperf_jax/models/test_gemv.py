@@ -116,3 +116,29 @@ def test_tuned_table_overrides_the_default_tiling(tmp_path, monkeypatch):
 def test_packaged_table_entries_are_valid_tilings():
     for (k, n, tr), cfg in gemv._tuned(None).items():
         assert n % cfg.block_n == 0 and k % cfg.split_k == 0 and (k // cfg.split_k) % cfg.block_k == 0
+
+
+def test_sampler_falls_back_to_xla_when_the_kernel_fails(monkeypatch):
+    """A real failure: auto mode believes it is on one GPU, so the kernel is compiled for Triton on the CPU,
+    which Pallas refuses; the sampler warns, turns the kernel off and gives the XLA path's tokens."""
+    from cudaperf_jax.generation.sampler import Sampler, SamplingParams
+    cfg = ModelConfig(model_type="llama", vocab_size=64, hidden_size=32, intermediate_size=48, num_layers=2,
+                      num_heads=4, num_kv_heads=2, head_dim=8)
+    model = Decoder(cfg, rngs=nnx.Rngs(0))
+    prompt = [[5, 9, 2, 7]]
+    params = SamplingParams(max_new_tokens=6, temperature=0.0, stop_token_ids=())
+    monkeypatch.setitem(gemv._state, "disabled", None)
+    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "off")
+    want = Sampler(model, prompt_bucket=4).generate(prompt, params).tokens
+    jax.clear_caches()
+    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "auto")
+    monkeypatch.setattr(gemv, "_auto_ok", lambda: True)
+    with pytest.warns(RuntimeWarning, match="decode kernel failed"):
+        got = Sampler(model, prompt_bucket=4).generate(prompt, params).tokens
+    np.testing.assert_array_equal(got, want)
+    assert gemv._state["disabled"] and not gemv.use_gemv(jnp.zeros((1, 1, 8)))
+    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "on")  # forced: a failure is the user's to see
+    monkeypatch.setitem(gemv._state, "disabled", None)
+    jax.clear_caches()
+    with pytest.raises(Exception, match="interpret"):
+        Sampler(model, prompt_bucket=4).generate(prompt, params)
