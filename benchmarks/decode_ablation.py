@@ -9,6 +9,8 @@ Variants (each compiled afresh; the step time is the sampler's decode phase over
   no_attn_core   q/k/v and o projections kept, RoPE, cache write and attention left out
   no_norms       RMSNorm replaced by the identity
   matvecs_only   greedy + no_attn_core + no_norms: projections, MLP, residuals and the LM head
+  fused_attn     full, with the fused one-token attention kernel (CUDAPERF_DECODE_ATTENTION=on; on the
+                 CPU its interpreter)
 Differences between rows bound the cost of the removed parts (H200.md: "time variants that leave one
 stage out"). The ablations change the model's numbers, not its data movement in the projections; they
 exist only in this benchmark. Prints a table and writes $OUT/decode_ablation.json.
@@ -32,7 +34,7 @@ import numpy as np
 
 from benchmarks.generation import HBM_DATASHEET, QWEN15B, SMOL, TINY, param_bytes
 
-VARIANTS = ("full", "greedy", "no_attn_core", "no_norms", "matvecs_only")
+VARIANTS = ("full", "greedy", "no_attn_core", "no_norms", "matvecs_only", "fused_attn")
 
 
 @contextlib.contextmanager
@@ -57,11 +59,27 @@ def ablated(no_attn_core: bool, no_norms: bool):
         dec.Attention.__call__, dec.RMSNorm.__call__ = saved
 
 
+@contextlib.contextmanager
+def _env(values: dict):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run_variant(model, name: str, args) -> dict:
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
     greedy = name in ("greedy", "matvecs_only")
     jax.clear_caches()  # the ablations change traced code that the jit caches would otherwise reuse
-    with ablated(name in ("no_attn_core", "matvecs_only"), name in ("no_norms", "matvecs_only")):
+    env = {"CUDAPERF_DECODE_ATTENTION": "on" if jax.default_backend() == "gpu" else "interpret"} \
+        if name == "fused_attn" else {}
+    with ablated(name in ("no_attn_core", "matvecs_only"), name in ("no_norms", "matvecs_only")), _env(env):
         sampler = Sampler(model, prompt_bucket=args.prompt_len, pad_id=0)
         rng = np.random.RandomState(0)
         toks = rng.randint(3, model.cfg.vocab_size, (1, args.prompt_len)).astype(np.int32)

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from cudaperf_jax.models import gemv
+from cudaperf_jax.models import decode_attention, gemv
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.rope import apply_rope, cos_sin, inv_frequencies
 
@@ -95,6 +95,9 @@ class Attention(nnx.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache_kv is not None and decode_attention.applies(b, t, hd):  # one token: one fused kernel
+            out, k, v = decode_attention.attend(q.astype(self.dtype), k, v, *cache_kv, mask[:, 0, :], cache_index)
+            return self._project_out(out), (k, v)
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, Hkv, T, Dh]
         if cache_kv is not None:
             ck, cv = cache_kv
@@ -109,10 +112,13 @@ class Attention(nnx.Module):
         scores = jnp.where(mask[:, None, None, :, :], scores, jnp.float32(-1e30))
         probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
         out = jnp.einsum("bkgts,bksd->btkgd", probs, v.astype(self.dtype)).reshape(b, t, h * hd)
+        return self._project_out(out), (k, v)
+
+    def _project_out(self, out: jax.Array) -> jax.Array:
         out = gemv.matmul(out, self.o[...].astype(self.dtype))
         if self.o_bias is not None:
             out = out + self.o_bias[...].astype(self.dtype)
-        return out, (k, v)
+        return out
 
 
 class MLP(nnx.Module):

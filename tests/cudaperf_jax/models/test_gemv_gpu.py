@@ -50,3 +50,23 @@ def test_decode_step_with_kernel_matches_without(monkeypatch):
     got = run()
     assert gemv.use_gemv(jnp.zeros((1, 1, 8)))
     np.testing.assert_allclose(got, want, atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("h,hkv,dh,s,idx,pad", [(12, 2, 128, 384, 200, 17), (9, 3, 64, 384, 383, 0)])
+def test_fused_decode_attention_matches_xla_on_gpu(h, hkv, dh, s, idx, pad):
+    from cudaperf_jax.models import decode_attention as da
+    ks = jax.random.split(jax.random.key(idx), 5)
+    q = jax.random.normal(ks[0], (1, 1, h, dh), jnp.bfloat16)
+    kn, vn = (jax.random.normal(k, (1, 1, hkv, dh), jnp.bfloat16) for k in ks[1:3])
+    kc, vc = (jax.random.normal(k, (1, hkv, s, dh), jnp.bfloat16) for k in ks[3:5])
+    mask = (jnp.arange(s) >= pad)[None]
+    got = jax.jit(lambda *a: da.attend(*a, interpret=False))(q, kn, vn, kc, vc, mask, jnp.int32(idx))
+    kc2, vc2 = kc.at[:, :, idx].set(kn[:, 0]), vc.at[:, :, idx].set(vn[:, 0])
+    sc = jnp.einsum("bkgd,bksd->bkgs", q.reshape(1, hkv, h // hkv, dh).astype(jnp.float32),
+                    kc2.astype(jnp.float32)) * dh ** -0.5
+    valid = (jnp.arange(s) <= idx)[None] & mask
+    p = jax.nn.softmax(jnp.where(valid[:, None, None, :], sc, -1e30), axis=-1)
+    want = jnp.einsum("bkgs,bksd->bkgd", p, vc2.astype(jnp.float32)).reshape(1, 1, h * dh)
+    np.testing.assert_allclose(np.asarray(got[0], np.float32), np.asarray(want), atol=3e-2, rtol=3e-2)
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(kc2))
+    np.testing.assert_array_equal(np.asarray(got[2]), np.asarray(vc2))
