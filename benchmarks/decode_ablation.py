@@ -11,6 +11,7 @@ Variants (each compiled afresh; the step time is the sampler's decode phase over
   matvecs_only   greedy + no_attn_core + no_norms: projections, MLP, residuals and the LM head
   fused_attn     full, with the fused one-token attention kernel (CUDAPERF_DECODE_ATTENTION=on; on the
                  CPU its interpreter)
+  fused_attn_norm  fused_attn, and RMSNorm folded into the matvec kernel (CUDAPERF_DECODE_NORM=on)
 Differences between rows bound the cost of the removed parts (H200.md: "time variants that leave one
 stage out"). The ablations change the model's numbers, not its data movement in the projections; they
 exist only in this benchmark. Prints a table and writes $OUT/decode_ablation.json.
@@ -34,7 +35,7 @@ import numpy as np
 
 from benchmarks.generation import HBM_DATASHEET, QWEN15B, SMOL, TINY, param_bytes
 
-VARIANTS = ("full", "greedy", "no_attn_core", "no_norms", "matvecs_only", "fused_attn")
+VARIANTS = ("full", "greedy", "no_attn_core", "no_norms", "matvecs_only", "fused_attn", "fused_attn_norm")
 
 
 @contextlib.contextmanager
@@ -44,8 +45,8 @@ def ablated(no_attn_core: bool, no_norms: bool):
     from cudaperf_jax.models import gemv
     saved = (dec.Attention.__call__, dec.RMSNorm.__call__)
 
-    def attn_projections_only(self, x, cos, sin, mask, cache_kv, cache_index):
-        y = gemv.matmul(x, self.qkv[...].astype(self.dtype))
+    def attn_projections_only(self, x, cos, sin, mask, cache_kv, cache_index, norm=None):
+        y = gemv.matmul(x, self.qkv[...].astype(self.dtype), norm=norm)
         out = gemv.matmul(y[..., : self.h * self.hd], self.o[...].astype(self.dtype))
         return out, (cache_kv if cache_kv is not None else (None, None))
 
@@ -77,8 +78,12 @@ def run_variant(model, name: str, args) -> dict:
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
     greedy = name in ("greedy", "matvecs_only")
     jax.clear_caches()  # the ablations change traced code that the jit caches would otherwise reuse
-    env = {"CUDAPERF_DECODE_ATTENTION": "on" if jax.default_backend() == "gpu" else "interpret"} \
-        if name == "fused_attn" else {}
+    on = "on" if jax.default_backend() == "gpu" else "interpret"
+    env = {"CUDAPERF_DECODE_ATTENTION": on} if name.startswith("fused_attn") else {}
+    if name == "fused_attn_norm":
+        env["CUDAPERF_DECODE_NORM"] = "on"
+        if on == "interpret":  # the matvec kernel itself only runs on a GPU in auto mode
+            env["CUDAPERF_DECODE_GEMV"] = "interpret"
     with ablated(name in ("no_attn_core", "matvecs_only"), name in ("no_norms", "matvecs_only")), _env(env):
         sampler = Sampler(model, prompt_bucket=args.prompt_len, pad_id=0)
         rng = np.random.RandomState(0)

@@ -65,13 +65,13 @@ def _kernel(q_ref, kn_ref, vn_ref, mask_ref, idx_ref, kc_ref, vc_ref, o_ref, kc_
         keep = plgpu.load(mask_ref.at[pl.ds(i * block_s, block_s)], mask=inb, other=0)
         valid = inb & (keep != 0) & (pos < idx)
         k = plgpu.load(kc_ref.at[pl.ds(i * block_s, block_s), :], mask=valid[:, None], other=0.0)
-        s = plgpu.dot(q.astype(k.dtype), k.T) * scale          # [Gp, BS] float32
+        s = plgpu.dot(q.astype(k.dtype), k.T, allow_tf32=False) * scale   # [Gp, BS] float32 (no TF32)
         s = jnp.where(valid[None, :], s, NEG)
         m_new = jnp.maximum(m, s.max(axis=1))
         corr = jnp.exp(m - m_new)
         p = jnp.where(valid[None, :], jnp.exp(s - m_new[:, None]), 0.0)
         v = plgpu.load(vc_ref.at[pl.ds(i * block_s, block_s), :], mask=valid[:, None], other=0.0)
-        acc = acc * corr[:, None] + plgpu.dot(p.astype(v.dtype), v)
+        acc = acc * corr[:, None] + plgpu.dot(p.astype(v.dtype), v, allow_tf32=False)
         return acc, m_new, l * corr + p.sum(axis=1)
 
     init = (jnp.zeros((gp, dh), jnp.float32), jnp.full((gp,), NEG, jnp.float32), jnp.zeros((gp,), jnp.float32))

@@ -78,14 +78,15 @@ class Attention(nnx.Module):
         else:
             self.q_norm = self.k_norm = None
 
-    def __call__(self, x, cos, sin, mask, cache_kv, cache_index):
-        """x[B, T, D], cos/sin[B, T, Dh], mask bool[B, T, S]; cache_kv (k, v)[B, Hkv, S, Dh] or None.
+    def __call__(self, x, cos, sin, mask, cache_kv, cache_index, norm=None):
+        """x[B, T, D], cos/sin[B, T, Dh], mask bool[B, T, S]; cache_kv (k, v)[B, Hkv, S, Dh] or None;
+        norm: the RMSNorm to apply to x first (folded into the projection's kernel where it can be).
 
         Returns (out[B, T, D], (k, v)) where k/v are the updated cache buffers (or this step's keys
         and values when there is no cache).
         """
         b, t, _ = x.shape
-        y = gemv.matmul(x, self.qkv[...].astype(self.dtype))
+        y = gemv.matmul(x, self.qkv[...].astype(self.dtype), norm=norm)
         if self.qkv_bias is not None:
             y = y + self.qkv_bias[...].astype(self.dtype)
         h, kv, hd = self.h, self.kv, self.hd
@@ -133,13 +134,14 @@ class MLP(nnx.Module):
         self.gate_up_bias = _param(rngs, (2, f), (None, "tensor"), param_dtype, zeros) if cfg.mlp_bias else None
         self.down_bias = _param(rngs, (d,), (None,), param_dtype, zeros) if cfg.mlp_bias else None
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, norm=None) -> jax.Array:
+        """x [B, T, D]; norm: the RMSNorm to apply to x first (folded into the kernel where it can be)."""
         w = self.gate_up[...].astype(self.dtype)
         if gemv.use_gemv(x):  # one token: the [D, 2F] view of the same buffer, one batch-1 kernel
             b, t, d = x.shape
-            gu = gemv.matmul(x, w.reshape(d, -1)).reshape(b, t, 2, -1)
+            gu = gemv.matmul(x, w.reshape(d, -1), norm=norm).reshape(b, t, 2, -1)
         else:
-            gu = jnp.einsum("btd,dnf->btnf", x, w)
+            gu = jnp.einsum("btd,dnf->btnf", x if norm is None else norm(x), w)
         if self.gate_up_bias is not None:
             gu = gu + self.gate_up_bias[...].astype(self.dtype)
         y = gemv.matmul(jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1], self.down[...].astype(self.dtype))
@@ -159,9 +161,9 @@ class Block(nnx.Module):
         self.mlp = MLP(cfg, **kw)
 
     def __call__(self, x, cos, sin, mask, cache_kv, cache_index):
-        a, kv = self.attn(self.attn_norm(x), cos, sin, mask, cache_kv, cache_index)
+        a, kv = self.attn(x, cos, sin, mask, cache_kv, cache_index, norm=self.attn_norm)
         x = x + a
-        return x + self.mlp(self.mlp_norm(x)), kv
+        return x + self.mlp(x, norm=self.mlp_norm), kv
 
 
 class Decoder(nnx.Module):

@@ -29,7 +29,18 @@ def test_kernel_matches_xla_on_gpu(k, n, transposed):
         np.testing.assert_allclose(got, want, atol=1e-2 * np.sqrt(k), rtol=1e-2, err_msg=str(cfg))
 
 
-def test_decode_step_with_kernel_matches_without(monkeypatch):
+@pytest.mark.parametrize("k,n,transposed", [(576, 3072, False), (1536, 2048, False), (1536, 17920, False)])
+def test_rmsnorm_prologue_on_gpu(k, n, transposed):
+    x = jax.random.normal(jax.random.key(0), (k,), jnp.bfloat16) * 3
+    scale = (1 + 0.1 * jax.random.normal(jax.random.key(2), (k,))).astype(jnp.bfloat16)
+    w = jax.random.normal(jax.random.key(1), (k, n), jnp.bfloat16)
+    got = jax.jit(lambda x, s, w: gemv.gemv_raw(x, w, norm=(s, 1e-6)))(x, scale, w)
+    want = gemv._norm_then_dot(x.astype(jnp.float32), scale.astype(jnp.float32), w.astype(jnp.float32), False, 1e-6)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=3e-2 * np.sqrt(k), rtol=3e-2)
+
+
+@pytest.mark.parametrize("fused", [(), ("CUDAPERF_DECODE_ATTENTION", "CUDAPERF_DECODE_NORM")])
+def test_decode_step_with_kernel_matches_without(monkeypatch, fused):
     cfg = ModelConfig(model_type="qwen2", vocab_size=4096, hidden_size=512, intermediate_size=1536, num_layers=4,
                       num_heads=8, num_kv_heads=2, head_dim=64, qkv_bias=True, tie_word_embeddings=True)
     model = Decoder(cfg, rngs=nnx.Rngs(0), dtype=jnp.float32, param_dtype=jnp.float32)
@@ -44,9 +55,12 @@ def test_decode_step_with_kernel_matches_without(monkeypatch):
             outs.append(np.asarray(logits))
         return np.concatenate(outs, axis=1)
 
-    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "off")
+    for var in ("CUDAPERF_DECODE_GEMV", "CUDAPERF_DECODE_ATTENTION", "CUDAPERF_DECODE_NORM"):
+        monkeypatch.setenv(var, "off")
     want = run()
     monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "auto")
+    for var in fused:
+        monkeypatch.setenv(var, "on")
     got = run()
     assert gemv.use_gemv(jnp.zeros((1, 1, 8)))
     np.testing.assert_allclose(got, want, atol=2e-3, rtol=2e-3)
