@@ -16,20 +16,18 @@ CUDAPERF_DECODE_ATTENTION=on (GPU) or interpret (Pallas' interpreter, for tests)
 from __future__ import annotations
 
 import functools
-import os
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
+from cudaperf_jax.models.ops import env_choice
+
 NEG = -1e30
 
 
 def mode() -> str:
-    m = os.environ.get("CUDAPERF_DECODE_ATTENTION", "off").lower()
-    if m not in ("off", "on", "interpret"):
-        raise ValueError(f"CUDAPERF_DECODE_ATTENTION={m!r}: use off, on or interpret")
-    return m
+    return env_choice("CUDAPERF_DECODE_ATTENTION", "off", ("off", "on", "interpret"))
 
 
 def applies(batch: int, tokens: int, head_dim: int) -> bool:

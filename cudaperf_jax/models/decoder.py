@@ -19,6 +19,7 @@ from flax import nnx
 
 from cudaperf_jax.models import decode_attention, gemv
 from cudaperf_jax.models.config import ModelConfig
+from cudaperf_jax.models.ops import rms_norm
 from cudaperf_jax.models.rope import apply_rope, cos_sin, inv_frequencies
 
 _INIT = nnx.initializers.normal(0.02)
@@ -55,9 +56,7 @@ class RMSNorm(nnx.Module):
         self.eps, self.dtype = eps, dtype
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        xf = x.astype(jnp.float32)
-        xf = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
-        return xf.astype(self.dtype) * self.scale[...].astype(self.dtype)
+        return rms_norm(x, self.scale[...], self.eps, self.dtype)
 
 
 class Attention(nnx.Module):

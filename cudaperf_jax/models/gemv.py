@@ -27,6 +27,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from cudaperf_jax.models.ops import env_choice, rms_norm
+
 SMS_H200 = 132
 
 
@@ -39,10 +41,7 @@ class GemvConfig(NamedTuple):
 
 
 def mode() -> str:
-    m = os.environ.get("CUDAPERF_DECODE_GEMV", "auto").lower()
-    if m not in ("auto", "off", "on", "interpret"):
-        raise ValueError(f"CUDAPERF_DECODE_GEMV={m!r}: use auto, off, on or interpret")
-    return m
+    return env_choice("CUDAPERF_DECODE_GEMV", "auto", ("auto", "off", "on", "interpret"))
 
 
 _state = {"disabled": None, "used": False}  # auto mode turned off after a failure (its reason); traced in
@@ -238,13 +237,8 @@ def _bwd(transposed, res, g):
 _gemv.defvjp(_fwd, _bwd)
 
 
-def _rms(x, scale, eps):
-    xf = x.astype(jnp.float32)
-    return (xf * lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)).astype(x.dtype) * scale.astype(x.dtype)
-
-
 def _norm_then_dot(x, scale, w, transposed, eps):
-    xn = _rms(x, scale, eps)
+    xn = rms_norm(x, scale, eps, x.dtype)
     return (w @ xn if transposed else xn @ w).astype(jnp.float32)
 
 
@@ -268,10 +262,7 @@ _gemv_norm.defvjp(_fwd_norm, _bwd_norm)
 def norm_mode() -> str:
     """CUDAPERF_DECODE_NORM: `on` folds RMSNorm into the kernel's prologue where the kernel runs (off by
     default until measured on a GPU)."""
-    m = os.environ.get("CUDAPERF_DECODE_NORM", "off").lower()
-    if m not in ("off", "on"):
-        raise ValueError(f"CUDAPERF_DECODE_NORM={m!r}: use off or on")
-    return m
+    return env_choice("CUDAPERF_DECODE_NORM", "off", ("off", "on"))
 
 
 def gemv(x: jax.Array, w: jax.Array, *, transposed: bool = False) -> jax.Array:

@@ -9,17 +9,7 @@ from flax import nnx
 from cudaperf_jax.models import decode_attention as da
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.decoder import Decoder
-
-
-def _reference(q, kn, vn, kc, vc, mask, idx):
-    b, _, h, dh = q.shape
-    hkv = kc.shape[1]
-    kc2, vc2 = kc.at[:, :, idx].set(kn[:, 0]), vc.at[:, :, idx].set(vn[:, 0])
-    qg = q.reshape(b, hkv, h // hkv, dh)
-    s = jnp.einsum("bkgd,bksd->bkgs", qg, kc2) * dh ** -0.5
-    valid = (jnp.arange(kc.shape[2]) <= idx)[None] & mask
-    p = jax.nn.softmax(jnp.where(valid[:, None, None, :], s, -1e30), axis=-1)
-    return jnp.einsum("bkgs,bksd->bkgd", p, vc2).reshape(b, 1, h * dh), kc2, vc2
+from tests.cudaperf_jax.models import tiny
 
 
 @pytest.mark.parametrize("b,h,hkv,dh,s,idx,pad", [(1, 12, 2, 128, 70, 40, 5), (1, 9, 3, 64, 384, 200, 0),
@@ -32,7 +22,7 @@ def test_kernel_matches_reference(b, h, hkv, dh, s, idx, pad):
     kc, vc = jax.random.normal(ks[3], (b, hkv, s, dh)), jax.random.normal(ks[4], (b, hkv, s, dh))
     mask = jnp.broadcast_to(jnp.arange(s) >= pad, (b, s))
     got = da.attend(q, kn, vn, kc, vc, mask, jnp.int32(idx), interpret=True)
-    for g, w in zip(got, _reference(q, kn, vn, kc, vc, mask, idx)):
+    for g, w in zip(got, tiny.attention_reference(q, kn, vn, kc, vc, mask, idx)):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=2e-5, rtol=1e-5)
 
 

@@ -8,7 +8,8 @@ from flax import nnx
 
 from cudaperf_jax.models import gemv
 from cudaperf_jax.models.config import ModelConfig
-from cudaperf_jax.models.decoder import Decoder, KVCache
+from cudaperf_jax.models.decoder import Decoder
+from tests.cudaperf_jax.models import tiny
 
 
 @pytest.mark.parametrize("k,n,transposed", [(96, 160, False), (192, 64, False), (448, 96, True), (64, 48, True),
@@ -81,19 +82,10 @@ def test_decoder_decode_step_same_with_kernel(monkeypatch, tied):
     model = Decoder(cfg, rngs=nnx.Rngs(0))
     toks = jnp.asarray([[5, 17, 3, 60, 11]], jnp.int32)
 
-    def run():
-        step = nnx.jit(lambda m, t, p, c, i: m(t, p, cache=c, cache_index=i))
-        cache = KVCache.zeros(cfg, 1, 8, jnp.float32)
-        outs = []
-        for t in range(toks.shape[1]):  # one token at a time: every matmul is batch-1
-            logits, cache = step(model, toks[:, t:t + 1], jnp.full((1, 1), t, jnp.int32), cache, jnp.int32(t))
-            outs.append(np.asarray(logits))
-        return np.concatenate(outs, axis=1)
-
     monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "off")
-    want = run()
+    want = tiny.stepwise_logits(model, toks, 8)
     monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "interpret")
-    got = run()
+    got = tiny.stepwise_logits(model, toks, 8)
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
 
 
@@ -168,19 +160,10 @@ def test_decoder_with_every_decode_kernel_matches_xla(monkeypatch, kind):
     model = Decoder(cfg, rngs=nnx.Rngs(2))
     toks = jnp.asarray([[5, 17, 3, 60, 11, 7]], jnp.int32)
 
-    def run():
-        step = nnx.jit(lambda m, t, p, c, i: m(t, p, cache=c, cache_index=i))
-        cache = KVCache.zeros(cfg, 1, 8, jnp.float32)
-        outs = []
-        for t in range(toks.shape[1]):
-            logits, cache = step(model, toks[:, t:t + 1], jnp.full((1, 1), t, jnp.int32), cache, jnp.int32(t))
-            outs.append(np.asarray(logits))
-        return np.concatenate(outs, axis=1)
-
     for var in ("CUDAPERF_DECODE_GEMV", "CUDAPERF_DECODE_ATTENTION", "CUDAPERF_DECODE_NORM"):
         monkeypatch.setenv(var, "off")
-    want = run()
+    want = tiny.stepwise_logits(model, toks, 8)
     monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "interpret")
     monkeypatch.setenv("CUDAPERF_DECODE_ATTENTION", "interpret")
     monkeypatch.setenv("CUDAPERF_DECODE_NORM", "on")
-    np.testing.assert_allclose(run(), want, atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(tiny.stepwise_logits(model, toks, 8), want, atol=1e-4, rtol=1e-4)

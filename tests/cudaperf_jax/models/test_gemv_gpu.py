@@ -8,7 +8,8 @@ from flax import nnx
 
 from cudaperf_jax.models import gemv
 from cudaperf_jax.models.config import ModelConfig
-from cudaperf_jax.models.decoder import Decoder, KVCache
+from cudaperf_jax.models.decoder import Decoder
+from tests.cudaperf_jax.models import tiny
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a GPU backend for JAX")]
@@ -46,22 +47,13 @@ def test_decode_step_with_kernel_matches_without(monkeypatch, fused):
     model = Decoder(cfg, rngs=nnx.Rngs(0), dtype=jnp.float32, param_dtype=jnp.float32)
     toks = jnp.asarray([[5, 17, 3, 60, 11, 900, 4000, 2]], jnp.int32)
 
-    def run():
-        step = nnx.jit(lambda m, t, p, c, i: m(t, p, cache=c, cache_index=i))
-        cache = KVCache.zeros(cfg, 1, 16, jnp.float32)
-        outs = []
-        for t in range(toks.shape[1]):
-            logits, cache = step(model, toks[:, t:t + 1], jnp.full((1, 1), t, jnp.int32), cache, jnp.int32(t))
-            outs.append(np.asarray(logits))
-        return np.concatenate(outs, axis=1)
-
     for var in ("CUDAPERF_DECODE_GEMV", "CUDAPERF_DECODE_ATTENTION", "CUDAPERF_DECODE_NORM"):
         monkeypatch.setenv(var, "off")
-    want = run()
+    want = tiny.stepwise_logits(model, toks, 16)
     monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "auto")
     for var in fused:
         monkeypatch.setenv(var, "on")
-    got = run()
+    got = tiny.stepwise_logits(model, toks, 16)
     assert gemv.use_gemv(jnp.zeros((1, 1, 8)))
     np.testing.assert_allclose(got, want, atol=2e-3, rtol=2e-3)
 
@@ -75,12 +67,8 @@ def test_fused_decode_attention_matches_xla_on_gpu(h, hkv, dh, s, idx, pad):
     kc, vc = (jax.random.normal(k, (1, hkv, s, dh), jnp.bfloat16) for k in ks[3:5])
     mask = (jnp.arange(s) >= pad)[None]
     got = jax.jit(lambda *a: da.attend(*a, interpret=False))(q, kn, vn, kc, vc, mask, jnp.int32(idx))
-    kc2, vc2 = kc.at[:, :, idx].set(kn[:, 0]), vc.at[:, :, idx].set(vn[:, 0])
-    sc = jnp.einsum("bkgd,bksd->bkgs", q.reshape(1, hkv, h // hkv, dh).astype(jnp.float32),
-                    kc2.astype(jnp.float32)) * dh ** -0.5
-    valid = (jnp.arange(s) <= idx)[None] & mask
-    p = jax.nn.softmax(jnp.where(valid[:, None, None, :], sc, -1e30), axis=-1)
-    want = jnp.einsum("bkgs,bksd->bkgd", p, vc2.astype(jnp.float32)).reshape(1, 1, h * dh)
+    f32 = [a.astype(jnp.float32) for a in (q, kn, vn, kc, vc)]
+    want, kc2, vc2 = tiny.attention_reference(*f32, mask, idx)
     np.testing.assert_allclose(np.asarray(got[0], np.float32), np.asarray(want), atol=3e-2, rtol=3e-2)
-    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(kc2))
-    np.testing.assert_array_equal(np.asarray(got[2]), np.asarray(vc2))
+    np.testing.assert_array_equal(np.asarray(got[1], np.float32), np.asarray(kc2))  # bf16 -> f32 is exact
+    np.testing.assert_array_equal(np.asarray(got[2], np.float32), np.asarray(vc2))

@@ -55,3 +55,34 @@ def tokenizer():
                                   pad_token="<|endoftext|>")
     tok.chat_template = CHAT_TEMPLATE
     return tok
+
+
+def stepwise_logits(model, toks, slots: int, cache_dtype=None) -> np.ndarray:
+    """Logits [1, T, V] of a batch-1 decoder fed one token at a time through its KV cache, so that every
+    matmul has one row (the decode path); compiled afresh, so environment switches read at trace time apply."""
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from cudaperf_jax.models.decoder import KVCache
+    step = nnx.jit(lambda m, t, p, c, i: m(t, p, cache=c, cache_index=i))
+    cache = KVCache.zeros(model.cfg, 1, slots, cache_dtype or jnp.float32)
+    outs = []
+    for t in range(toks.shape[1]):
+        logits, cache = step(model, toks[:, t:t + 1], jnp.full((1, 1), t, jnp.int32), cache, jnp.int32(t))
+        outs.append(np.asarray(logits))
+    return np.concatenate(outs, axis=1)
+
+
+def attention_reference(q, kn, vn, kc, vc, mask, idx):
+    """Plain-JAX one-token attention with the cache write (the decoder's semantics): (out [B, 1, H*Dh],
+    new k cache, new v cache) for q [B, 1, H, Dh], k/v [B, 1, Hkv, Dh], caches [B, Hkv, S, Dh], mask bool [B, S]."""
+    import jax
+    import jax.numpy as jnp
+    b, _, h, dh = q.shape
+    hkv = kc.shape[1]
+    kc2, vc2 = kc.at[:, :, idx].set(kn[:, 0]), vc.at[:, :, idx].set(vn[:, 0])
+    qg = q.reshape(b, hkv, h // hkv, dh)
+    s = jnp.einsum("bkgd,bksd->bkgs", qg, kc2) * dh ** -0.5
+    valid = (jnp.arange(kc.shape[2]) <= idx)[None] & mask
+    p = jax.nn.softmax(jnp.where(valid[:, None, None, :], s, -1e30), axis=-1)
+    return jnp.einsum("bkgs,bksd->bkgd", p, vc2).reshape(b, 1, h * dh), kc2, vc2

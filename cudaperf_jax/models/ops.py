@@ -1,0 +1,24 @@
+"""Small pieces shared by the decoder and its decode kernels (gemv.py, decode_attention.py)."""
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+
+
+def rms_norm(x: jax.Array, scale: jax.Array, eps: float, dtype) -> jax.Array:
+    """x / rms(x) * scale over the last axis: statistics in float32, then rounded to `dtype` and scaled there
+    (as transformers' RMSNorm)."""
+    xf = x.astype(jnp.float32)
+    xf = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
+    return xf.astype(dtype) * scale.astype(dtype)
+
+
+def env_choice(var: str, default: str, choices: tuple[str, ...]) -> str:
+    """The lower-cased value of environment variable `var` (default when unset); a value outside `choices`
+    is a ValueError naming them."""
+    m = os.environ.get(var, default).lower()
+    if m not in choices:
+        raise ValueError(f"{var}={m!r}: use {', '.join(choices[:-1])} or {choices[-1]}")
+    return m
