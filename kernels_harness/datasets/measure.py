@@ -31,7 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from kernels_harness.datasets.gpu_timing import Timer, measure_task
+from kernels_harness.datasets.gpu_timing import (
+    FLUSH_MB,
+    MAX_REPS,
+    MIN_REPS,
+    TARGET_MS,
+    Timer,
+    measure_task,
+)
+from kernels_harness.datasets.times import iter_results
 from kernels_harness.tasks.schema import Task
 
 BATCH_IMPLS = 24
@@ -70,15 +78,8 @@ def measured_tasks(results_path: Path) -> set[str]:
     """Task ids with a finished record in results.jsonl; a task whose last record is `incomplete` (cut by
     the deadline) is measured again by a resumed run."""
     done: set[str] = set()
-    if not results_path.is_file():
-        return done
-    for line in results_path.read_text().splitlines():
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(r, dict) and "task" in r:
-            (done.discard if r.get("incomplete") else done.add)(r["task"])
+    for r in iter_results(results_path):
+        (done.discard if r.get("incomplete") else done.add)(r["task"])
     return done
 
 
@@ -143,16 +144,14 @@ def provenance(cp, argv: list[str], started: str, extra: dict) -> dict:
     return info
 
 
-def worker(results_path: str) -> int:
+def worker(results_path: str, target_ms: float = TARGET_MS, max_reps: int = MAX_REPS) -> int:
     """Child process: reads one job (JSON) per stdin line, measures its tasks, appends to results_path,
     answers DONE. A sticky CUDA error ends the process (the parent starts a fresh one)."""
     import cupy as cp
-    timer = None
+    timer = Timer(cp, target_ms=target_ms, max_reps=max_reps)
     libs: dict = {}
     for line in sys.stdin:
         job = json.loads(line)
-        if timer is None:
-            timer = Timer(cp, target_ms=job.get("target_ms", 40.0), max_reps=job.get("max_reps", 30))
         with open(results_path, "a") as fout:
             for item in job["tasks"]:
                 task = Task.from_dict(item["task"])
@@ -184,9 +183,10 @@ def worker(results_path: str) -> int:
 class WorkerProcess:
     """A measuring child process (`--worker`): jobs go in on stdin, TASK/DONE lines come back."""
 
-    def __init__(self, results_path: Path):
+    def __init__(self, results_path: Path, target_ms: float = TARGET_MS, max_reps: int = MAX_REPS):
         import subprocess as sp
-        self.proc = sp.Popen([sys.executable, "-m", "kernels_harness.datasets.measure", "--worker", str(results_path)],
+        self.proc = sp.Popen([sys.executable, "-m", "kernels_harness.datasets.measure", "--worker", str(results_path),
+                              str(target_ms), str(max_reps)],
                              stdin=sp.PIPE, stdout=sp.PIPE)
         self._buf = b""
 
@@ -242,7 +242,7 @@ class WorkerProcess:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--worker"]:
-        return worker(argv[1])
+        return worker(argv[1], float(argv[2]), int(argv[3]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", default="generate", help="dataset directory, or 'generate' (default: the generator)")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
@@ -252,9 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=BATCH_IMPLS, help="implementations per shared library")
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 4), help="parallel nvcc processes")
     ap.add_argument("--arch", default="sm_90")
-    ap.add_argument("--target_ms", type=float, default=40.0,
+    ap.add_argument("--target_ms", type=float, default=TARGET_MS,
                     help="time repetitions of one (implementation, config) until they sum to this (at least 3)")
-    ap.add_argument("--max_reps", type=int, default=30, help="at most this many timed repetitions")
+    ap.add_argument("--max_reps", type=int, default=MAX_REPS, help="at most this many timed repetitions")
     ap.add_argument("--families", default="", help="comma-separated families (default all)")
     ap.add_argument("--plan_only", action="store_true",
                     help="print the task order and library batches as JSON, build the first batch, measure nothing "
@@ -328,15 +328,14 @@ def main(argv: list[str] | None = None) -> int:
         build_stats["failed_implementations"] += sum(1 for f in fns.values() if f[0] is None)
         remaining = list(batches[bi])
         while remaining and time.time() < deadline:
-            job = {"seed": args.seed, "deadline": deadline, "target_ms": args.target_ms, "max_reps": args.max_reps,
-                   "tasks": [
+            job = {"seed": args.seed, "deadline": deadline, "tasks": [
                 {"ti": ti, "task": order[ti].to_dict(),
                  "fns": {str(ii): list(fns[(ti, ii)]) for ii in range(len(order[ti].implementations))}}
                 for ti in remaining]}
             if wk is None or not wk.alive():
                 if wk is not None:
                     build_stats["worker_restarts"] += 1
-                wk = WorkerProcess(results_path)
+                wk = WorkerProcess(results_path, args.target_ms, args.max_reps)
             finished, seen = wk.run(job, timeout=max(5.0, deadline - time.time() + 60))
             measured += len(seen)
             remaining = [ti for ti in remaining if order[ti].id not in set(seen)]
@@ -364,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                                           "seconds": round(time.time() - t_start, 1),
                                           "implementations_per_library": args.batch, "nvcc_jobs": args.jobs,
                                           "timing": {"target_ms": args.target_ms, "max_reps": args.max_reps,
-                                                     "min_reps": 3, "l2_flush_mb": 256}})
+                                                     "min_reps": MIN_REPS, "l2_flush_mb": FLUSH_MB}})
     (out / "provenance.json").write_text(json.dumps(prov, indent=1))
     try:
         times_lib.write_store(records, out / "times", prov)

@@ -27,19 +27,23 @@ from kernels_harness.tasks.errors import TaskError
 ARRAYS = {"time_ms": "float64", "iqr_ms": "float64", "agrees": "int8"}
 
 
-def read_results(path: str | Path) -> list[dict]:
-    """The measured records of results.jsonl (last record per task wins; fatal stubs dropped)."""
-    recs: dict[str, dict] = {}
+def iter_results(path: str | Path):
+    """The task records of a results.jsonl in file order (unreadable lines skipped; none if it is missing)."""
     p = Path(path)
     if not p.is_file():
-        return []
+        return
     for line in p.read_text().splitlines():
         try:
             r = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if "time_ms" in r:
-            recs[r["task"]] = r
+        if isinstance(r, dict) and "task" in r:
+            yield r
+
+
+def read_results(path: str | Path) -> list[dict]:
+    """The measured records of results.jsonl (last record per task wins; fatal stubs dropped)."""
+    recs: dict[str, dict] = {r["task"]: r for r in iter_results(path) if "time_ms" in r}
     return list(recs.values())
 
 
