@@ -48,4 +48,9 @@ def test_decode_gemv_benchmark_on_cpu_records_errors_not_crashes(tmp_path, monke
     r = res["shapes"]["toy/qkv"]
     assert r["xla_stored_tb_s"] > 0 and r["xla_other_layout_tb_s"] > 0
     assert res["chain"]["toy/xla"]["step_ms"] > 0
-    assert "error" in res["chain"]["toy/pallas"] or "step_ms" in res["chain"]["toy/pallas"]
+    import jax
+    if jax.default_backend() == "cpu":  # the Triton kernel is refused there: recorded, not raised
+        assert "interpret mode" in res["chain"]["toy/pallas"]["error"]
+        assert "interpret mode" in r["pallas_default"]["error"] and r["pallas_best"] is None
+    else:
+        assert res["chain"]["toy/pallas"]["step_ms"] > 0 and r["pallas_best"]["rel_err"] < 2e-2
