@@ -2,7 +2,7 @@
 # Runs a batch of GPU jobs on the lent H200 in one call and packs everything they wrote into $OUT.
 #   bash benchmarks/h200_session.sh JOB[:SECONDS] ...
 # Jobs: probe corpus gputests gputests_ds gemvtests harness features generation measure scaling decodeflags
-# gemv decode ablation.
+# gemv gemvshapes decode ablation fusedsweep (FUSED_SWEEP) profile (PROFILE_VARIANTS) fusedtests.
 # measure resumes from $MEASURE_RESUME (a results.jsonl of an earlier call) when that is set.
 # Each job gets a wall-clock limit (default below), writes into $OUT/<job>/ and its log to
 # $OUT/<job>.log; one failure never stops the others. At the end all of it is packed into
@@ -20,7 +20,7 @@ else
 fi
 GGUF=${SMOLLM2_GGUF:-/root/model/SmolLM2-135M-Instruct.Q4_1.gguf}
 declare -A DEFAULT=([probe]=120 [corpus]=150 [gputests]=240 [harness]=330 [features]=240 [generation]=330 [measure]=200 [scaling]=240)
-GPU_PYTEST=(python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= --timeout=300)
+GPU_PYTEST=(env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= --timeout=300)
 summary=()
 for spec in "$@"; do
   job=${spec%%:*}; secs=${spec#*:}; [ "$secs" = "$spec" ] && secs=${DEFAULT[$job]:-200}
@@ -38,6 +38,12 @@ for spec in "$@"; do
                      --target_ms "${MEASURE_TARGET_MS:-10}" --max_reps "${MEASURE_MAX_REPS:-20}") ;;
     gemvtests)  cmd=("${GPU_PYTEST[@]}" tests/cudaperf_jax/models/test_gemv_gpu.py) ;;
     ablation)   cmd=(python3 benchmarks/decode_ablation.py --model=qwen2.5-1.5b-random) ;;
+    fusedsweep) cmd=(python3 benchmarks/decode_fused.py --sweep "${FUSED_SWEEP:-24}" --table_out "$dir/fused_tuned.json") ;;
+    profile)    # with the tilings of an earlier fusedsweep job of the same call when there are any
+                [ -f "$RES/fusedsweep/fused_tuned.json" ] && export CUDAPERF_FUSED_TABLE=$RES/fusedsweep/fused_tuned.json
+                cmd=(python3 benchmarks/decode_profile.py --model=qwen2.5-1.5b-random --variants="${PROFILE_VARIANTS:-gemv,fused}") ;;
+    fusedtests) cmd=("${GPU_PYTEST[@]}" tests/cudaperf_jax/models/test_decode_fused_gpu.py) ;;
+    gemvshapes) cmd=(python3 benchmarks/decode_gemv.py --shapes=qwen2.5-1.5b,smollm2-135m) ;;
     gemv)       cmd=(python3 benchmarks/decode_gemv.py --sweep 24 --shapes=qwen2.5-1.5b,smollm2-135m --table_out "$dir/gemv_tuned.json") ;;
     gputests_ds) cmd=("${GPU_PYTEST[@]}" tests/kernels_harness/datasets) ;;
     decode)     # batch-1 decode (benchmarks/generation.py), one run per "MODEL GEMV_MODE [FLAGS]" in $DECODE_VARIANTS

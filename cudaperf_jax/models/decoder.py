@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from cudaperf_jax.models import decode_attention, gemv
+from cudaperf_jax.models import decode_attention, decode_fused, gemv
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.ops import rms_norm
 from cudaperf_jax.models.rope import apply_rope, cos_sin, inv_frequencies
@@ -190,6 +190,9 @@ class Decoder(nnx.Module):
         kv_mask: bool[B, S] (S = T without a cache) marks real (non-padding) key slots.
         """
         b, t = tokens.shape
+        if cache is not None and decode_fused.applies(self.cfg, b, t):  # one token: five kernels per layer
+            gemv._state["used"] = True  # an auto-mode failure falls back to XLA (gemv.fall_back)
+            return decode_fused.hidden_step(self, tokens, positions, kv_mask, cache, cache_index)
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
         s = t if cache is None else cache.k[0].shape[2]

@@ -1,0 +1,178 @@
+"""Tilings of the fused batch-1 decode kernels (cudaperf_jax/models/decode_fused.py) on the GPU.
+
+    OUT=out python benchmarks/decode_fused.py [--model=qwen2.5-1.5b-random] [--sweep=24] [--table_out=PATH]
+
+For each kernel of a decode layer (qkv with the residual + RMSNorm prologue, o, gate_up with the residual +
+RMSNorm prologue, down with the SwiGLU prologue, and the attention kernel) it times the default tiling and
+up to --sweep others, each over --layers distinct weight copies inside one jitted function (so the
+weights stream from HBM as in a real step), checks every tiling's values against a plain XLA computation
+(matvecs) or the default tiling (attention), and writes the fastest correct tiling per kernel to
+--table_out (the CUDAPERF_FUSED_TABLE format). Prints a table and writes $OUT/decode_fused.json.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks.decode_gemv import timed
+from benchmarks.generation import QWEN15B, SMOL
+from cudaperf_jax.models import decode_fused as df
+from cudaperf_jax.models.config import ModelConfig
+from cudaperf_jax.models.gemv import GemvConfig
+from cudaperf_jax.models.ops import rms_norm
+
+BF = jnp.bfloat16
+
+
+def matvec_candidates(k: int, n: int, sweep: int, seed: int) -> list[GemvConfig]:
+    cands = []
+    for bn, s, bk, nw, st in itertools.product((16, 32, 64, 128, 256), (1, 2, 3, 4, 6, 7, 8, 12, 14, 16),
+                                               (32, 64, 128, 256, 512), (2, 4, 8), (2, 3, 4, 6)):
+        if n % bn or k % s or (k // s) % bk or not 64 <= (n // bn) * s <= 8192 or bn * bk > 32768:
+            continue
+        cands.append(GemvConfig(bn, s, bk, nw, st))
+    rng = np.random.default_rng(seed)
+    if len(cands) > sweep:
+        cands = [cands[i] for i in sorted(rng.choice(len(cands), sweep, replace=False))]
+    return cands
+
+
+def reference(kind, w, x, parts, bias, scale, eps):
+    """float32 x_in @ w with the prologue done by plain XLA ops."""
+    if kind == "plain":
+        xin = x[: w.shape[0]]
+    elif kind == "resid_norm":
+        y = jnp.sum(parts, axis=0).astype(BF) + bias
+        xin = rms_norm(x + y, scale, eps, BF)
+    else:
+        f = w.shape[0]
+        gu = jnp.sum(parts, axis=0).astype(BF) + bias
+        xin = jax.nn.silu(gu[:f]) * gu[f:]
+    return jnp.einsum("k,kn->n", xin.astype(jnp.float32), w.astype(jnp.float32))
+
+
+def bench_matvec(kind, k, n, n_parts, layers, sweep, table_cfg, interpret=False):
+    key = iter(jax.random.split(jax.random.key(k * 7 + n), layers + 8))
+    ws = tuple(jax.random.normal(next(key), (k, n), BF) * 0.02 for _ in range(layers))
+    x = jax.random.normal(next(key), (k + 256,) if kind == "plain" else (k,), BF)
+    width = 2 * k if kind == "swiglu" else k
+    parts = jax.random.normal(next(key), (n_parts, width), jnp.float32) * 0.3
+    bias = jax.random.normal(next(key), (width,), BF) * 0.1
+    scale = (1 + 0.1 * jax.random.normal(next(key), (k,))).astype(BF)
+    want = np.asarray(reference(kind, ws[0], x, parts, bias, scale, 1e-6))
+    res = {"kind": kind, "K": k, "N": n, "parts_in": n_parts, "MB": k * n * 2 / 1e6, "tried": []}
+    defaults = [c for c in (table_cfg, df.gemv.default_config(k, n, False)) if c is not None]
+    for cfg in list(dict.fromkeys(defaults)) + matvec_candidates(k, n, sweep, k * n):
+        def one(w, cfg=cfg):
+            out = df.matvec(w, kind, x=x, parts=parts, bias=bias, scale=scale, eps=1e-6, config=cfg, interpret=interpret)
+            return out[0] if kind == "resid_norm" else out
+        try:  # the raw partials (summing them here would add a kernel per call to the timing)
+            f = jax.jit(lambda ws: jnp.stack([one(w) for w in ws]))
+            got = np.asarray(f(ws)[0]).sum(axis=0)
+            err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-6))
+            secs = timed(f, ws, reps=5, rounds=3) / layers
+            res["tried"].append({"config": cfg._asdict(), "us": secs * 1e6, "tb_s": k * n * 2 / secs / 1e12, "rel_err": err})
+        except Exception as e:  # noqa: BLE001
+            res["tried"].append({"config": cfg._asdict(), "error": f"{type(e).__name__}: {str(e)[:300]}"})
+    ok = [t for t in res["tried"] if "us" in t and t["rel_err"] < 2e-2]
+    res["best"] = min(ok, key=lambda t: t["us"]) if ok else None
+    res["default"] = res["tried"][0]
+    return res
+
+
+def bench_attention(cfg: ModelConfig, n_parts, layers, slots, index, sweep, interpret=False):
+    hkv, dh, h = cfg.num_kv_heads, cfg.head_dim, cfg.num_heads
+    key = iter(jax.random.split(jax.random.key(5), 2 * layers + 4))
+    ks = tuple(jax.random.normal(next(key), (1, hkv, slots, dh), BF) for _ in range(layers))
+    vs = tuple(jax.random.normal(next(key), (1, hkv, slots, dh), BF) for _ in range(layers))
+    parts = jax.random.normal(next(key), (n_parts, (h + 2 * hkv) * dh), jnp.float32)
+    bias = jax.random.normal(next(key), ((h + 2 * hkv) * dh,), BF) * 0.1 if cfg.qkv_bias else None
+    cos = jnp.cos(jnp.arange(dh, dtype=jnp.float32))
+    sin = jnp.sin(jnp.arange(dh, dtype=jnp.float32))
+    mask = jnp.ones((slots,), jnp.int32)
+    g = h // hkv
+    res = {"kind": "attend", "K": dh, "N": g, "slots": slots, "index": index, "tried": []}
+    cands = [df.attn_config(dh, g)] + [df.AttnConfig(bs, nw, st) for bs, nw, st in
+                                       itertools.product((16, 32, 64, 128, 256), (1, 2, 4, 8), (1, 2, 3, 4))]
+    cands = list(dict.fromkeys(cands))[: sweep + 1]
+    want = None
+    for c in cands:
+        def one(kc, vc, c=c):
+            return df.attend(parts, kc, vc, mask, index, cos, sin, num_heads=h, bias=bias, dtype=BF, config=c,
+                             interpret=interpret)[0][: h * dh]
+        try:
+            f = jax.jit(lambda ks, vs: jnp.stack([one(k, v) for k, v in zip(ks, vs)]))
+            got = np.asarray(f(ks, vs)[0], np.float32)
+            want = got if want is None else want
+            err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-6))
+            secs = timed(f, ks, vs, reps=5, rounds=3) / layers
+            res["tried"].append({"config": c._asdict(), "us": secs * 1e6, "rel_err": err})
+        except Exception as e:  # noqa: BLE001
+            res["tried"].append({"config": c._asdict(), "error": f"{type(e).__name__}: {str(e)[:300]}"})
+    ok = [t for t in res["tried"] if "us" in t and t["rel_err"] < 2e-2]
+    res["best"] = min(ok, key=lambda t: t["us"]) if ok else None
+    res["default"] = res["tried"][0]
+    return res
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="qwen2.5-1.5b-random", choices=("qwen2.5-1.5b-random", "smollm2-135m"))
+    ap.add_argument("--sweep", type=int, default=24)
+    ap.add_argument("--layers", type=int, default=28)
+    ap.add_argument("--slots", type=int, default=384)
+    ap.add_argument("--table_out", default="")
+    ap.add_argument("--interpret", action="store_true", help="Pallas' interpreter (CPU smoke test; times mean nothing)")
+    args = ap.parse_args(argv)
+    cfg = ModelConfig.from_hf({"qwen2.5-1.5b-random": QWEN15B, "smollm2-135m": SMOL}[args.model])
+    out = Path(os.environ.get("OUT", "out"))
+    out.mkdir(parents=True, exist_ok=True)
+    d, f, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
+    w = (cfg.num_heads + 2 * cfg.num_kv_heads) * hd
+    split = lambda kind, k, n: (df._config(k, n, kind) or GemvConfig(0, 1, 0)).split_k  # noqa: E731
+    jobs = [("resid_norm", d, w, split("swiglu", f, d)), ("plain", cfg.num_heads * hd, d, 0),
+            ("resid_norm", d, 2 * f, split("plain", cfg.num_heads * hd, d)), ("swiglu", f, d, split("resid_norm", d, 2 * f))]
+    res = {"device": str(jax.devices()[0]), "model": args.model, "args": vars(args), "kernels": []}
+    table = []
+    for kind, k, n, p in jobs:
+        t0 = time.perf_counter()
+        r = bench_matvec(kind, k, n, max(p, 1), args.layers, args.sweep, df._table().get((kind, k, n)),
+                         args.interpret)
+        res["kernels"].append(r)
+        b, d0 = r["best"], r["default"]
+        print(f"{kind:10s} K={k:5d} N={n:6d} default {d0.get('us', float('nan')):7.2f} us  best "
+              f"{b['us'] if b else float('nan'):7.2f} us ({b['tb_s'] if b else 0:.2f} TB/s) {b['config'] if b else r['tried'][:2]} "
+              f"({time.perf_counter() - t0:.0f} s)", flush=True)
+        if b:
+            table.append({"kind": kind, "K": k, "N": n, "config": b["config"], "us": round(b["us"], 2),
+                          "measured": f"{jax.devices()[0].device_kind} {time.strftime('%Y-%m-%d')}, benchmarks/decode_fused.py"})
+        (out / "decode_fused.json").write_text(json.dumps(res, indent=1))
+    r = bench_attention(cfg, split("resid_norm", d, w), args.layers, args.slots, args.slots - 64, args.sweep,
+                        args.interpret)
+    res["kernels"].append(r)
+    b = r["best"]
+    print(f"attend     Dh={hd} g={cfg.num_heads // cfg.num_kv_heads} S={args.slots} default "
+          f"{r['default'].get('us', float('nan')):7.2f} us  best {b['us'] if b else float('nan'):7.2f} us {b['config'] if b else r['tried'][:2]}",
+          flush=True)
+    if b:
+        table.append({"kind": "attend", "K": hd, "N": cfg.num_heads // cfg.num_kv_heads, "config": b["config"],
+                      "us": round(b["us"], 2), "measured": table[0]["measured"] if table else ""})
+    (out / "decode_fused.json").write_text(json.dumps(res, indent=1))
+    if args.table_out:
+        Path(args.table_out).write_text(json.dumps(table, indent=1))
+    return res
+
+
+if __name__ == "__main__":
+    main()
