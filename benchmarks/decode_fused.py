@@ -2,8 +2,8 @@
 
     OUT=out python benchmarks/decode_fused.py [--model=qwen2.5-1.5b-random] [--sweep=24] [--table_out=PATH]
 
-For each kernel of a decode layer (qkv with the residual + RMSNorm prologue, o, gate_up with the residual +
-RMSNorm prologue, down with the SwiGLU prologue, and the attention kernel) it times the default tiling and
+For each kernel of a decode layer (the qkv and gate_up matvecs, o with the attention-merge prologue, down with
+the SwiGLU prologue, and the split attention kernel) it times the default tiling and
 up to --sweep others, each over --layers distinct weight copies inside one jitted function (so the
 weights stream from HBM as in a real step), checks every tiling's values against a plain XLA computation
 (matvecs) or the default tiling (attention), and writes the fastest correct tiling per kernel to
@@ -30,7 +30,6 @@ from benchmarks.generation import QWEN15B, SMOL
 from cudaperf_jax.models import decode_fused as df
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.gemv import GemvConfig
-from cudaperf_jax.models.ops import rms_norm
 
 BF = jnp.bfloat16
 
@@ -48,13 +47,10 @@ def matvec_candidates(k: int, n: int, sweep: int, seed: int) -> list[GemvConfig]
     return cands
 
 
-def reference(kind, w, x, parts, bias, scale, eps):
-    """float32 x_in @ w with the prologue done by plain XLA ops."""
+def reference(kind, w, x, parts, bias):
+    """float32 x_in @ w with the prologue done by plain XLA ops (plain and swiglu)."""
     if kind == "plain":
         xin = x[: w.shape[0]]
-    elif kind == "resid_norm":
-        y = jnp.sum(parts, axis=0).astype(BF) + bias
-        xin = rms_norm(x + y, scale, eps, BF)
     else:
         f = w.shape[0]
         gu = jnp.sum(parts, axis=0).astype(BF) + bias
@@ -62,29 +58,41 @@ def reference(kind, w, x, parts, bias, scale, eps):
     return jnp.einsum("k,kn->n", xin.astype(jnp.float32), w.astype(jnp.float32))
 
 
-def bench_matvec(kind, k, n, n_parts, layers, sweep, table_cfg, interpret=False):
+def bench_matvec(kind, k, n, n_parts, layers, sweep, table_cfg, interpret=False, cfg=None):
+    """Times tilings of one projection over `layers` distinct weight copies (enough to stream from HBM)."""
     key = iter(jax.random.split(jax.random.key(k * 7 + n), layers + 8))
+    layers = max(layers, -(-(256 << 20) // (k * n * 2))) if not interpret else layers
     ws = tuple(jax.random.normal(next(key), (k, n), BF) * 0.02 for _ in range(layers))
-    x = jax.random.normal(next(key), (k + 256,) if kind == "plain" else (k,), BF)
-    width = 2 * k if kind == "swiglu" else k
-    parts = jax.random.normal(next(key), (n_parts, width), jnp.float32) * 0.3
-    bias = jax.random.normal(next(key), (width,), BF) * 0.1
-    scale = (1 + 0.1 * jax.random.normal(next(key), (k,))).astype(BF)
-    want = np.asarray(reference(kind, ws[0], x, parts, bias, scale, 1e-6))
-    res = {"kind": kind, "K": k, "N": n, "parts_in": n_parts, "MB": k * n * 2 / 1e6, "tried": []}
-    defaults = [c for c in (table_cfg, df.gemv.default_config(k, n, False)) if c is not None]
-    for cfg in list(dict.fromkeys(defaults)) + matvec_candidates(k, n, sweep, k * n):
-        def one(w, cfg=cfg):
-            out = df.matvec(w, kind, x=x, parts=parts, bias=bias, scale=scale, eps=1e-6, config=cfg, interpret=interpret)
-            return out[0] if kind == "resid_norm" else out
+    x = jax.random.normal(next(key), (k + 256,), BF)
+    parts = jax.random.normal(next(key), (n_parts, 2 * k), jnp.float32) * 0.3
+    bias = jax.random.normal(next(key), (2 * k,), BF) * 0.1
+    attn = None
+    if kind == "attn":
+        hkv, dh, g = cfg.num_kv_heads, cfg.head_dim, cfg.num_heads // cfg.num_kv_heads
+        splits = df.attn_config(dh, g).splits
+        acc = jax.random.normal(next(key), (hkv, splits, 16 if g <= 16 else g, dh), jnp.float32)
+        ml = jnp.stack([jax.random.normal(next(key), (hkv, splits, acc.shape[2])),
+                        jnp.abs(jax.random.normal(next(key), (hkv, splits, acc.shape[2]))) + 0.5], axis=2)
+        attn = (acc, ml)
+        want = np.asarray(df.merge_heads(acc, ml, cfg.num_heads).astype(jnp.float32) @ ws[0].astype(jnp.float32))
+    else:
+        want = np.asarray(reference(kind, ws[0], x, parts, bias))
+    res = {"kind": kind, "K": k, "N": n, "parts_in": n_parts, "MB": k * n * 2 / 1e6, "copies": layers, "tried": []}
+    hd = cfg.head_dim if cfg is not None else 0
+    defaults = [c for c in (table_cfg, df._config(k, n, kind, hd)) if c is not None]
+    cands = [c for c in matvec_candidates(k, n, 10 * sweep, k * n) if df.valid_config(c, k, n, kind, hd)][:sweep]
+    for c in list(dict.fromkeys(defaults)) + cands:
+        def one(w, c=c):
+            return df.matvec(w, kind, x=x, parts=parts, bias=bias, attn=attn,
+                             group=cfg.num_heads // cfg.num_kv_heads if cfg else 1, config=c, interpret=interpret)
         try:  # the raw partials (summing them here would add a kernel per call to the timing)
             f = jax.jit(lambda ws: jnp.stack([one(w) for w in ws]))
             got = np.asarray(f(ws)[0]).sum(axis=0)
             err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-6))
             secs = timed(f, ws, reps=5, rounds=3) / layers
-            res["tried"].append({"config": cfg._asdict(), "us": secs * 1e6, "tb_s": k * n * 2 / secs / 1e12, "rel_err": err})
+            res["tried"].append({"config": c._asdict(), "us": secs * 1e6, "tb_s": k * n * 2 / secs / 1e12, "rel_err": err})
         except Exception as e:  # noqa: BLE001
-            res["tried"].append({"config": cfg._asdict(), "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            res["tried"].append({"config": c._asdict(), "error": f"{type(e).__name__}: {str(e)[:300]}"})
     ok = [t for t in res["tried"] if "us" in t and t["rel_err"] < 2e-2]
     res["best"] = min(ok, key=lambda t: t["us"]) if ok else None
     res["default"] = res["tried"][0]
@@ -96,24 +104,27 @@ def bench_attention(cfg: ModelConfig, n_parts, layers, slots, index, sweep, inte
     key = iter(jax.random.split(jax.random.key(5), 2 * layers + 4))
     ks = tuple(jax.random.normal(next(key), (1, hkv, slots, dh), BF) for _ in range(layers))
     vs = tuple(jax.random.normal(next(key), (1, hkv, slots, dh), BF) for _ in range(layers))
-    parts = jax.random.normal(next(key), (n_parts, (h + 2 * hkv) * dh), jnp.float32)
+    g = h // hkv
+    parts = jax.random.normal(next(key), (n_parts, (h + 2 * hkv + 16) * dh), jnp.float32)
     bias = jax.random.normal(next(key), ((h + 2 * hkv) * dh,), BF) * 0.1 if cfg.qkv_bias else None
     cos = jnp.cos(jnp.arange(dh, dtype=jnp.float32))
     sin = jnp.sin(jnp.arange(dh, dtype=jnp.float32))
     mask = jnp.ones((slots,), jnp.int32)
-    g = h // hkv
     res = {"kind": "attend", "K": dh, "N": g, "slots": slots, "index": index, "tried": []}
-    cands = [df.attn_config(dh, g)] + [df.AttnConfig(bs, nw, st) for bs, nw, st in
-                                       itertools.product((16, 32, 64, 128, 256), (1, 2, 4, 8), (1, 2, 3, 4))]
-    cands = list(dict.fromkeys(cands))[: sweep + 1]
+    grid = [df.AttnConfig(bs, sp, nw, st) for bs, sp, nw, st in
+            itertools.product((16, 32, 64, 128), (1, 2, 4, 8, 16), (2, 4, 8), (1, 2, 3))]
+    rng = np.random.default_rng(0)
+    cands = [df.attn_config(dh, g)] + [grid[i] for i in rng.choice(len(grid), min(sweep, len(grid)), replace=False)]
+    cands = list(dict.fromkeys(cands))
     want = None
     for c in cands:
         def one(kc, vc, c=c):
-            return df.attend(parts, kc, vc, mask, index, cos, sin, num_heads=h, bias=bias, dtype=BF, config=c,
-                             interpret=interpret)[0][: h * dh]
+            (acc, ml), _, _ = df.attend(parts, kc, vc, mask, index, cos, sin, num_heads=h, bias=bias, dtype=BF,
+                                        config=c, interpret=interpret)
+            return acc, ml
         try:
-            f = jax.jit(lambda ks, vs: jnp.stack([one(k, v) for k, v in zip(ks, vs)]))
-            got = np.asarray(f(ks, vs)[0], np.float32)
+            f = jax.jit(lambda ks, vs: [one(k, v) for k, v in zip(ks, vs)])
+            got = np.asarray(df.merge_heads(*f(ks, vs)[0], h), np.float32)
             want = got if want is None else want
             err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-6))
             secs = timed(f, ks, vs, reps=5, rounds=3) / layers
@@ -140,15 +151,15 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     d, f, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
     w = (cfg.num_heads + 2 * cfg.num_kv_heads) * hd
-    split = lambda kind, k, n: (df._config(k, n, kind) or GemvConfig(0, 1, 0)).split_k  # noqa: E731
-    jobs = [("resid_norm", d, w, split("swiglu", f, d)), ("plain", cfg.num_heads * hd, d, 0),
-            ("resid_norm", d, 2 * f, split("plain", cfg.num_heads * hd, d)), ("swiglu", f, d, split("resid_norm", d, 2 * f))]
+    split = lambda kind, k, n: (df._config(k, n, kind, hd) or GemvConfig(0, 1, 0)).split_k  # noqa: E731
+    jobs = [("plain", d, w, 0), ("attn", cfg.num_heads * hd, d, 0), ("plain", d, 2 * f, 0),
+            ("swiglu", f, d, split("plain", d, 2 * f))]
     res = {"device": str(jax.devices()[0]), "model": args.model, "args": vars(args), "kernels": []}
     table = []
     for kind, k, n, p in jobs:
         t0 = time.perf_counter()
         r = bench_matvec(kind, k, n, max(p, 1), args.layers, args.sweep, df._table().get((kind, k, n)),
-                         args.interpret)
+                         args.interpret, cfg)
         res["kernels"].append(r)
         b, d0 = r["best"], r["default"]
         print(f"{kind:10s} K={k:5d} N={n:6d} default {d0.get('us', float('nan')):7.2f} us  best "
@@ -158,7 +169,7 @@ def main(argv=None):
             table.append({"kind": kind, "K": k, "N": n, "config": b["config"], "us": round(b["us"], 2),
                           "measured": f"{jax.devices()[0].device_kind} {time.strftime('%Y-%m-%d')}, benchmarks/decode_fused.py"})
         (out / "decode_fused.json").write_text(json.dumps(res, indent=1))
-    r = bench_attention(cfg, split("resid_norm", d, w), args.layers, args.slots, args.slots - 64, args.sweep,
+    r = bench_attention(cfg, split("plain", d, w), args.layers, args.slots, args.slots - 64, args.sweep,
                         args.interpret)
     res["kernels"].append(r)
     b = r["best"]

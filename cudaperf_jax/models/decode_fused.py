@@ -1,21 +1,26 @@
-"""Batch-1 decode layers as five Pallas (Triton) kernels each, with the small work folded into them.
+"""Batch-1 decode layers as seven Pallas (Triton) kernels each, with the small work folded into them.
 
 A decode step of one sequence reads every weight once, so it should take bytes / HBM bandwidth. On an
 H200 the XLA-compiled step spent a third of its time in ~15 small kernels per layer (RMSNorm, split-K
 sums, RoPE, cache writes, the attention einsums and softmax, residual adds; WORKSPACE_NOTES.md), each a
 microsecond or two of launch and tail for almost no data. Here each layer is:
 
-  1. qkv     matvec whose prologue finishes the previous layer (residual + sum of the down projection's
-             split-K partials + bias) and applies the attention RMSNorm; writes the residual stream x.
-  2. attend  one program per KV head: sums the qkv partials (+ bias), Qwen3's q/k norms, RoPE, writes the
-             new key and value into the cache in place, online-softmax attention over the cache.
-  3. o       matvec of the attention output.
-  4. gate_up matvec whose prologue adds the o projection (+ bias) to x and applies the MLP RMSNorm.
-  5. down    matvec whose prologue sums the gate/up partials (+ bias) of its K slice and applies SwiGLU.
+  1. finish  one program: residual + the previous branch's split-K partials (+ bias), then RMSNorm;
+             writes the residual stream x and the normed input xn.
+  2. qkv     matvec of xn.
+  3. attend  (KV head, sequence split) programs: sum the qkv partials (+ bias), Qwen3's q/k norms, RoPE;
+             the first split writes the new key and value into the cache in place; online softmax over
+             the split's slots, unnormalised (flash-decoding).
+  4. o       matvec whose prologue merges the attention splits of its K slice.
+  5. finish  as 1, with the o projection.
+  6. gate_up matvec of xn.
+  7. down    matvec whose prologue sums the gate/up partials (+ bias) of its K slice and applies SwiGLU.
 
-Every matvec writes float32 split-K partials [split, N]; the consumer sums them in its prologue, so no
-separate reduction kernel runs. The numbers follow the XLA path's roundings (bf16 after each projection,
-norm statistics in float32), so greedy decoding gives the same tokens up to summation order.
+Every matvec writes float32 split-K partials [split, N] that the consumer sums, so no separate reduction
+kernel runs. (Folding the RMSNorm into the matvec's prologue was measured slower on the H200: every
+program re-read all partials of the vector; WORKSPACE_NOTES.md.) The numbers follow the XLA path's
+roundings (bf16 after each projection, norm statistics in float32), so greedy decoding gives the same
+tokens up to summation order.
 
 `applies(cfg, batch, tokens)` says whether the decoder takes this path: CUDAPERF_DECODE_FUSED is `auto`
 (on one GPU where the batch-1 matvec kernel is on, see gemv.py), `off`, `on` (any backend running
@@ -39,11 +44,12 @@ from cudaperf_jax.models.gemv import GemvConfig
 from cudaperf_jax.models.ops import env_choice
 
 NEG = -1e30
-KINDS = ("plain", "resid_norm", "swiglu")
+KINDS = ("plain", "attn", "swiglu")
 
 
 class AttnConfig(NamedTuple):
-    block_s: int = 64
+    block_s: int = 64     # cache slots per loop step
+    splits: int = 4       # programs per KV head along the cache (a power of two)
     num_warps: int = 4
     num_stages: int = 2
 
@@ -66,17 +72,18 @@ def _pow2_at_least(n: int, lo: int) -> int:
     return p
 
 
-def supported(cfg) -> bool:
-    """Shapes the kernels handle: a power-of-two head dim >= 32 and vectors loadable in <= 32 chunks."""
-    d, f, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
-    return (hd >= 32 and hd & (hd - 1) == 0 and d // _pow2_divisor(d, 1024) <= 32
-            and all(_config(k, n, kind) is not None for k, n, kind in _shapes(cfg)))
-
-
 def _shapes(cfg):
     d, f, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
     w = (cfg.num_heads + 2 * cfg.num_kv_heads) * hd
-    return [(d, w, "resid_norm"), (cfg.num_heads * hd, d, "plain"), (d, 2 * f, "resid_norm"), (f, d, "swiglu")]
+    return [(d, w, "plain"), (cfg.num_heads * hd, d, "attn"), (d, 2 * f, "plain"), (f, d, "swiglu")]
+
+
+def supported(cfg) -> bool:
+    """Shapes the kernels handle: a power-of-two head dim >= 32, vectors loadable in <= 32 chunks, and a
+    tiling for every projection."""
+    d, hd = cfg.hidden_size, cfg.head_dim
+    return (hd >= 32 and hd & (hd - 1) == 0 and d // _pow2_divisor(d, 1024) <= 32
+            and all(_config(k, n, kind, hd) is not None for k, n, kind in _shapes(cfg)))
 
 
 def applies(cfg, batch: int, tokens: int) -> bool:
@@ -96,7 +103,7 @@ _TUNED_FILE = os.path.join(os.path.dirname(__file__), "decode_fused_tuned.json")
 
 @functools.cache
 def _tuned(path: str | None) -> dict:
-    """{(kind, K, N): GemvConfig, ("attend", Dh, g): AttnConfig} from JSON lists of records
+    """{(kind, K, N): GemvConfig, ("attend", Dh, group): AttnConfig} from JSON lists of records
     {"kind", "K", "N", "config"} (benchmarks/decode_fused.py --sweep writes them)."""
     table = {}
     for p in (_TUNED_FILE, path):
@@ -120,11 +127,16 @@ def _table() -> dict:
     return _tuned(os.environ.get("CUDAPERF_FUSED_TABLE") or None)
 
 
-def _config(k: int, n: int, kind: str) -> GemvConfig | None:
+def valid_config(cfg, k: int, n: int, kind: str, head_dim: int = 0) -> bool:
+    ok = cfg is not None and not (n % cfg.block_n or k % cfg.split_k or (k // cfg.split_k) % cfg.block_k)
+    return ok and (kind != "attn" or head_dim % cfg.block_k == 0)  # an attn step stays inside one head
+
+
+def _config(k: int, n: int, kind: str, head_dim: int = 0) -> GemvConfig | None:
     cfg = _table().get((kind, k, n)) or gemv.default_config(k, n, False)
-    if cfg is None or n % cfg.block_n or k % cfg.split_k or (k // cfg.split_k) % cfg.block_k:
-        return None
-    return cfg
+    if cfg is not None and kind == "attn" and cfg.block_k > head_dim:
+        cfg = cfg._replace(block_k=_pow2_divisor(head_dim, cfg.block_k))
+    return cfg if valid_config(cfg, k, n, kind, head_dim) else None
 
 
 def attn_config(head_dim: int, group: int) -> AttnConfig:
@@ -140,7 +152,11 @@ def _params(num_warps, num_stages):
     return plgpu.CompilerParams(num_warps=num_warps, num_stages=num_stages)
 
 
-# ------------------------------------------------------------------------------------------ matvec
+def _full(a):
+    from jax.experimental import pallas as pl
+    return pl.BlockSpec(a.shape, lambda *_, nd=a.ndim: (0,) * nd)
+
+
 def _sum_parts(parts_ref, n_parts: int, idx):
     y = parts_ref[jnp.int32(0), idx]
     for p in range(1, n_parts):
@@ -148,134 +164,154 @@ def _sum_parts(parts_ref, n_parts: int, idx):
     return y
 
 
-def _residual(xb_ref, parts_ref, bias_ref, n_parts: int, idx):
-    """x + (sum of the branch's partials, rounded to x's dtype, + bias) on one slice: the XLA path's
-    `x + project(...)` with the projection's float32 output rounded first."""
-    x = xb_ref[idx]
-    if n_parts:
-        y = _sum_parts(parts_ref, n_parts, idx).astype(x.dtype)
-        if bias_ref is not None:
-            y = y + bias_ref[idx]
-        x = x + y
-    return x
+# ------------------------------------------------------------------------------------------ finish
+def _finish_kernel(*refs, n_parts: int, has_bias: bool, eps: float, chunk: int):
+    from jax.experimental import pallas as pl
+    refs = list(refs)
+    xn_ref, xo_ref = refs.pop(), refs.pop()
+    xb_ref = refs.pop(0)
+    parts_ref = refs.pop(0) if n_parts else None
+    bias_ref = refs.pop(0) if has_bias else None
+    (scale_ref,) = refs
+    k = xb_ref.shape[0]
+    chunks = [pl.ds(c * chunk, chunk) for c in range(k // chunk)]
+    xs = []
+    for idx in chunks:  # x + (the branch's partials summed, rounded to x's dtype, + bias): as `x + proj(...)`
+        x = xb_ref[idx]
+        if n_parts:
+            y = _sum_parts(parts_ref, n_parts, idx).astype(x.dtype)
+            if bias_ref is not None:
+                y = y + bias_ref[idx]
+            x = x + y
+        xs.append(x)
+    ss = xs[0].astype(jnp.float32) * xs[0].astype(jnp.float32)
+    total = jnp.sum(ss)
+    for x in xs[1:]:
+        total = total + jnp.sum(x.astype(jnp.float32) * x.astype(jnp.float32))
+    rstd = lax.rsqrt(total / k + eps)
+    for idx, x in zip(chunks, xs):
+        xo_ref[idx] = x
+        xn_ref[idx] = (x.astype(jnp.float32) * rstd).astype(x.dtype) * scale_ref[idx]
 
 
-def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, eps: float, chunk: int):
+def finish(x, parts, bias, scale, eps: float, *, interpret: bool | None = None):
+    """(x + rounded(sum(parts)) + bias, RMSNorm of it) for the residual stream x [D], the branch's float32
+    partials [P, D] (or None: just the norm) and bias [D] (or None)."""
+    from jax.experimental import pallas as pl
+    k = x.shape[0]
+    n_parts = 0 if parts is None else parts.shape[0]
+    args = [x] + ([parts] if n_parts else []) + ([bias.astype(x.dtype)] if bias is not None and n_parts else [])
+    args.append(scale.astype(x.dtype))
+    return pl.pallas_call(
+        functools.partial(_finish_kernel, n_parts=n_parts, has_bias=bias is not None and n_parts > 0,
+                          eps=float(eps), chunk=_pow2_divisor(k, 1024)),
+        grid=(1,), in_specs=[_full(a) for a in args], out_specs=[_full(x), _full(x)],
+        out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype)] * 2,
+        compiler_params=_params(4, 1), interpret=_interpret(interpret), name=f"fused_finish_{k}",
+    )(*args)
+
+
+# ------------------------------------------------------------------------------------------ matvec
+def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, group: int, head_dim: int):
     """One program: float32 partial y[block_n] = x[k slice] @ w[k slice, block_n], x from the prologue."""
     from jax.experimental import pallas as pl
     refs = list(refs)
-    xo_ref = refs.pop() if kind == "resid_norm" else None
-    o_ref = refs.pop()
-    w_ref = refs.pop()
+    o_ref, w_ref = refs.pop(), refs.pop()
     ks = w_ref.shape[0]
     kb = pl.program_id(1) * ks
+    dtype = w_ref.dtype
     if kind == "plain":
         (x_ref,) = refs
 
-        def xval(idx):
-            return x_ref[idx].astype(jnp.float32)
-    elif kind == "resid_norm":
-        xb_ref = refs.pop(0)
-        parts_ref = refs.pop(0) if n_parts else None
-        bias_ref = refs.pop(0) if has_bias else None
-        (scale_ref,) = refs
-        k_total = xb_ref.shape[0]
-        chunks = [pl.ds(c * chunk, chunk) for c in range(k_total // chunk)]
-        ss = jnp.float32(0)
-        for idx in chunks:  # the whole vector's mean square (every program; the vector is small)
-            v = _residual(xb_ref, parts_ref, bias_ref, n_parts, idx).astype(jnp.float32)
-            ss = ss + jnp.sum(v * v)
-        rstd = lax.rsqrt(ss / k_total + eps)
+        def xval(k0):
+            return x_ref[pl.ds(k0, block_k)].astype(jnp.float32)
+    elif kind == "attn":  # merge the attention splits of one head's slice (flash-decoding's combine)
+        acc_ref, ml_ref = refs
 
-        @pl.when((pl.program_id(0) == 0) & (pl.program_id(1) == 0))
-        def _():  # one program writes the residual stream for the next consumer
-            for idx in chunks:
-                xo_ref[idx] = _residual(xb_ref, parts_ref, bias_ref, n_parts, idx)
-
-        def xval(idx):
-            x = _residual(xb_ref, parts_ref, bias_ref, n_parts, idx)
-            return ((x.astype(jnp.float32) * rstd).astype(x.dtype) * scale_ref[idx]).astype(jnp.float32)
+        def xval(k0):
+            h = k0 // head_dim
+            j, r, d0 = h // group, h % group, k0 % head_dim
+            m = ml_ref[j, :, jnp.int32(0), r]                      # [splits]
+            l = ml_ref[j, :, jnp.int32(1), r]
+            wgt = jnp.exp(m - jnp.max(m))
+            acc = acc_ref[j, :, r, pl.ds(d0, block_k)]             # [splits, block_k]
+            out = jnp.sum(acc * wgt[:, None], axis=0) / jnp.maximum(jnp.sum(wgt * l), 1e-30)
+            return out.astype(dtype).astype(jnp.float32)
     else:  # swiglu over the gate/up projection's partials [P, 2F]
         parts_ref = refs.pop(0)
         bias_ref = refs.pop(0) if has_bias else None
         f_total = parts_ref.shape[1] // 2
-        dtype = w_ref.dtype
 
-        def xval(idx):
-            up_idx = pl.ds(idx.start + f_total, idx.size)
+        def xval(k0):
+            idx, up_idx = pl.ds(k0, block_k), pl.ds(k0 + f_total, block_k)
             g = _sum_parts(parts_ref, n_parts, idx).astype(dtype)
             u = _sum_parts(parts_ref, n_parts, up_idx).astype(dtype)
             if bias_ref is not None:
                 g, u = g + bias_ref[idx], u + bias_ref[up_idx]
             gf = g.astype(jnp.float32)
-            sig = jax.nn.sigmoid(gf).astype(dtype)
+            sig = (1.0 / (1.0 + jnp.exp(-gf))).astype(dtype)   # jax.nn.silu in dtype: x * sigmoid(x)
             act = (gf * sig.astype(jnp.float32)).astype(dtype)
             return (act.astype(jnp.float32) * u.astype(jnp.float32)).astype(dtype).astype(jnp.float32)
 
     def body(i, acc):
         off = pl.multiple_of(i * block_k, block_k)
-        xv = xval(pl.ds(pl.multiple_of(kb + off, block_k), block_k))
+        xv = xval(pl.multiple_of(kb + off, block_k))
         return acc + jnp.sum(w_ref[pl.ds(off, block_k), :].astype(jnp.float32) * xv[:, None], axis=0)
 
     o_ref[...] = lax.fori_loop(0, ks // block_k, body, jnp.zeros((w_ref.shape[1],), jnp.float32))
 
 
-def matvec(w: jax.Array, kind: str, *, x=None, parts=None, bias=None, scale=None, eps: float = 1e-6,
-           config: GemvConfig | None = None, interpret: bool | None = None):
-    """float32 split-K partials [split, N] of x @ w for w [K, N], x given by the prologue `kind`:
+def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, attn=None, group: int = 1,
+           config: GemvConfig | None = None, interpret: bool | None = None, extra_cols: int = 0):
+    """float32 split-K partials [split, N (+ extra_cols, never written)] of x @ w for w [K, N], the input
+    given by the prologue `kind`:
 
-    plain       x: a vector of >= K entries (the first K are used)
-    resid_norm  x: the residual stream [K], parts [P, K] float32 (or None), bias [K] (or None), scale [K]:
-                the input is RMSNorm(x + rounded(sum(parts)) + bias); returns (partials, that residual [K])
-    swiglu      parts [P, 2K] float32 gate/up partials, bias [2K] or None: input silu(gate) * up
+    plain   x: a vector of >= K entries (the first K are used)
+    attn    attn = (acc [Hkv, splits, Gp, Dh], ml [Hkv, splits, 2, Gp]) from `attend`; group = heads per KV head
+    swiglu  parts [P, 2K] float32 gate/up partials, bias [2K] or None: input silu(gate) * up
     """
     from jax.experimental import pallas as pl
     k, n = w.shape
-    cfg = config or _config(k, n, kind)
-    if cfg is None or n % cfg.block_n or k % cfg.split_k or (k // cfg.split_k) % cfg.block_k:
+    head_dim = attn[0].shape[-1] if kind == "attn" else 0
+    cfg = config or _config(k, n, kind, head_dim)
+    if not valid_config(cfg, k, n, kind, head_dim):
         raise ValueError(f"decode_fused.matvec: no tiling for {kind} K={k} N={n} ({cfg})")
     s, ks, bn = cfg.split_k, k // cfg.split_k, cfg.block_n
-    full = lambda a: pl.BlockSpec(a.shape, lambda j, i, nd=a.ndim: (0,) * nd)  # noqa: E731
     n_parts = 0 if parts is None else parts.shape[0]
     if kind == "plain":
         args = [x]
-    elif kind == "resid_norm":
-        args = [x] + ([parts] if n_parts else []) + ([bias] if bias is not None else []) + [scale.astype(x.dtype)]
+    elif kind == "attn":
+        args = list(attn)
     elif kind == "swiglu":
         args = [parts] + ([bias.astype(w.dtype)] if bias is not None else [])
     else:
         raise ValueError(f"decode_fused.matvec: unknown prologue {kind!r}; use one of {KINDS}")
-    in_specs = [full(a) for a in args] + [pl.BlockSpec((ks, bn), lambda j, i: (i, j))]
-    out_shape = [jax.ShapeDtypeStruct((s, n), jnp.float32)]
-    out_specs = [pl.BlockSpec((None, bn), lambda j, i: (i, j))]
-    if kind == "resid_norm":
-        out_shape.append(jax.ShapeDtypeStruct((k,), x.dtype))
-        out_specs.append(pl.BlockSpec((k,), lambda j, i: (0,)))
     kernel = functools.partial(_mv_kernel, kind=kind, n_parts=n_parts, has_bias=bias is not None,
-                               block_k=cfg.block_k, eps=float(eps), chunk=_pow2_divisor(k, 1024))
-    out = pl.pallas_call(kernel, grid=(n // bn, s), in_specs=in_specs, out_specs=out_specs, out_shape=out_shape,
-                         compiler_params=_params(cfg.num_warps, cfg.num_stages), interpret=_interpret(interpret),
-                         name=f"fused_{kind}_{k}x{n}")(*args, w)
-    return (out[0], out[1]) if kind == "resid_norm" else out[0]
+                               block_k=cfg.block_k, group=group, head_dim=head_dim)
+    return pl.pallas_call(
+        kernel, grid=(n // bn, s), in_specs=[_full(a) for a in args] + [pl.BlockSpec((ks, bn), lambda j, i: (i, j))],
+        out_specs=pl.BlockSpec((None, bn), lambda j, i: (i, j)),
+        out_shape=jax.ShapeDtypeStruct((s, n + extra_cols), jnp.float32),
+        compiler_params=_params(cfg.num_warps, cfg.num_stages), interpret=_interpret(interpret),
+        name=f"fused_{kind}_{k}x{n}")(*args, w)
 
 
 # ------------------------------------------------------------------------------------------ attention
 def _attn_kernel(*refs, g: int, n_q: int, n_kv: int, n_parts: int, has_bias: bool, qk_norm: bool,
-                 eps: float, block_s: int, scale: float):
+                 eps: float, block_s: int, span: int, scale: float, dtype):
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
     refs = list(refs)
-    vc_out, kc_out, o_ref = refs.pop(), refs.pop(), refs.pop()
+    vc_out, kc_out, ml_ref, acc_ref = refs.pop(), refs.pop(), refs.pop(), refs.pop()
     parts_ref = refs.pop(0)
     bias_ref = refs.pop(0) if has_bias else None
     cos_ref, sin_ref = refs.pop(0), refs.pop(0)
     qn_ref, kn_ref = (refs.pop(0), refs.pop(0)) if qk_norm else (None, None)
     mask_ref, idx_ref, kc_ref, vc_ref = refs
-    j = pl.program_id(0)
+    j, c = pl.program_id(0), pl.program_id(1)
     s_len, dh = kc_ref.shape
     half = dh // 2
-    gp = _pow2_at_least(g, 16)
-    dtype = o_ref.dtype
+    gp = acc_ref.shape[0]
     idx = idx_ref[()]
     lo, hi = pl.ds(0, half), pl.ds(half, half)
     qmask = jnp.broadcast_to((lax.broadcasted_iota(jnp.int32, (gp, 1), 0) < g), (gp, half))
@@ -308,17 +344,22 @@ def _attn_kernel(*refs, g: int, n_q: int, n_kv: int, n_parts: int, has_bias: boo
     k1n, k2n = rope_norm(pl.ds(n_q + j, 1), None, kn_ref)        # [1, half]
     vn = head_rows(pl.ds(n_q + n_kv + j, 1), pl.ds(0, dh), None)  # [1, dh]
     cdt = kc_ref.dtype
-    plgpu.store(kc_out.at[pl.ds(idx, 1), lo], k1n.astype(cdt))   # the new token's key and value, in place
-    plgpu.store(kc_out.at[pl.ds(idx, 1), hi], k2n.astype(cdt))
-    plgpu.store(vc_out.at[pl.ds(idx, 1), :], vn.astype(cdt))
+
+    @pl.when(c == 0)
+    def _():  # the new token's key and value, in place
+        plgpu.store(kc_out.at[pl.ds(idx, 1), lo], k1n.astype(cdt))
+        plgpu.store(kc_out.at[pl.ds(idx, 1), hi], k2n.astype(cdt))
+        plgpu.store(vc_out.at[pl.ds(idx, 1), :], vn.astype(cdt))
+
+    start = c * span
 
     def body(i, carry):
         acc, m, l = carry
-        pos = i * block_s + jnp.arange(block_s)
+        pos = start + i * block_s + jnp.arange(block_s)
         inb = pos < s_len
-        keep = plgpu.load(mask_ref.at[pl.ds(i * block_s, block_s)], mask=inb, other=0)
+        keep = plgpu.load(mask_ref.at[pl.ds(start + i * block_s, block_s)], mask=inb, other=0)
         valid = inb & (keep != 0) & (pos < idx)
-        rows = pl.ds(i * block_s, block_s)
+        rows = pl.ds(start + i * block_s, block_s)
         k1 = plgpu.load(kc_ref.at[rows, lo], mask=valid[:, None], other=0.0)
         k2 = plgpu.load(kc_ref.at[rows, hi], mask=valid[:, None], other=0.0)
         s = (plgpu.dot(q1.astype(cdt), k1.T, allow_tf32=False)
@@ -332,61 +373,72 @@ def _attn_kernel(*refs, g: int, n_q: int, n_kv: int, n_parts: int, has_bias: boo
         return acc, m_new, l * corr + p.sum(axis=1)
 
     init = (jnp.zeros((gp, dh), jnp.float32), jnp.full((gp,), NEG, jnp.float32), jnp.zeros((gp,), jnp.float32))
-    acc, m, l = lax.fori_loop(0, pl.cdiv(idx, block_s), body, init)
-    own_keep = plgpu.load(mask_ref.at[pl.ds(idx, 1)])
+    n_blocks = pl.cdiv(jnp.clip(idx - start, 0, span), block_s)
+    acc, m, l = lax.fori_loop(0, n_blocks, body, init)
+    own = (plgpu.load(mask_ref.at[pl.ds(idx, 1)]) != 0) & (c == 0)    # the token itself: first split only
     s_own = (jnp.sum(q1.astype(jnp.float32) * k1n.astype(jnp.float32), axis=1)
              + jnp.sum(q2.astype(jnp.float32) * k2n.astype(jnp.float32), axis=1)) * scale
-    s_own = jnp.where(own_keep != 0, s_own, NEG)
-    m_new = jnp.maximum(m, s_own)
+    m_new = jnp.maximum(m, jnp.where(own, s_own, NEG))
     corr = jnp.exp(m - m_new)
-    p_own = jnp.exp(s_own - m_new)
-    acc = acc * corr[:, None] + p_own[:, None] * vn.astype(jnp.float32)
-    l = l * corr + p_own
-    out = (acc / jnp.maximum(l, 1e-30)[:, None]).astype(dtype)
-    omask = jnp.broadcast_to(lax.broadcasted_iota(jnp.int32, (gp, 1), 0) < g, (gp, dh))
-    plgpu.store(o_ref.at[pl.ds(j * g, gp), :], out, mask=omask)
+    p_own = jnp.where(own, jnp.exp(s_own - m_new), 0.0)
+    acc_ref[...] = acc * corr[:, None] + p_own[:, None] * vn.astype(jnp.float32)
+    ml_ref[pl.ds(0, 1), :] = m_new[None, :]
+    ml_ref[pl.ds(1, 1), :] = (l * corr + p_own)[None, :]
 
 
 def attend(qkv_parts, k_cache, v_cache, kv_mask, cache_index, cos, sin, *, num_heads: int, bias=None,
            q_norm=None, k_norm=None, eps: float = 1e-6, dtype=jnp.bfloat16, config: AttnConfig | None = None,
            interpret: bool | None = None):
-    """qkv_parts float32 [P, (H + 2 Hkv) * Dh] (the qkv matvec's partials), caches [1, Hkv, S, Dh], kv_mask
-    [S], cos/sin float32 [Dh] -> (out in dtype, new k cache, new v cache); out's first H * Dh entries are the
-    heads' outputs in order (the rest is padding the o matvec does not read: slicing it off would cost a copy)."""
+    """One-token attention over the cache, split along it: qkv_parts float32 [P, >= (H + 2 Hkv) * Dh] (the qkv
+    matvec's partials), caches [1, Hkv, S, Dh], kv_mask [S], cos/sin float32 [Dh] -> ((acc, ml), new k cache,
+    new v cache) where acc [Hkv, splits, Gp, Dh] and ml [Hkv, splits, 2, Gp] (running max, sum) are the
+    unnormalised per-split results that `matvec(kind="attn")` merges (`merge_heads` does it in XLA)."""
     from jax.experimental import pallas as pl
     _, hkv, s_len, dh = k_cache.shape
     g = num_heads // hkv
-    gp = _pow2_at_least(g, 16)
+    gp = _pow2_at_least(g, 16)  # the score product needs >= 16 rows
     rows = num_heads + 2 * hkv
     cfg = config or attn_config(dh, g)
-    parts = qkv_parts.reshape(qkv_parts.shape[0], rows, dh)
-    # Rows past the end let the last group's [gp, Dh] loads stay in bounds (they are masked out).
-    parts = jnp.pad(parts, ((0, 0), (0, gp), (0, 0))) if gp > g else parts
+    span = -(-(-(-s_len // cfg.splits)) // cfg.block_s) * cfg.block_s   # slots per split, whole blocks
+    # The last group's [gp, Dh] loads reach past row `rows`: they are masked, and the caller gives the
+    # partials extra columns (matvec's extra_cols) so that the addresses exist.
+    n_cols = qkv_parts.shape[1] // dh
+    parts = qkv_parts.reshape(qkv_parts.shape[0], n_cols, dh)
     args = [parts]
     if bias is not None:
-        args.append(jnp.pad(bias.astype(dtype).reshape(rows, dh), ((0, gp), (0, 0))))
+        args.append(bias.astype(dtype).reshape(rows, dh))
     args += [cos.astype(jnp.float32), sin.astype(jnp.float32)]
     if q_norm is not None:
         args += [q_norm.astype(dtype), k_norm.astype(dtype)]
     args += [kv_mask.astype(jnp.int32), jnp.asarray(cache_index, jnp.int32).reshape(())]
-    full = lambda a: pl.BlockSpec(a.shape, lambda j, nd=a.ndim: (0,) * nd)  # noqa: E731
-    cache_spec = pl.BlockSpec((None, None, s_len, dh), lambda j: (0, j, 0, 0))
-    n_out = num_heads + gp - g
-    out, kc, vc = pl.pallas_call(
+    cache_spec = pl.BlockSpec((None, None, s_len, dh), lambda j, c: (0, j, 0, 0))
+    acc, ml, kc, vc = pl.pallas_call(
         functools.partial(_attn_kernel, g=g, n_q=num_heads, n_kv=hkv, n_parts=parts.shape[0],
                           has_bias=bias is not None, qk_norm=q_norm is not None, eps=float(eps),
-                          block_s=cfg.block_s, scale=dh ** -0.5),
-        grid=(hkv,),
-        in_specs=[full(a) for a in args] + [cache_spec, cache_spec],
-        out_specs=[pl.BlockSpec((n_out, dh), lambda j: (0, 0)), cache_spec, cache_spec],
-        out_shape=[jax.ShapeDtypeStruct((n_out, dh), dtype), jax.ShapeDtypeStruct(k_cache.shape, k_cache.dtype),
-                   jax.ShapeDtypeStruct(v_cache.shape, v_cache.dtype)],
-        input_output_aliases={len(args): 1, len(args) + 1: 2},
+                          block_s=cfg.block_s, span=span, scale=dh ** -0.5, dtype=dtype),
+        grid=(hkv, cfg.splits),
+        in_specs=[_full(a) for a in args] + [cache_spec, cache_spec],
+        out_specs=[pl.BlockSpec((None, None, gp, dh), lambda j, c: (j, c, 0, 0)),
+                   pl.BlockSpec((None, None, 2, gp), lambda j, c: (j, c, 0, 0)), cache_spec, cache_spec],
+        out_shape=[jax.ShapeDtypeStruct((hkv, cfg.splits, gp, dh), jnp.float32),
+                   jax.ShapeDtypeStruct((hkv, cfg.splits, 2, gp), jnp.float32),
+                   jax.ShapeDtypeStruct(k_cache.shape, k_cache.dtype), jax.ShapeDtypeStruct(v_cache.shape, v_cache.dtype)],
+        input_output_aliases={len(args): 2, len(args) + 1: 3},
         compiler_params=_params(cfg.num_warps, cfg.num_stages),
         interpret=_interpret(interpret),
         name="fused_attend",
     )(*args, k_cache, v_cache)
-    return out.reshape(-1), kc, vc
+    return (acc, ml), kc, vc
+
+
+def merge_heads(acc, ml, num_heads: int, dtype=jnp.bfloat16):
+    """The attention output [H * Dh] from `attend`'s splits, in XLA (what matvec's attn prologue computes)."""
+    hkv, _, gp, dh = acc.shape
+    g = num_heads // hkv
+    m, l = ml[:, :, 0, :g], ml[:, :, 1, :g]                           # [Hkv, splits, g]
+    wgt = jnp.exp(m - m.max(axis=1, keepdims=True))
+    out = (acc[:, :, :g] * wgt[..., None]).sum(axis=1) / jnp.maximum((wgt * l).sum(axis=1), 1e-30)[..., None]
+    return out.reshape(num_heads * dh).astype(dtype)
 
 
 # ------------------------------------------------------------------------------------------ one step
@@ -396,6 +448,7 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
     from cudaperf_jax.models.rope import cos_sin
     cfg, dt = model.cfg, model.dtype
     s_len = cache.k[0].shape[2]
+    hd, g = cfg.head_dim, cfg.num_heads // cfg.num_kv_heads
     kvm = jnp.ones((s_len,), jnp.int32) if kv_mask is None else kv_mask[0].astype(jnp.int32)
     if positions is None:
         positions = jnp.zeros((1, 1), jnp.int32)
@@ -404,26 +457,24 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
     x = jnp.take(model.embed[...], tokens[0], axis=0)[0].astype(dt)
     parts = bias = None
     new_k, new_v = [], []
+
+    def val(p):
+        return None if p is None else p[...].astype(dt)
+
     for i, layer in enumerate(model.layers):
         a, mlp = layer.attn, layer.mlp
-        val = lambda p: None if p is None else p[...].astype(dt)  # noqa: E731
-        qkv_parts, x = matvec(a.qkv[...].astype(dt), "resid_norm", x=x, parts=parts, bias=bias,
-                              scale=layer.attn_norm.scale[...], eps=layer.attn_norm.eps)
-        out, kc, vc = attend(qkv_parts, cache.k[i], cache.v[i], kvm, cache_index, cos, sin, num_heads=cfg.num_heads,
-                             bias=val(a.qkv_bias), q_norm=None if a.q_norm is None else a.q_norm.scale[...],
-                             k_norm=None if a.k_norm is None else a.k_norm.scale[...],
-                             eps=cfg.rms_norm_eps, dtype=dt)
+        x, xn = finish(x, parts, bias, layer.attn_norm.scale[...], layer.attn_norm.eps)
+        qkv_parts = matvec(a.qkv[...].astype(dt), "plain", x=xn, extra_cols=(_pow2_at_least(g, 16) - g) * hd)
+        attn, kc, vc = attend(qkv_parts, cache.k[i], cache.v[i], kvm, cache_index, cos, sin, num_heads=cfg.num_heads,
+                              bias=val(a.qkv_bias), q_norm=None if a.q_norm is None else a.q_norm.scale[...],
+                              k_norm=None if a.k_norm is None else a.k_norm.scale[...], eps=cfg.rms_norm_eps, dtype=dt)
         new_k.append(kc)
         new_v.append(vc)
-        o_parts = matvec(a.o[...].astype(dt), "plain", x=out)
-        d = cfg.hidden_size
-        gu_parts, x = matvec(mlp.gate_up[...].astype(dt).reshape(d, -1), "resid_norm", x=x, parts=o_parts,
-                             bias=val(a.o_bias), scale=layer.mlp_norm.scale[...], eps=layer.mlp_norm.eps)
+        o_parts = matvec(a.o[...].astype(dt), "attn", attn=attn, group=g)
+        x, xn = finish(x, o_parts, val(a.o_bias), layer.mlp_norm.scale[...], layer.mlp_norm.eps)
+        gu_parts = matvec(mlp.gate_up[...].astype(dt).reshape(cfg.hidden_size, -1), "plain", x=xn)
         gu_bias = None if mlp.gate_up_bias is None else val(mlp.gate_up_bias).reshape(-1)
         parts = matvec(mlp.down[...].astype(dt), "swiglu", parts=gu_parts, bias=gu_bias)
         bias = val(mlp.down_bias)
-    y = jnp.sum(parts, axis=0).astype(dt)
-    if bias is not None:
-        y = y + bias
-    h = model.final_norm((x + y)[None, None, :])
-    return h, KVCache(tuple(new_k), tuple(new_v))
+    _, h = finish(x, parts, bias, model.final_norm.scale[...], model.final_norm.eps)
+    return h[None, None, :], KVCache(tuple(new_k), tuple(new_v))

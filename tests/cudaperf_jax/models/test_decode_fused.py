@@ -10,6 +10,7 @@ from cudaperf_jax.models import decode_fused as df
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.decoder import Decoder
 from cudaperf_jax.models.gemv import GemvConfig
+from cudaperf_jax.models.ops import rms_norm
 from tests.cudaperf_jax.models import tiny
 
 
@@ -23,28 +24,69 @@ def _model(kind, dtype=jnp.float32, **over):
     return model
 
 
-@pytest.mark.parametrize("kind", ["plain", "resid_norm", "swiglu"])
-def test_matvec_prologues_match_xla(kind):
+def _bench():
     import importlib.util
     from pathlib import Path
     spec = importlib.util.spec_from_file_location("bench_fused", Path(__file__).parents[3] / "benchmarks" / "decode_fused.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+@pytest.mark.parametrize("kind", ["plain", "swiglu"])
+def test_matvec_prologues_match_xla(kind):
     k, n = 64, 96
-    ks = jax.random.split(jax.random.key(0), 5)
+    ks = jax.random.split(jax.random.key(0), 4)
     w = jax.random.normal(ks[0], (k, n), jnp.bfloat16)
-    width = 2 * k if kind == "swiglu" else k
-    x = jax.random.normal(ks[1], (k + 32,) if kind == "plain" else (k,), jnp.bfloat16)
-    parts = jax.random.normal(ks[2], (3, width), jnp.float32)
-    bias = jax.random.normal(ks[3], (width,), jnp.bfloat16)
-    scale = jax.random.normal(ks[4], (k,), jnp.bfloat16)
-    want = np.asarray(bench.reference(kind, w, x, parts, bias, scale, 1e-6))
-    out = df.matvec(w, kind, x=x, parts=parts, bias=bias, scale=scale, config=GemvConfig(32, 2, 16), interpret=True)
-    got = np.asarray((out[0] if kind == "resid_norm" else out).sum(axis=0))
+    x = jax.random.normal(ks[1], (k + 32,), jnp.bfloat16)
+    parts = jax.random.normal(ks[2], (3, 2 * k), jnp.float32)
+    bias = jax.random.normal(ks[3], (2 * k,), jnp.bfloat16)
+    want = np.asarray(_bench().reference(kind, w, x, parts, bias))
+    out = df.matvec(w, kind, x=x, parts=parts, bias=bias, config=GemvConfig(32, 2, 16), interpret=True, extra_cols=8)
+    assert out.shape == (2, n + 8)
+    got = np.asarray(out[:, :n].sum(axis=0))
     np.testing.assert_allclose(got, want, atol=2e-2 * np.abs(want).max(), rtol=2e-2)
-    if kind == "resid_norm":  # the residual stream it writes for the next kernel
-        y = jnp.sum(parts, axis=0).astype(jnp.bfloat16) + bias
-        np.testing.assert_array_equal(np.asarray(out[1], np.float32), np.asarray(x + y, np.float32))
+
+
+@pytest.mark.parametrize("n_parts,bias", [(0, False), (3, False), (3, True)])
+def test_finish_is_residual_then_rmsnorm(n_parts, bias):
+    d = 96
+    ks = jax.random.split(jax.random.key(1), 4)
+    x = jax.random.normal(ks[0], (d,), jnp.bfloat16)
+    parts = jax.random.normal(ks[1], (n_parts, d), jnp.float32) if n_parts else None
+    b = jax.random.normal(ks[2], (d,), jnp.bfloat16) if bias else None
+    scale = jax.random.normal(ks[3], (d,), jnp.bfloat16)
+    got_x, got_n = df.finish(x, parts, b, scale, 1e-6, interpret=True)
+    want_x = x if parts is None else x + (parts.sum(axis=0).astype(jnp.bfloat16) + (b if bias else 0))
+    np.testing.assert_array_equal(np.asarray(got_x, np.float32), np.asarray(want_x, np.float32))
+    np.testing.assert_allclose(np.asarray(got_n, np.float32), np.asarray(rms_norm(want_x, scale, 1e-6, jnp.bfloat16), np.float32),
+                               atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("splits,block_s,index", [(1, 16, 37), (4, 16, 37), (4, 8, 3), (2, 32, 0)])
+def test_split_attention_merges_to_the_reference(splits, block_s, index):
+    h, hkv, dh, s_len = 6, 2, 32, 40
+    g = h // hkv
+    ks = jax.random.split(jax.random.key(index), 4)
+    rows = h + 2 * hkv
+    parts = jax.random.normal(ks[0], (2, (rows + 16 - g) * dh), jnp.float32)
+    kc, vc = (jax.random.normal(k, (1, hkv, s_len, dh), jnp.float32) for k in ks[1:3])
+    mask = jnp.arange(s_len) != 5
+    pos = jnp.full((1, 1), index + 3, jnp.int32)
+    from cudaperf_jax.models.rope import apply_rope, cos_sin
+    cos, sin = cos_sin(pos, np.linspace(1, 0.01, dh // 2).astype(np.float32), 1.0)
+    (acc, ml), kc2, vc2 = df.attend(parts, kc, vc, mask, index, cos[0, 0], sin[0, 0], num_heads=h, dtype=jnp.float32,
+                                    config=df.AttnConfig(block_s, splits), interpret=True)
+    y = parts.sum(axis=0)[: rows * dh].reshape(1, 1, rows, dh)
+    q = apply_rope(y[:, :, :h], cos, sin)
+    kn = apply_rope(y[:, :, h:h + hkv], cos, sin)
+    want, wk, wv = tiny.attention_reference(q, kn, y[:, :, h + hkv:], kc, vc, mask[None], index)
+    np.testing.assert_allclose(np.asarray(df.merge_heads(acc, ml, h, jnp.float32)), np.asarray(want[0, 0]), atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(kc2), np.asarray(wk), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(vc2), np.asarray(wv), atol=1e-6)
+    o = jax.random.normal(ks[3], (h * dh, 64), jnp.float32)  # the o projection's prologue merges the same way
+    got = df.matvec(o, "attn", attn=(acc, ml), group=g, config=GemvConfig(32, 2, 16), interpret=True).sum(axis=0)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want[0, 0] @ o), atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("kind,over", [("llama", {}), ("qwen2", {}), ("qwen3", {"num_key_value_heads": 1})])
