@@ -2,8 +2,8 @@
 
     OUT=out python benchmarks/decode_fused.py [--model=qwen2.5-1.5b-random] [--sweep=24] [--table_out=PATH]
 
-For each kernel of a decode layer (the qkv and gate_up matvecs, o with the attention-merge prologue, down with
-the SwiGLU prologue, and the split attention kernel) it times the default tiling and
+For each kernel of a decode layer (the qkv and gate_up matvecs with the RMSNorm prologue, o with the
+attention-merge prologue, down with the SwiGLU prologue, and the split attention kernel) it times the default tiling and
 up to --sweep others, each over --layers distinct weight copies inside one jitted function (so the
 weights stream from HBM as in a real step), checks every tiling's values against a plain XLA computation
 (matvecs) or the default tiling (attention), and writes the fastest correct tiling per kernel to
@@ -60,14 +60,20 @@ def reference(kind, w, x, parts, bias):
 
 def bench_matvec(kind, k, n, n_parts, layers, sweep, table_cfg, interpret=False, cfg=None):
     """Times tilings of one projection over `layers` distinct weight copies (enough to stream from HBM)."""
-    key = iter(jax.random.split(jax.random.key(k * 7 + n), layers + 8))
     layers = max(layers, -(-(256 << 20) // (k * n * 2))) if not interpret else layers
+    key = iter(jax.random.split(jax.random.key(k * 7 + n), layers + 8))
     ws = tuple(jax.random.normal(next(key), (k, n), BF) * 0.02 for _ in range(layers))
     x = jax.random.normal(next(key), (k + 256,), BF)
     parts = jax.random.normal(next(key), (n_parts, 2 * k), jnp.float32) * 0.3
     bias = jax.random.normal(next(key), (2 * k,), BF) * 0.1
-    attn = None
-    if kind == "attn":
+    attn = ss = None
+    scale = (1 + 0.1 * jax.random.normal(next(key), (k,))).astype(BF)
+    if kind == "norm":
+        xk = x[:k]
+        xk, ss = df.finish(xk, None, None, interpret=interpret)
+        want = np.asarray(df.norm_from(xk, ss, scale, 1e-6).astype(jnp.float32) @ ws[0].astype(jnp.float32))
+        x = xk
+    elif kind == "attn":
         hkv, dh, g = cfg.num_kv_heads, cfg.head_dim, cfg.num_heads // cfg.num_kv_heads
         splits = df.attn_config(dh, g).splits
         acc = jax.random.normal(next(key), (hkv, splits, 16 if g <= 16 else g, dh), jnp.float32)
@@ -83,7 +89,7 @@ def bench_matvec(kind, k, n, n_parts, layers, sweep, table_cfg, interpret=False,
     cands = [c for c in matvec_candidates(k, n, 10 * sweep, k * n) if df.valid_config(c, k, n, kind, hd)][:sweep]
     for c in list(dict.fromkeys(defaults)) + cands:
         def one(w, c=c):
-            return df.matvec(w, kind, x=x, parts=parts, bias=bias, attn=attn,
+            return df.matvec(w, kind, x=x, parts=parts, bias=bias, attn=attn, ss=ss, scale=scale,
                              group=cfg.num_heads // cfg.num_kv_heads if cfg else 1, config=c, interpret=interpret)
         try:  # the raw partials (summing them here would add a kernel per call to the timing)
             f = jax.jit(lambda ws: jnp.stack([one(w) for w in ws]))
@@ -152,8 +158,8 @@ def main(argv=None):
     d, f, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
     w = (cfg.num_heads + 2 * cfg.num_kv_heads) * hd
     split = lambda kind, k, n: (df._config(k, n, kind, hd) or GemvConfig(0, 1, 0)).split_k  # noqa: E731
-    jobs = [("plain", d, w, 0), ("attn", cfg.num_heads * hd, d, 0), ("plain", d, 2 * f, 0),
-            ("swiglu", f, d, split("plain", d, 2 * f))]
+    jobs = [("norm", d, w, 0), ("attn", cfg.num_heads * hd, d, 0), ("norm", d, 2 * f, 0),
+            ("swiglu", f, d, split("norm", d, 2 * f))]
     res = {"device": str(jax.devices()[0]), "model": args.model, "args": vars(args), "kernels": []}
     table = []
     for kind, k, n, p in jobs:
@@ -169,7 +175,7 @@ def main(argv=None):
             table.append({"kind": kind, "K": k, "N": n, "config": b["config"], "us": round(b["us"], 2),
                           "measured": f"{jax.devices()[0].device_kind} {time.strftime('%Y-%m-%d')}, benchmarks/decode_fused.py"})
         (out / "decode_fused.json").write_text(json.dumps(res, indent=1))
-    r = bench_attention(cfg, split("plain", d, w), args.layers, args.slots, args.slots - 64, args.sweep,
+    r = bench_attention(cfg, split("norm", d, w), args.layers, args.slots, args.slots - 64, args.sweep,
                         args.interpret)
     res["kernels"].append(r)
     b = r["best"]

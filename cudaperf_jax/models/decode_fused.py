@@ -5,20 +5,20 @@ H200 the XLA-compiled step spent a third of its time in ~15 small kernels per la
 sums, RoPE, cache writes, the attention einsums and softmax, residual adds; WORKSPACE_NOTES.md), each a
 microsecond or two of launch and tail for almost no data. Here each layer is:
 
-  1. finish  one program: residual + the previous branch's split-K partials (+ bias), then RMSNorm;
-             writes the residual stream x and the normed input xn.
-  2. qkv     matvec of xn.
+  1. finish  residual + the previous branch's split-K partials (+ bias), one program per 128 entries;
+             writes the residual stream x and per-chunk sums of squares.
+  2. qkv     matvec whose prologue applies the attention RMSNorm (rstd from those sums).
   3. attend  (KV head, sequence split) programs: sum the qkv partials (+ bias), Qwen3's q/k norms, RoPE;
              the first split writes the new key and value into the cache in place; online softmax over
              the split's slots, unnormalised (flash-decoding).
   4. o       matvec whose prologue merges the attention splits of its K slice.
   5. finish  as 1, with the o projection.
-  6. gate_up matvec of xn.
+  6. gate_up matvec whose prologue applies the MLP RMSNorm.
   7. down    matvec whose prologue sums the gate/up partials (+ bias) of its K slice and applies SwiGLU.
 
 Every matvec writes float32 split-K partials [split, N] that the consumer sums, so no separate reduction
-kernel runs. (Folding the RMSNorm into the matvec's prologue was measured slower on the H200: every
-program re-read all partials of the vector; WORKSPACE_NOTES.md.) The numbers follow the XLA path's
+kernel runs. (Summing the partials in every consumer program was measured slower on the H200: each
+re-read all partials of the vector; and one program for the whole finish took 4.5 us; WORKSPACE_NOTES.md.) The numbers follow the XLA path's
 roundings (bf16 after each projection, norm statistics in float32), so greedy decoding gives the same
 tokens up to summation order.
 
@@ -44,7 +44,20 @@ from cudaperf_jax.models.gemv import GemvConfig
 from cudaperf_jax.models.ops import env_choice
 
 NEG = -1e30
-KINDS = ("plain", "attn", "swiglu")
+KINDS = ("plain", "norm", "attn", "swiglu")
+
+
+PF_PROGRAMS = 96     # extra programs of the attention kernel that prefetch the next weight into L2
+PF_BLOCK = 4096      # elements per prefetch load
+
+
+def prefetch_bytes() -> int:
+    """CUDAPERF_FUSED_PREFETCH_MB (default 0): MB of each layer's gate_up weight read into L2 during attention."""
+    v = os.environ.get("CUDAPERF_FUSED_PREFETCH_MB", "0")
+    try:
+        return int(float(v) * (1 << 20))
+    except ValueError:
+        raise ValueError(f"CUDAPERF_FUSED_PREFETCH_MB={v!r}: give a number of megabytes (0 turns it off)") from None
 
 
 class AttnConfig(NamedTuple):
@@ -75,14 +88,14 @@ def _pow2_at_least(n: int, lo: int) -> int:
 def _shapes(cfg):
     d, f, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
     w = (cfg.num_heads + 2 * cfg.num_kv_heads) * hd
-    return [(d, w, "plain"), (cfg.num_heads * hd, d, "attn"), (d, 2 * f, "plain"), (f, d, "swiglu")]
+    return [(d, w, "norm"), (cfg.num_heads * hd, d, "attn"), (d, 2 * f, "norm"), (f, d, "swiglu")]
 
 
 def supported(cfg) -> bool:
     """Shapes the kernels handle: a power-of-two head dim >= 32, vectors loadable in <= 32 chunks, and a
     tiling for every projection."""
     d, hd = cfg.hidden_size, cfg.head_dim
-    return (hd >= 32 and hd & (hd - 1) == 0 and d // _pow2_divisor(d, 1024) <= 32
+    return (hd >= 32 and hd & (hd - 1) == 0 and d // _pow2_divisor(d, FINISH_CHUNK) <= 64
             and all(_config(k, n, kind, hd) is not None for k, n, kind in _shapes(cfg)))
 
 
@@ -133,7 +146,7 @@ def valid_config(cfg, k: int, n: int, kind: str, head_dim: int = 0) -> bool:
 
 
 def _config(k: int, n: int, kind: str, head_dim: int = 0) -> GemvConfig | None:
-    cfg = _table().get((kind, k, n)) or gemv.default_config(k, n, False)
+    cfg = _table().get((kind, k, n)) or gemv.config_for(k, n, False)  # else the plain matvec's tiling
     if cfg is not None and kind == "attn" and cfg.block_k > head_dim:
         cfg = cfg._replace(block_k=_pow2_divisor(head_dim, cfg.block_k))
     return cfg if valid_config(cfg, k, n, kind, head_dim) else None
@@ -165,54 +178,64 @@ def _sum_parts(parts_ref, n_parts: int, idx):
 
 
 # ------------------------------------------------------------------------------------------ finish
-def _finish_kernel(*refs, n_parts: int, has_bias: bool, eps: float, chunk: int):
+FINISH_CHUNK = 128  # entries of the residual stream per finish program
+
+
+def _finish_kernel(*refs, n_parts: int, has_bias: bool, chunk: int):
     from jax.experimental import pallas as pl
     refs = list(refs)
-    xn_ref, xo_ref = refs.pop(), refs.pop()
+    ss_ref, xo_ref = refs.pop(), refs.pop()
     xb_ref = refs.pop(0)
     parts_ref = refs.pop(0) if n_parts else None
     bias_ref = refs.pop(0) if has_bias else None
-    (scale_ref,) = refs
-    k = xb_ref.shape[0]
-    chunks = [pl.ds(c * chunk, chunk) for c in range(k // chunk)]
-    xs = []
-    for idx in chunks:  # x + (the branch's partials summed, rounded to x's dtype, + bias): as `x + proj(...)`
-        x = xb_ref[idx]
-        if n_parts:
-            y = _sum_parts(parts_ref, n_parts, idx).astype(x.dtype)
-            if bias_ref is not None:
-                y = y + bias_ref[idx]
-            x = x + y
-        xs.append(x)
-    ss = xs[0].astype(jnp.float32) * xs[0].astype(jnp.float32)
-    total = jnp.sum(ss)
-    for x in xs[1:]:
-        total = total + jnp.sum(x.astype(jnp.float32) * x.astype(jnp.float32))
-    rstd = lax.rsqrt(total / k + eps)
-    for idx, x in zip(chunks, xs):
-        xo_ref[idx] = x
-        xn_ref[idx] = (x.astype(jnp.float32) * rstd).astype(x.dtype) * scale_ref[idx]
+    c = pl.program_id(0)
+    idx = pl.ds(pl.multiple_of(c * chunk, chunk), chunk)
+    x = xb_ref[idx]   # x + (the branch's partials summed, rounded to x's dtype, + bias): as `x + proj(...)`
+    if n_parts:
+        y = _sum_parts(parts_ref, n_parts, idx).astype(x.dtype)
+        if bias_ref is not None:
+            y = y + bias_ref[idx]
+        x = x + y
+    xo_ref[idx] = x
+    xf = x.astype(jnp.float32)
+    ss_ref[pl.ds(c, 1)] = jnp.sum(xf * xf, keepdims=True)
 
 
-def finish(x, parts, bias, scale, eps: float, *, interpret: bool | None = None):
-    """(x + rounded(sum(parts)) + bias, RMSNorm of it) for the residual stream x [D], the branch's float32
-    partials [P, D] (or None: just the norm) and bias [D] (or None)."""
+def finish(x, parts, bias, *, interpret: bool | None = None):
+    """(x + rounded(sum(parts)) + bias, its per-chunk sums of squares) for the residual stream x [D], the
+    branch's float32 partials [P, D] (or None) and bias [D] (or None); one program per FINISH_CHUNK
+    entries. The consumer (`matvec(kind="norm")`, `norm_from`) turns the sums into the RMSNorm."""
     from jax.experimental import pallas as pl
     k = x.shape[0]
+    chunk = _pow2_divisor(k, FINISH_CHUNK)
+    n_chunks = k // chunk
     n_parts = 0 if parts is None else parts.shape[0]
-    args = [x] + ([parts] if n_parts else []) + ([bias.astype(x.dtype)] if bias is not None and n_parts else [])
-    args.append(scale.astype(x.dtype))
+    has_bias = bias is not None and n_parts > 0
+    args = [x] + ([parts] if n_parts else []) + ([bias.astype(x.dtype)] if has_bias else [])
     return pl.pallas_call(
-        functools.partial(_finish_kernel, n_parts=n_parts, has_bias=bias is not None and n_parts > 0,
-                          eps=float(eps), chunk=_pow2_divisor(k, 1024)),
-        grid=(1,), in_specs=[_full(a) for a in args], out_specs=[_full(x), _full(x)],
-        out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype)] * 2,
+        functools.partial(_finish_kernel, n_parts=n_parts, has_bias=has_bias, chunk=chunk),
+        grid=(n_chunks,), in_specs=[_full(a) for a in args],
+        out_specs=[_full(x), pl.BlockSpec((_pow2_at_least(n_chunks, 1),), lambda c: (0,))],
+        out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype),
+                   jax.ShapeDtypeStruct((_pow2_at_least(n_chunks, 1),), jnp.float32)],
         compiler_params=_params(4, 1), interpret=_interpret(interpret), name=f"fused_finish_{k}",
     )(*args)
 
 
+def _rstd(ss, n_chunks: int, k: int, eps: float):
+    return lax.rsqrt(jnp.sum(jnp.where(jnp.arange(ss.shape[0]) < n_chunks, ss, 0.0)) / k + eps)
+
+
+def norm_from(x, ss, scale, eps: float):
+    """RMSNorm of x [D] given finish's sums of squares (in XLA; the decoder's rounding)."""
+    n_chunks = x.shape[0] // _pow2_divisor(x.shape[0], FINISH_CHUNK)
+    rstd = _rstd(ss, n_chunks, x.shape[0], eps)
+    return (x.astype(jnp.float32) * rstd).astype(x.dtype) * scale.astype(x.dtype)
+
+
 # ------------------------------------------------------------------------------------------ matvec
-def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, group: int, head_dim: int):
+def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, group: int, head_dim: int,
+               eps: float = 0.0, n_chunks: int = 0):
     """One program: float32 partial y[block_n] = x[k slice] @ w[k slice, block_n], x from the prologue."""
     from jax.experimental import pallas as pl
     refs = list(refs)
@@ -225,16 +248,24 @@ def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, gro
 
         def xval(k0):
             return x_ref[pl.ds(k0, block_k)].astype(jnp.float32)
+    elif kind == "norm":  # RMSNorm from finish's per-chunk sums of squares
+        x_ref, ss_ref, scale_ref = refs
+        rstd = _rstd(ss_ref[...], n_chunks, x_ref.shape[0], eps)
+
+        def xval(k0):
+            xv = x_ref[pl.ds(k0, block_k)]
+            return ((xv.astype(jnp.float32) * rstd).astype(xv.dtype) * scale_ref[pl.ds(k0, block_k)]).astype(jnp.float32)
     elif kind == "attn":  # merge the attention splits of one head's slice (flash-decoding's combine)
         acc_ref, ml_ref = refs
 
         def xval(k0):
             h = k0 // head_dim
             j, r, d0 = h // group, h % group, k0 % head_dim
-            m = ml_ref[j, :, jnp.int32(0), r]                      # [splits]
-            l = ml_ref[j, :, jnp.int32(1), r]
+            sp = pl.ds(0, acc_ref.shape[1])
+            m = ml_ref[j, sp, jnp.int32(0), r]                     # [splits]
+            l = ml_ref[j, sp, jnp.int32(1), r]
             wgt = jnp.exp(m - jnp.max(m))
-            acc = acc_ref[j, :, r, pl.ds(d0, block_k)]             # [splits, block_k]
+            acc = acc_ref[j, sp, r, pl.ds(d0, block_k)]            # [splits, block_k]
             out = jnp.sum(acc * wgt[:, None], axis=0) / jnp.maximum(jnp.sum(wgt * l), 1e-30)
             return out.astype(dtype).astype(jnp.float32)
     else:  # swiglu over the gate/up projection's partials [P, 2F]
@@ -262,11 +293,13 @@ def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, gro
 
 
 def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, attn=None, group: int = 1,
-           config: GemvConfig | None = None, interpret: bool | None = None, extra_cols: int = 0):
+           ss=None, scale=None, eps: float = 1e-6, config: GemvConfig | None = None, interpret: bool | None = None,
+           extra_cols: int = 0):
     """float32 split-K partials [split, N (+ extra_cols, never written)] of x @ w for w [K, N], the input
     given by the prologue `kind`:
 
     plain   x: a vector of >= K entries (the first K are used)
+    norm    x [K] and ss from `finish`, scale [K]: the input is RMSNorm(x)
     attn    attn = (acc [Hkv, splits, Gp, Dh], ml [Hkv, splits, 2, Gp]) from `attend`; group = heads per KV head
     swiglu  parts [P, 2K] float32 gate/up partials, bias [2K] or None: input silu(gate) * up
     """
@@ -280,6 +313,8 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
     n_parts = 0 if parts is None else parts.shape[0]
     if kind == "plain":
         args = [x]
+    elif kind == "norm":
+        args = [x, ss, scale.astype(x.dtype)]
     elif kind == "attn":
         args = list(attn)
     elif kind == "swiglu":
@@ -287,7 +322,8 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
     else:
         raise ValueError(f"decode_fused.matvec: unknown prologue {kind!r}; use one of {KINDS}")
     kernel = functools.partial(_mv_kernel, kind=kind, n_parts=n_parts, has_bias=bias is not None,
-                               block_k=cfg.block_k, group=group, head_dim=head_dim)
+                               block_k=cfg.block_k, group=group, head_dim=head_dim, eps=float(eps),
+                               n_chunks=k // _pow2_divisor(k, FINISH_CHUNK))
     return pl.pallas_call(
         kernel, grid=(n // bn, s), in_specs=[_full(a) for a in args] + [pl.BlockSpec((ks, bn), lambda j, i: (i, j))],
         out_specs=pl.BlockSpec((None, bn), lambda j, i: (i, j)),
@@ -298,17 +334,43 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
 
 # ------------------------------------------------------------------------------------------ attention
 def _attn_kernel(*refs, g: int, n_q: int, n_kv: int, n_parts: int, has_bias: bool, qk_norm: bool,
-                 eps: float, block_s: int, span: int, scale: float, dtype):
+                 eps: float, block_s: int, span: int, scale: float, dtype, splits: int, pf_each: int):
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
     refs = list(refs)
+    pf_out = refs.pop() if pf_each else None
     vc_out, kc_out, ml_ref, acc_ref = refs.pop(), refs.pop(), refs.pop(), refs.pop()
+    pf_ref = refs.pop() if pf_each else None
+    p = pl.program_id(0)
+    n_att = n_kv * splits
+    if pf_each:
+        @pl.when(p >= n_att)
+        def _():  # idle SMs pull the next weight's first bytes into L2 while attention runs on a few
+            q = p - n_att
+
+            def pf_body(i, acc):
+                v = plgpu.load(pf_ref.at[pl.ds(pl.multiple_of(q * pf_each + i * PF_BLOCK, PF_BLOCK), PF_BLOCK)],
+                               eviction_policy="evict_last")
+                return acc + jnp.sum(v.astype(jnp.float32))
+            pf_out[pl.ds(q, 1)] = jnp.full((1,), lax.fori_loop(0, pf_each // PF_BLOCK, pf_body, jnp.float32(0)))
+
+    @pl.when(p < n_att)
+    def _():
+        _attend_program(refs, acc_ref, ml_ref, kc_out, vc_out, p // splits, p % splits, g=g, n_q=n_q, n_kv=n_kv,
+                        n_parts=n_parts, has_bias=has_bias, qk_norm=qk_norm, eps=eps, block_s=block_s, span=span,
+                        scale=scale, dtype=dtype)
+
+
+def _attend_program(refs, acc_ref, ml_ref, kc_out, vc_out, j, c, *, g, n_q, n_kv, n_parts, has_bias, qk_norm, eps,
+                    block_s, span, scale, dtype):
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as plgpu
+    refs = list(refs)
     parts_ref = refs.pop(0)
     bias_ref = refs.pop(0) if has_bias else None
     cos_ref, sin_ref = refs.pop(0), refs.pop(0)
     qn_ref, kn_ref = (refs.pop(0), refs.pop(0)) if qk_norm else (None, None)
     mask_ref, idx_ref, kc_ref, vc_ref = refs
-    j, c = pl.program_id(0), pl.program_id(1)
     s_len, dh = kc_ref.shape
     half = dh // 2
     gp = acc_ref.shape[0]
@@ -388,11 +450,14 @@ def _attn_kernel(*refs, g: int, n_q: int, n_kv: int, n_parts: int, has_bias: boo
 
 def attend(qkv_parts, k_cache, v_cache, kv_mask, cache_index, cos, sin, *, num_heads: int, bias=None,
            q_norm=None, k_norm=None, eps: float = 1e-6, dtype=jnp.bfloat16, config: AttnConfig | None = None,
-           interpret: bool | None = None):
+           interpret: bool | None = None, prefetch=None, prefetch_bytes: int = 0):
     """One-token attention over the cache, split along it: qkv_parts float32 [P, >= (H + 2 Hkv) * Dh] (the qkv
     matvec's partials), caches [1, Hkv, S, Dh], kv_mask [S], cos/sin float32 [Dh] -> ((acc, ml), new k cache,
     new v cache) where acc [Hkv, splits, Gp, Dh] and ml [Hkv, splits, 2, Gp] (running max, sum) are the
-    unnormalised per-split results that `matvec(kind="attn")` merges (`merge_heads` does it in XLA)."""
+    unnormalised per-split results that `matvec(kind="attn")` merges (`merge_heads` does it in XLA).
+
+    prefetch: a weight needed soon after (the layer's gate_up); PF_PROGRAMS extra programs read its first
+    prefetch_bytes into the L2 cache while the attention programs run on a few SMs."""
     from jax.experimental import pallas as pl
     _, hkv, s_len, dh = k_cache.shape
     g = num_heads // hkv
@@ -411,24 +476,35 @@ def attend(qkv_parts, k_cache, v_cache, kv_mask, cache_index, cos, sin, *, num_h
     if q_norm is not None:
         args += [q_norm.astype(dtype), k_norm.astype(dtype)]
     args += [kv_mask.astype(jnp.int32), jnp.asarray(cache_index, jnp.int32).reshape(())]
-    cache_spec = pl.BlockSpec((None, None, s_len, dh), lambda j, c: (0, j, 0, 0))
-    acc, ml, kc, vc = pl.pallas_call(
+    sp = cfg.splits
+    head = lambda p: jnp.minimum(p // sp, hkv - 1)  # noqa: E731  (prefetch programs map to a block they never write)
+    cache_spec = pl.BlockSpec((None, None, s_len, dh), lambda p: (0, head(p), 0, 0))
+    pf_each, extra = 0, []
+    if prefetch is not None and prefetch_bytes > 0:
+        flat = prefetch.reshape(-1)
+        pf_each = (min(prefetch_bytes, flat.nbytes) // flat.dtype.itemsize // PF_PROGRAMS) // PF_BLOCK * PF_BLOCK
+        extra = [flat] if pf_each else []
+    n_prog = hkv * sp + (PF_PROGRAMS if pf_each else 0)
+    out_shape = [jax.ShapeDtypeStruct((hkv, sp, gp, dh), jnp.float32), jax.ShapeDtypeStruct((hkv, sp, 2, gp), jnp.float32),
+                 jax.ShapeDtypeStruct(k_cache.shape, k_cache.dtype), jax.ShapeDtypeStruct(v_cache.shape, v_cache.dtype)]
+    out_specs = [pl.BlockSpec((None, None, gp, dh), lambda p: (head(p), p % sp, 0, 0)),
+                 pl.BlockSpec((None, None, 2, gp), lambda p: (head(p), p % sp, 0, 0)), cache_spec, cache_spec]
+    if pf_each:
+        out_shape.append(jax.ShapeDtypeStruct((PF_PROGRAMS,), jnp.float32))
+        out_specs.append(pl.BlockSpec((PF_PROGRAMS,), lambda p: (0,)))
+    outs = pl.pallas_call(
         functools.partial(_attn_kernel, g=g, n_q=num_heads, n_kv=hkv, n_parts=parts.shape[0],
                           has_bias=bias is not None, qk_norm=q_norm is not None, eps=float(eps),
-                          block_s=cfg.block_s, span=span, scale=dh ** -0.5, dtype=dtype),
-        grid=(hkv, cfg.splits),
-        in_specs=[_full(a) for a in args] + [cache_spec, cache_spec],
-        out_specs=[pl.BlockSpec((None, None, gp, dh), lambda j, c: (j, c, 0, 0)),
-                   pl.BlockSpec((None, None, 2, gp), lambda j, c: (j, c, 0, 0)), cache_spec, cache_spec],
-        out_shape=[jax.ShapeDtypeStruct((hkv, cfg.splits, gp, dh), jnp.float32),
-                   jax.ShapeDtypeStruct((hkv, cfg.splits, 2, gp), jnp.float32),
-                   jax.ShapeDtypeStruct(k_cache.shape, k_cache.dtype), jax.ShapeDtypeStruct(v_cache.shape, v_cache.dtype)],
+                          block_s=cfg.block_s, span=span, scale=dh ** -0.5, dtype=dtype, splits=sp, pf_each=pf_each),
+        grid=(n_prog,),
+        in_specs=[_full(a) for a in args] + [cache_spec, cache_spec] + [_full(a) for a in extra],
+        out_specs=out_specs, out_shape=out_shape,
         input_output_aliases={len(args): 2, len(args) + 1: 3},
         compiler_params=_params(cfg.num_warps, cfg.num_stages),
         interpret=_interpret(interpret),
         name="fused_attend",
-    )(*args, k_cache, v_cache)
-    return (acc, ml), kc, vc
+    )(*args, k_cache, v_cache, *extra)
+    return (outs[0], outs[1]), outs[2], outs[3]
 
 
 def merge_heads(acc, ml, num_heads: int, dtype=jnp.bfloat16):
@@ -457,24 +533,29 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
     x = jnp.take(model.embed[...], tokens[0], axis=0)[0].astype(dt)
     parts = bias = None
     new_k, new_v = [], []
+    pf = prefetch_bytes()
 
     def val(p):
         return None if p is None else p[...].astype(dt)
 
     for i, layer in enumerate(model.layers):
         a, mlp = layer.attn, layer.mlp
-        x, xn = finish(x, parts, bias, layer.attn_norm.scale[...], layer.attn_norm.eps)
-        qkv_parts = matvec(a.qkv[...].astype(dt), "plain", x=xn, extra_cols=(_pow2_at_least(g, 16) - g) * hd)
+        x, ss = finish(x, parts, bias)
+        qkv_parts = matvec(a.qkv[...].astype(dt), "norm", x=x, ss=ss, scale=layer.attn_norm.scale[...],
+                           eps=layer.attn_norm.eps, extra_cols=(_pow2_at_least(g, 16) - g) * hd)
         attn, kc, vc = attend(qkv_parts, cache.k[i], cache.v[i], kvm, cache_index, cos, sin, num_heads=cfg.num_heads,
                               bias=val(a.qkv_bias), q_norm=None if a.q_norm is None else a.q_norm.scale[...],
-                              k_norm=None if a.k_norm is None else a.k_norm.scale[...], eps=cfg.rms_norm_eps, dtype=dt)
+                              k_norm=None if a.k_norm is None else a.k_norm.scale[...], eps=cfg.rms_norm_eps, dtype=dt,
+                              prefetch=mlp.gate_up[...], prefetch_bytes=pf)
         new_k.append(kc)
         new_v.append(vc)
         o_parts = matvec(a.o[...].astype(dt), "attn", attn=attn, group=g)
-        x, xn = finish(x, o_parts, val(a.o_bias), layer.mlp_norm.scale[...], layer.mlp_norm.eps)
-        gu_parts = matvec(mlp.gate_up[...].astype(dt).reshape(cfg.hidden_size, -1), "plain", x=xn)
+        x, ss = finish(x, o_parts, val(a.o_bias))
+        gu_parts = matvec(mlp.gate_up[...].astype(dt).reshape(cfg.hidden_size, -1), "norm", x=x, ss=ss,
+                          scale=layer.mlp_norm.scale[...], eps=layer.mlp_norm.eps)
         gu_bias = None if mlp.gate_up_bias is None else val(mlp.gate_up_bias).reshape(-1)
         parts = matvec(mlp.down[...].astype(dt), "swiglu", parts=gu_parts, bias=gu_bias)
         bias = val(mlp.down_bias)
-    _, h = finish(x, parts, bias, model.final_norm.scale[...], model.final_norm.eps)
+    x, ss = finish(x, parts, bias)
+    h = norm_from(x, ss, model.final_norm.scale[...], model.final_norm.eps)
     return h[None, None, :], KVCache(tuple(new_k), tuple(new_v))

@@ -56,15 +56,20 @@ def test_finish_is_residual_then_rmsnorm(n_parts, bias):
     parts = jax.random.normal(ks[1], (n_parts, d), jnp.float32) if n_parts else None
     b = jax.random.normal(ks[2], (d,), jnp.bfloat16) if bias else None
     scale = jax.random.normal(ks[3], (d,), jnp.bfloat16)
-    got_x, got_n = df.finish(x, parts, b, scale, 1e-6, interpret=True)
+    got_x, ss = df.finish(x, parts, b, interpret=True)
     want_x = x if parts is None else x + (parts.sum(axis=0).astype(jnp.bfloat16) + (b if bias else 0))
     np.testing.assert_array_equal(np.asarray(got_x, np.float32), np.asarray(want_x, np.float32))
-    np.testing.assert_allclose(np.asarray(got_n, np.float32), np.asarray(rms_norm(want_x, scale, 1e-6, jnp.bfloat16), np.float32),
-                               atol=1e-2, rtol=1e-2)
+    want_n = np.asarray(rms_norm(want_x, scale, 1e-6, jnp.bfloat16), np.float32)
+    np.testing.assert_allclose(np.asarray(df.norm_from(got_x, ss, scale, 1e-6), np.float32), want_n, atol=1e-2, rtol=1e-2)
+    w = jax.random.normal(ks[0], (d, 64), jnp.bfloat16)  # the matvec's norm prologue applies the same RMSNorm
+    got = df.matvec(w, "norm", x=got_x, ss=ss, scale=scale, eps=1e-6, config=GemvConfig(32, 3, 32), interpret=True)
+    np.testing.assert_allclose(np.asarray(got.sum(axis=0)), want_n @ np.asarray(w, np.float32), atol=0.05, rtol=1e-2)
 
 
-@pytest.mark.parametrize("splits,block_s,index", [(1, 16, 37), (4, 16, 37), (4, 8, 3), (2, 32, 0)])
-def test_split_attention_merges_to_the_reference(splits, block_s, index):
+@pytest.mark.parametrize("splits,block_s,index,pf", [(1, 16, 37, 0), (4, 16, 37, 1), (4, 8, 3, 0), (2, 32, 0, 0)])
+def test_split_attention_merges_to_the_reference(monkeypatch, splits, block_s, index, pf):
+    monkeypatch.setattr(df, "PF_PROGRAMS", 3)
+    monkeypatch.setattr(df, "PF_BLOCK", 16)
     h, hkv, dh, s_len = 6, 2, 32, 40
     g = h // hkv
     ks = jax.random.split(jax.random.key(index), 4)
@@ -76,7 +81,8 @@ def test_split_attention_merges_to_the_reference(splits, block_s, index):
     from cudaperf_jax.models.rope import apply_rope, cos_sin
     cos, sin = cos_sin(pos, np.linspace(1, 0.01, dh // 2).astype(np.float32), 1.0)
     (acc, ml), kc2, vc2 = df.attend(parts, kc, vc, mask, index, cos[0, 0], sin[0, 0], num_heads=h, dtype=jnp.float32,
-                                    config=df.AttnConfig(block_s, splits), interpret=True)
+                                    config=df.AttnConfig(block_s, splits), interpret=True,
+                                    prefetch=kc if pf else None, prefetch_bytes=4000 * pf)
     y = parts.sum(axis=0)[: rows * dh].reshape(1, 1, rows, dh)
     q = apply_rope(y[:, :, :h], cos, sin)
     kn = apply_rope(y[:, :, h:h + hkv], cos, sin)
