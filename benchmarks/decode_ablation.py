@@ -9,9 +9,9 @@ Variants (each compiled afresh; the step time is the sampler's decode phase over
   no_attn_core   q/k/v and o projections kept, RoPE, cache write and attention left out
   no_norms       RMSNorm replaced by the identity
   matvecs_only   greedy + no_attn_core + no_norms: projections, MLP, residuals and the LM head
-  fused_attn     full, with the fused one-token attention kernel (CUDAPERF_DECODE_ATTENTION=on; on the
-                 CPU its interpreter)
-  fused_attn_norm  fused_attn, and RMSNorm folded into the matvec kernel (CUDAPERF_DECODE_NORM=on)
+  fused          the fused decode layers (cudaperf_jax/models/decode_fused.py, CUDAPERF_DECODE_FUSED=on; on
+                 the CPU their interpreter); every other variant runs with them off, since the ablations
+                 patch the XLA path's modules
 Differences between rows bound the cost of the removed parts (H200.md: "time variants that leave one
 stage out"). The ablations change the model's numbers, not its data movement in the projections; they
 exist only in this benchmark. Prints a table and writes $OUT/decode_ablation.json.
@@ -40,7 +40,7 @@ from benchmarks.generation import (
     param_bytes,
 )
 
-VARIANTS = ("full", "greedy", "no_attn_core", "no_norms", "matvecs_only", "fused_attn", "fused_attn_norm")
+VARIANTS = ("full", "greedy", "no_attn_core", "no_norms", "matvecs_only", "fused")
 
 
 @contextlib.contextmanager
@@ -84,11 +84,7 @@ def run_variant(model, name: str, args) -> dict:
     greedy = name in ("greedy", "matvecs_only")
     jax.clear_caches()  # the ablations change traced code that the jit caches would otherwise reuse
     on = "on" if jax.default_backend() == "gpu" else "interpret"
-    env = {"CUDAPERF_DECODE_ATTENTION": on} if name.startswith("fused_attn") else {}
-    if name == "fused_attn_norm":
-        env["CUDAPERF_DECODE_NORM"] = "on"
-        if on == "interpret":  # the matvec kernel itself only runs on a GPU in auto mode
-            env["CUDAPERF_DECODE_GEMV"] = "interpret"
+    env = {"CUDAPERF_DECODE_FUSED": on if name == "fused" else "off"}
     with ablated(name in ("no_attn_core", "matvecs_only"), name in ("no_norms", "matvecs_only")), _env(env):
         r = bench_jax(model, 1, SimpleNamespace(**vars(args), greedy=greedy))
     return {"variant": name, "step_ms": r["decode_step_ms"], "compile_s": r["compile_s"], "hbm_tb_s": r["hbm_tb_s"]}

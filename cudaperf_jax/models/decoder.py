@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from cudaperf_jax.models import decode_attention, decode_fused, gemv
+from cudaperf_jax.models import decode_fused, gemv
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.ops import rms_norm
 from cudaperf_jax.models.rope import apply_rope, cos_sin, inv_frequencies
@@ -95,9 +95,6 @@ class Attention(nnx.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        if cache_kv is not None and decode_attention.applies(b, t, hd):  # one token: one fused kernel
-            out, k, v = decode_attention.attend(q.astype(self.dtype), k, v, *cache_kv, mask[:, 0, :], cache_index)
-            return self._project_out(out), (k, v)
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, Hkv, T, Dh]
         if cache_kv is not None:
             ck, cv = cache_kv

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from cudaperf_jax.models.ops import env_choice, rms_norm
+from cudaperf_jax.models.ops import env_choice
 
 SMS_H200 = 132
 
@@ -139,20 +139,8 @@ def config_for(k: int, n: int, transposed: bool) -> GemvConfig | None:
         default_config(k, n, transposed)
 
 
-def _kernel(*refs, block_k: int, transposed: bool, eps: float | None):
-    """refs: (x, w, out) or, with an RMSNorm prologue, (x_full, x, norm_scale, w, out)."""
+def _kernel(x_ref, w_ref, o_ref, *, block_k: int, transposed: bool):
     from jax.experimental import pallas as pl
-    if eps is None:
-        x_ref, w_ref, o_ref = refs
-    else:
-        xfull_ref, x_ref, s_ref, w_ref, o_ref = refs
-        k_total = xfull_ref.shape[0]
-
-        def sum_sq(c, acc):  # the whole vector's mean square, recomputed by every program (K is small)
-            v = xfull_ref[pl.ds(pl.multiple_of(c * block_k, block_k), block_k)].astype(jnp.float32)
-            return acc + jnp.sum(v * v)
-
-        rstd = lax.rsqrt(lax.fori_loop(0, k_total // block_k, sum_sq, jnp.float32(0)) / k_total + eps)
     if transposed:   # w block [BN, KS]: rows contiguous along K
         bn, ks = w_ref.shape
     else:            # w block [KS, BN]: BN contiguous columns per row
@@ -160,10 +148,7 @@ def _kernel(*refs, block_k: int, transposed: bool, eps: float | None):
 
     def body(i, acc):
         sl = pl.ds(pl.multiple_of(i * block_k, block_k), block_k)
-        xv = x_ref[sl]
-        if eps is not None:  # as RMSNorm: normalise in float32, round to the compute dtype, scale there
-            xv = (xv.astype(jnp.float32) * rstd).astype(x_ref.dtype) * s_ref[sl]
-        xv = xv.astype(jnp.float32)
+        xv = x_ref[sl].astype(jnp.float32)
         if transposed:
             return acc + jnp.sum(w_ref[:, sl].astype(jnp.float32) * xv[None, :], axis=1)
         return acc + jnp.sum(w_ref[sl, :].astype(jnp.float32) * xv[:, None], axis=0)
@@ -172,10 +157,9 @@ def _kernel(*refs, block_k: int, transposed: bool, eps: float | None):
 
 
 def gemv_raw(x: jax.Array, w: jax.Array, *, transposed: bool = False, config: GemvConfig | None = None,
-             interpret: bool | None = None, norm: tuple[jax.Array, float] | None = None) -> jax.Array:
+             interpret: bool | None = None) -> jax.Array:
     """float32 y[N] = x[K] @ w (w [K, N], or [N, K] when transposed). Raises ValueError for a shape
-    the kernel cannot tile (the caller falls back to a plain dot). norm=(scale[K], eps) applies RMSNorm
-    to x inside the kernel first (as `decoder.RMSNorm`, in x's dtype)."""
+    the kernel cannot tile (the caller falls back to a plain dot)."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
     n, k = (w.shape if transposed else w.shape[::-1])
@@ -194,23 +178,16 @@ def gemv_raw(x: jax.Array, w: jax.Array, *, transposed: bool = False, config: Ge
     else:
         ws = w.reshape(s, ks, n)
         w_spec = pl.BlockSpec((None, ks, bn), lambda j, i: (i, 0, j))
-    x_spec = pl.BlockSpec((None, ks), lambda j, i: (i, 0))
-    if norm is None:
-        eps, args, in_specs = None, (xs, ws), [x_spec, w_spec]
-    else:
-        scale, eps = norm
-        args = (x, xs, scale.astype(x.dtype).reshape(s, ks), ws)
-        in_specs = [pl.BlockSpec((k,), lambda j, i: (0,)), x_spec, x_spec, w_spec]
     part = pl.pallas_call(
-        functools.partial(_kernel, block_k=cfg.block_k, transposed=transposed, eps=None if eps is None else float(eps)),
+        functools.partial(_kernel, block_k=cfg.block_k, transposed=transposed),
         grid=(n // bn, s),
-        in_specs=in_specs,
+        in_specs=[pl.BlockSpec((None, ks), lambda j, i: (i, 0)), w_spec],
         out_specs=pl.BlockSpec((None, bn), lambda j, i: (i, j)),
         out_shape=jax.ShapeDtypeStruct((s, n), jnp.float32),
         compiler_params=plgpu.CompilerParams(num_warps=cfg.num_warps, num_stages=cfg.num_stages),
         interpret=interpret,
-        name=f"gemv_{'nk' if transposed else 'kn'}_{k}x{n}{'_rmsnorm' if norm is not None else ''}",
-    )(*args)
+        name=f"gemv_{'nk' if transposed else 'kn'}_{k}x{n}",
+    )(xs, ws)
     return part[0] if s == 1 else jnp.sum(part, axis=0)
 
 
@@ -237,34 +214,6 @@ def _bwd(transposed, res, g):
 _gemv.defvjp(_fwd, _bwd)
 
 
-def _norm_then_dot(x, scale, w, transposed, eps):
-    xn = rms_norm(x, scale, eps, x.dtype)
-    return (w @ xn if transposed else xn @ w).astype(jnp.float32)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
-def _gemv_norm(x, scale, w, transposed, eps):
-    return gemv_raw(x, w, transposed=transposed, norm=(scale, eps))
-
-
-def _fwd_norm(x, scale, w, transposed, eps):
-    return _gemv_norm(x, scale, w, transposed, eps), (x, scale, w)
-
-
-def _bwd_norm(transposed, eps, res, g):  # gradients of the unfused computation (plain XLA ops)
-    _, vjp = jax.vjp(lambda x, s, w: _norm_then_dot(x, s, w, transposed, eps), *res)
-    return vjp(g)
-
-
-_gemv_norm.defvjp(_fwd_norm, _bwd_norm)
-
-
-def norm_mode() -> str:
-    """CUDAPERF_DECODE_NORM: `on` folds RMSNorm into the kernel's prologue where the kernel runs (off by
-    default until measured on a GPU)."""
-    return env_choice("CUDAPERF_DECODE_NORM", "off", ("off", "on"))
-
-
 def gemv(x: jax.Array, w: jax.Array, *, transposed: bool = False) -> jax.Array:
     """float32 [..., N] = x[..., K] @ w for an x holding one row in total (see module docstring)."""
     lead = x.shape[:-1]
@@ -278,18 +227,14 @@ def gemv(x: jax.Array, w: jax.Array, *, transposed: bool = False) -> jax.Array:
 def matmul(x: jax.Array, w: jax.Array, *, transposed: bool = False, out_dtype=None, norm=None) -> jax.Array:
     """x @ w (or x @ w.T when transposed) in x's dtype, through the kernel when `use_gemv` says so.
 
-    norm: an RMSNorm module (`scale`, `eps`) to apply to x first; folded into the kernel when
-    CUDAPERF_DECODE_NORM=on and the kernel runs, else applied as usual.
+    norm: an RMSNorm module to apply to x first (the one-token path that folds it into a kernel is
+    decode_fused.py).
     """
     k = x.shape[-1]
     n = w.shape[0] if transposed else w.shape[-1]
     out_dtype = out_dtype or x.dtype
     if use_gemv(x) and w.ndim == 2 and tileable(k, n, transposed):
         _state["used"] = True
-        if norm is not None and norm_mode() == "on":
-            w = w.astype(x.dtype)
-            y = _gemv_norm(x.reshape(-1), norm.scale[...], w, transposed, float(norm.eps))
-            return y.reshape(*x.shape[:-1], n).astype(out_dtype)
         if norm is not None:
             x = norm(x)
         return gemv(x, w, transposed=transposed).astype(out_dtype)

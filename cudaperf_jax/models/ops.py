@@ -1,4 +1,4 @@
-"""Small pieces shared by the decoder and its decode kernels (gemv.py, decode_attention.py)."""
+"""Small pieces shared by the decoder and its decode kernels (gemv.py, decode_fused.py)."""
 from __future__ import annotations
 
 import os
