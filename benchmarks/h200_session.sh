@@ -2,7 +2,7 @@
 # Runs a batch of GPU jobs on the lent H200 in one call and packs everything they wrote into $OUT.
 #   bash benchmarks/h200_session.sh JOB[:SECONDS] ...
 # Jobs: probe corpus gputests gputests_ds gemvtests harness features generation measure scaling decodeflags
-# gemv gemvshapes decode ablation fusedsweep (FUSED_SWEEP) profile (PROFILE_VARIANTS) fusedtests.
+# gemv gemvshapes decode ablation fusedsweep (FUSED_SWEEP) profile (PROFILE_VARIANTS) fusedtests topk.
 # measure resumes from $MEASURE_RESUME (a results.jsonl of an earlier call) when that is set.
 # Each job gets a wall-clock limit (default below), writes into $OUT/<job>/ and its log to
 # $OUT/<job>.log; one failure never stops the others. At the end all of it is packed into
@@ -42,6 +42,7 @@ for spec in "$@"; do
     profile)    # with the tilings of an earlier fusedsweep job of the same call when there are any
                 [ -f "$RES/fusedsweep/fused_tuned.json" ] && export CUDAPERF_FUSED_TABLE=$RES/fusedsweep/fused_tuned.json
                 cmd=(python3 benchmarks/decode_profile.py --model=qwen2.5-1.5b-random --variants="${PROFILE_VARIANTS:-gemv,fused}") ;;
+    topk)       cmd=(python3 benchmarks/topk.py) ;;
     fusedtests) cmd=("${GPU_PYTEST[@]}" tests/cudaperf_jax/models/test_decode_fused_gpu.py) ;;
     gemvshapes) cmd=(python3 benchmarks/decode_gemv.py --shapes=qwen2.5-1.5b,smollm2-135m) ;;
     gemv)       cmd=(python3 benchmarks/decode_gemv.py --sweep 24 --shapes=qwen2.5-1.5b,smollm2-135m --table_out "$dir/gemv_tuned.json") ;;

@@ -13,15 +13,32 @@ NEG_INF = -1e30
 CHUNK = 2048  # top-k over long rows in two stages: per chunk of CHUNK, then over the k * n_chunks winners
 
 
-def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+PREFILTER = 64  # "maxes": entries per chunk whose maximum screens the chunk
+TOPK_METHOD = "chunks"  # how top_k handles long rows: "chunks" or "maxes" (benchmarks/topk.py times both)
+
+
+def top_k(x: jax.Array, k: int, method: str | None = None) -> tuple[jax.Array, jax.Array]:
     """(values, indices) [B, k] of the k largest entries per row of x[B, V], sorted descending.
 
-    For V > 4 * CHUNK it first takes the top k of each CHUNK-sized slice, so no sort ever runs over a
-    full vocabulary row (XLA lowers a top-k over 150k entries to a slow full-row sort on GPUs).
+    No sort ever runs over a full vocabulary row (XLA lowers a top-k over 150k entries to a slow full-row
+    sort on GPUs). For V > 4 * CHUNK, method "chunks" takes the top k of each CHUNK-sized slice, then the
+    top k of those; "maxes" takes each PREFILTER-sized slice's maximum, keeps the k slices with the largest
+    maxima (every top-k entry lies in one of them) and takes the top k of their entries. Both give
+    lax.top_k's values; among equal values the indices may differ.
     """
     b, v = x.shape
+    method = method or TOPK_METHOD
     if v <= 4 * CHUNK or k > CHUNK:
         return jax.lax.top_k(x, k)
+    if method == "maxes" and -(-v // PREFILTER) >= k:
+        c = PREFILTER
+        n = -(-v // c)
+        padded = jnp.pad(x, ((0, 0), (0, n * c - v)), constant_values=-jnp.inf).reshape(b, n, c)
+        _, chunk_ids = jax.lax.top_k(padded.max(axis=-1), k)                    # [B, k]
+        cand = jnp.take_along_axis(padded, chunk_ids[:, :, None], axis=1)         # [B, k, c]
+        cand_ids = chunk_ids[:, :, None] * c + jnp.arange(c, dtype=chunk_ids.dtype)[None, None, :]
+        vals, pos = jax.lax.top_k(cand.reshape(b, k * c), k)
+        return vals, jnp.take_along_axis(cand_ids.reshape(b, k * c), pos, axis=-1)
     n = -(-v // CHUNK)
     padded = jnp.pad(x, ((0, 0), (0, n * CHUNK - v)), constant_values=-jnp.inf)
     vals, idx = jax.lax.top_k(padded.reshape(b, n, CHUNK), k)  # [B, n, k]
