@@ -40,9 +40,6 @@ VARIANT_ENV = {
     "gemv": {"CUDAPERF_DECODE_FUSED": "off"},
     "default": {},
     "fused": {"CUDAPERF_DECODE_FUSED": "on"},
-    "fused_pf8": {"CUDAPERF_DECODE_FUSED": "on", "CUDAPERF_FUSED_PREFETCH_MB": "8"},
-    "fused_pf20": {"CUDAPERF_DECODE_FUSED": "on", "CUDAPERF_FUSED_PREFETCH_MB": "20"},
-    "fused_pf32": {"CUDAPERF_DECODE_FUSED": "on", "CUDAPERF_FUSED_PREFETCH_MB": "32"},
 }
 _LINES_SKIPPED = ("XLA Modules", "XLA Ops", "Steps", "Framework", "Source", "XLA TraceMe", "TensorFlow")
 
@@ -50,7 +47,7 @@ _LINES_SKIPPED = ("XLA Modules", "XLA Ops", "Steps", "Framework", "Source", "XLA
 def variant_env(name: str) -> dict:
     env = dict(VARIANT_ENV[name])
     if jax.default_backend() != "gpu":
-        env = {k: ("interpret" if v == "on" else v) for k, v in env.items() if k != "CUDAPERF_FUSED_PREFETCH_MB"}
+        env = {k: ("interpret" if v == "on" else v) for k, v in env.items()}
         if name != "xla":
             env["CUDAPERF_DECODE_GEMV"] = "interpret"
     return env

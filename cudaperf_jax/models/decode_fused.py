@@ -47,19 +47,6 @@ NEG = -1e30
 KINDS = ("plain", "norm", "attn", "swiglu")
 
 
-PF_PROGRAMS = 96     # extra programs of the attention kernel that prefetch the next weight into L2
-PF_BLOCK = 4096      # elements per prefetch load
-
-
-def prefetch_bytes() -> int:
-    """CUDAPERF_FUSED_PREFETCH_MB (default 0): MB of each layer's gate_up weight read into L2 during attention."""
-    v = os.environ.get("CUDAPERF_FUSED_PREFETCH_MB", "0")
-    try:
-        return int(float(v) * (1 << 20))
-    except ValueError:
-        raise ValueError(f"CUDAPERF_FUSED_PREFETCH_MB={v!r}: give a number of megabytes (0 turns it off)") from None
-
-
 class AttnConfig(NamedTuple):
     block_s: int = 64     # cache slots per loop step
     splits: int = 4       # programs per KV head along the cache (a power of two)
@@ -68,7 +55,7 @@ class AttnConfig(NamedTuple):
 
 
 def mode() -> str:
-    return env_choice("CUDAPERF_DECODE_FUSED", "off", ("auto", "off", "on", "interpret"))
+    return env_choice("CUDAPERF_DECODE_FUSED", "auto", ("auto", "off", "on", "interpret"))
 
 
 def _pow2_divisor(n: int, cap: int) -> int:
@@ -334,38 +321,12 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
 
 # ------------------------------------------------------------------------------------------ attention
 def _attn_kernel(*refs, g: int, n_q: int, n_kv: int, n_parts: int, has_bias: bool, qk_norm: bool,
-                 eps: float, block_s: int, span: int, scale: float, dtype, splits: int, pf_each: int):
+                 eps: float, block_s: int, span: int, scale: float, dtype):
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as plgpu
     refs = list(refs)
-    pf_out = refs.pop() if pf_each else None
     vc_out, kc_out, ml_ref, acc_ref = refs.pop(), refs.pop(), refs.pop(), refs.pop()
-    pf_ref = refs.pop() if pf_each else None
-    p = pl.program_id(0)
-    n_att = n_kv * splits
-    if pf_each:
-        @pl.when(p >= n_att)
-        def _():  # idle SMs pull the next weight's first bytes into L2 while attention runs on a few
-            q = p - n_att
-
-            def pf_body(i, acc):
-                v = plgpu.load(pf_ref.at[pl.ds(pl.multiple_of(q * pf_each + i * PF_BLOCK, PF_BLOCK), PF_BLOCK)],
-                               eviction_policy="evict_last")
-                return acc + jnp.sum(v.astype(jnp.float32))
-            pf_out[pl.ds(q, 1)] = jnp.full((1,), lax.fori_loop(0, pf_each // PF_BLOCK, pf_body, jnp.float32(0)))
-
-    @pl.when(p < n_att)
-    def _():
-        _attend_program(refs, acc_ref, ml_ref, kc_out, vc_out, p // splits, p % splits, g=g, n_q=n_q, n_kv=n_kv,
-                        n_parts=n_parts, has_bias=has_bias, qk_norm=qk_norm, eps=eps, block_s=block_s, span=span,
-                        scale=scale, dtype=dtype)
-
-
-def _attend_program(refs, acc_ref, ml_ref, kc_out, vc_out, j, c, *, g, n_q, n_kv, n_parts, has_bias, qk_norm, eps,
-                    block_s, span, scale, dtype):
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import triton as plgpu
-    refs = list(refs)
+    j, c = pl.program_id(0), pl.program_id(1)
     parts_ref = refs.pop(0)
     bias_ref = refs.pop(0) if has_bias else None
     cos_ref, sin_ref = refs.pop(0), refs.pop(0)
@@ -450,14 +411,11 @@ def _attend_program(refs, acc_ref, ml_ref, kc_out, vc_out, j, c, *, g, n_q, n_kv
 
 def attend(qkv_parts, k_cache, v_cache, kv_mask, cache_index, cos, sin, *, num_heads: int, bias=None,
            q_norm=None, k_norm=None, eps: float = 1e-6, dtype=jnp.bfloat16, config: AttnConfig | None = None,
-           interpret: bool | None = None, prefetch=None, prefetch_bytes: int = 0):
+           interpret: bool | None = None):
     """One-token attention over the cache, split along it: qkv_parts float32 [P, >= (H + 2 Hkv) * Dh] (the qkv
     matvec's partials), caches [1, Hkv, S, Dh], kv_mask [S], cos/sin float32 [Dh] -> ((acc, ml), new k cache,
     new v cache) where acc [Hkv, splits, Gp, Dh] and ml [Hkv, splits, 2, Gp] (running max, sum) are the
-    unnormalised per-split results that `matvec(kind="attn")` merges (`merge_heads` does it in XLA).
-
-    prefetch: a weight needed soon after (the layer's gate_up); PF_PROGRAMS extra programs read its first
-    prefetch_bytes into the L2 cache while the attention programs run on a few SMs."""
+    unnormalised per-split results that `matvec(kind="attn")` merges (`merge_heads` does it in XLA)."""
     from jax.experimental import pallas as pl
     _, hkv, s_len, dh = k_cache.shape
     g = num_heads // hkv
@@ -477,34 +435,23 @@ def attend(qkv_parts, k_cache, v_cache, kv_mask, cache_index, cos, sin, *, num_h
         args += [q_norm.astype(dtype), k_norm.astype(dtype)]
     args += [kv_mask.astype(jnp.int32), jnp.asarray(cache_index, jnp.int32).reshape(())]
     sp = cfg.splits
-    head = lambda p: jnp.minimum(p // sp, hkv - 1)  # noqa: E731  (prefetch programs map to a block they never write)
-    cache_spec = pl.BlockSpec((None, None, s_len, dh), lambda p: (0, head(p), 0, 0))
-    pf_each, extra = 0, []
-    if prefetch is not None and prefetch_bytes > 0:
-        flat = prefetch.reshape(-1)
-        pf_each = (min(prefetch_bytes, flat.nbytes) // flat.dtype.itemsize // PF_PROGRAMS) // PF_BLOCK * PF_BLOCK
-        extra = [flat] if pf_each else []
-    n_prog = hkv * sp + (PF_PROGRAMS if pf_each else 0)
-    out_shape = [jax.ShapeDtypeStruct((hkv, sp, gp, dh), jnp.float32), jax.ShapeDtypeStruct((hkv, sp, 2, gp), jnp.float32),
-                 jax.ShapeDtypeStruct(k_cache.shape, k_cache.dtype), jax.ShapeDtypeStruct(v_cache.shape, v_cache.dtype)]
-    out_specs = [pl.BlockSpec((None, None, gp, dh), lambda p: (head(p), p % sp, 0, 0)),
-                 pl.BlockSpec((None, None, 2, gp), lambda p: (head(p), p % sp, 0, 0)), cache_spec, cache_spec]
-    if pf_each:
-        out_shape.append(jax.ShapeDtypeStruct((PF_PROGRAMS,), jnp.float32))
-        out_specs.append(pl.BlockSpec((PF_PROGRAMS,), lambda p: (0,)))
-    outs = pl.pallas_call(
+    cache_spec = pl.BlockSpec((None, None, s_len, dh), lambda j, c: (0, j, 0, 0))
+    acc, ml, kc, vc = pl.pallas_call(
         functools.partial(_attn_kernel, g=g, n_q=num_heads, n_kv=hkv, n_parts=parts.shape[0],
                           has_bias=bias is not None, qk_norm=q_norm is not None, eps=float(eps),
-                          block_s=cfg.block_s, span=span, scale=dh ** -0.5, dtype=dtype, splits=sp, pf_each=pf_each),
-        grid=(n_prog,),
-        in_specs=[_full(a) for a in args] + [cache_spec, cache_spec] + [_full(a) for a in extra],
-        out_specs=out_specs, out_shape=out_shape,
+                          block_s=cfg.block_s, span=span, scale=dh ** -0.5, dtype=dtype),
+        grid=(hkv, sp),
+        in_specs=[_full(a) for a in args] + [cache_spec, cache_spec],
+        out_specs=[pl.BlockSpec((None, None, gp, dh), lambda j, c: (j, c, 0, 0)),
+                   pl.BlockSpec((None, None, 2, gp), lambda j, c: (j, c, 0, 0)), cache_spec, cache_spec],
+        out_shape=[jax.ShapeDtypeStruct((hkv, sp, gp, dh), jnp.float32), jax.ShapeDtypeStruct((hkv, sp, 2, gp), jnp.float32),
+                   jax.ShapeDtypeStruct(k_cache.shape, k_cache.dtype), jax.ShapeDtypeStruct(v_cache.shape, v_cache.dtype)],
         input_output_aliases={len(args): 2, len(args) + 1: 3},
         compiler_params=_params(cfg.num_warps, cfg.num_stages),
         interpret=_interpret(interpret),
         name="fused_attend",
-    )(*args, k_cache, v_cache, *extra)
-    return (outs[0], outs[1]), outs[2], outs[3]
+    )(*args, k_cache, v_cache)
+    return (acc, ml), kc, vc
 
 
 def merge_heads(acc, ml, num_heads: int, dtype=jnp.bfloat16):
@@ -533,7 +480,6 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
     x = jnp.take(model.embed[...], tokens[0], axis=0)[0].astype(dt)
     parts = bias = None
     new_k, new_v = [], []
-    pf = prefetch_bytes()
 
     def val(p):
         return None if p is None else p[...].astype(dt)
@@ -545,8 +491,7 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
                            eps=layer.attn_norm.eps, extra_cols=(_pow2_at_least(g, 16) - g) * hd)
         attn, kc, vc = attend(qkv_parts, cache.k[i], cache.v[i], kvm, cache_index, cos, sin, num_heads=cfg.num_heads,
                               bias=val(a.qkv_bias), q_norm=None if a.q_norm is None else a.q_norm.scale[...],
-                              k_norm=None if a.k_norm is None else a.k_norm.scale[...], eps=cfg.rms_norm_eps, dtype=dt,
-                              prefetch=mlp.gate_up[...], prefetch_bytes=pf)
+                              k_norm=None if a.k_norm is None else a.k_norm.scale[...], eps=cfg.rms_norm_eps, dtype=dt)
         new_k.append(kc)
         new_v.append(vc)
         o_parts = matvec(a.o[...].astype(dt), "attn", attn=attn, group=g)

@@ -66,10 +66,8 @@ def test_finish_is_residual_then_rmsnorm(n_parts, bias):
     np.testing.assert_allclose(np.asarray(got.sum(axis=0)), want_n @ np.asarray(w, np.float32), atol=0.05, rtol=1e-2)
 
 
-@pytest.mark.parametrize("splits,block_s,index,pf", [(1, 16, 37, 0), (4, 16, 37, 1), (4, 8, 3, 0), (2, 32, 0, 0)])
-def test_split_attention_merges_to_the_reference(monkeypatch, splits, block_s, index, pf):
-    monkeypatch.setattr(df, "PF_PROGRAMS", 3)
-    monkeypatch.setattr(df, "PF_BLOCK", 16)
+@pytest.mark.parametrize("splits,block_s,index", [(1, 16, 37), (4, 16, 37), (4, 8, 3), (2, 32, 0)])
+def test_split_attention_merges_to_the_reference(splits, block_s, index):
     h, hkv, dh, s_len = 6, 2, 32, 40
     g = h // hkv
     ks = jax.random.split(jax.random.key(index), 4)
@@ -81,8 +79,7 @@ def test_split_attention_merges_to_the_reference(monkeypatch, splits, block_s, i
     from cudaperf_jax.models.rope import apply_rope, cos_sin
     cos, sin = cos_sin(pos, np.linspace(1, 0.01, dh // 2).astype(np.float32), 1.0)
     (acc, ml), kc2, vc2 = df.attend(parts, kc, vc, mask, index, cos[0, 0], sin[0, 0], num_heads=h, dtype=jnp.float32,
-                                    config=df.AttnConfig(block_s, splits), interpret=True,
-                                    prefetch=kc if pf else None, prefetch_bytes=4000 * pf)
+                                    config=df.AttnConfig(block_s, splits), interpret=True)
     y = parts.sum(axis=0)[: rows * dh].reshape(1, 1, rows, dh)
     q = apply_rope(y[:, :, :h], cos, sin)
     kn = apply_rope(y[:, :, h:h + hkv], cos, sin)
