@@ -14,7 +14,9 @@ CHUNK = 2048  # top-k over long rows in two stages: per chunk of CHUNK, then ove
 
 
 PREFILTER = 64  # "maxes": entries per chunk whose maximum screens the chunk
-TOPK_METHOD = "chunks"  # how top_k handles long rows: "chunks" or "maxes" (benchmarks/topk.py times both)
+# How top_k screens long rows: "chunks", "maxes", or "auto": chunks for one row, maxes for more. On an H200
+# (benchmarks/results/topk_h200.json, top 50 of 151,936): 59 vs 62 us at batch 1, 315 vs 66 us at batch 32.
+TOPK_METHOD = "auto"
 
 
 def top_k(x: jax.Array, k: int, method: str | None = None) -> tuple[jax.Array, jax.Array]:
@@ -28,6 +30,8 @@ def top_k(x: jax.Array, k: int, method: str | None = None) -> tuple[jax.Array, j
     """
     b, v = x.shape
     method = method or TOPK_METHOD
+    if method == "auto":
+        method = "chunks" if b == 1 else "maxes"
     if v <= 4 * CHUNK or k > CHUNK:
         return jax.lax.top_k(x, k)
     if method == "maxes" and -(-v // PREFILTER) >= k:
