@@ -76,7 +76,7 @@ def bench_matvec(kind, k, n, n_parts, layers, sweep, table_cfg, interpret=False,
     elif kind == "attn":
         hkv, dh, g = cfg.num_kv_heads, cfg.head_dim, cfg.num_heads // cfg.num_kv_heads
         splits = df.attn_config(dh, g).splits
-        acc = jax.random.normal(next(key), (hkv, splits, 16 if g <= 16 else g, dh), jnp.float32)
+        acc = jax.random.normal(next(key), (hkv, splits, df._pow2_at_least(g, 16), dh), jnp.float32)
         ml = jnp.stack([jax.random.normal(next(key), (hkv, splits, acc.shape[2])),
                         jnp.abs(jax.random.normal(next(key), (hkv, splits, acc.shape[2]))) + 0.5], axis=2)
         attn = (acc, ml)
@@ -157,7 +157,7 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     d, f, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
     w = (cfg.num_heads + 2 * cfg.num_kv_heads) * hd
-    split = lambda kind, k, n: (df._config(k, n, kind, hd) or GemvConfig(0, 1, 0)).split_k  # noqa: E731
+    split = lambda kind, k, n: (df._config(k, n, kind, hd) or GemvConfig(0, 1, 0)).split_k
     jobs = [("norm", d, w, 0), ("attn", cfg.num_heads * hd, d, 0), ("norm", d, 2 * f, 0),
             ("swiglu", f, d, split("norm", d, 2 * f))]
     res = {"device": str(jax.devices()[0]), "model": args.model, "args": vars(args), "kernels": []}

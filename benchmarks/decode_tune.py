@@ -98,7 +98,7 @@ def main(argv=None):
         row = {"name": name, "records": records, "step_ms": ms, "error": err}
         res["rows"].append(row)
         (out / "decode_tune.json").write_text(json.dumps(res, indent=1))
-        tb = param_bytes(model) / ms / 1e9 if ms == ms else float("nan")
+        tb = param_bytes(model) / ms / 1e9 if np.isfinite(ms) else float("nan")
         print(f"{name:40s} {ms:7.3f} ms/step ({tb:.2f} TB/s of weights) {err or ''} ({time.perf_counter() - t0:.0f} s)",
               flush=True)
         return ms

@@ -422,7 +422,8 @@ def attend(qkv_parts, k_cache, v_cache, kv_mask, cache_index, cos, sin, *, num_h
     gp = _pow2_at_least(g, 16)  # the score product needs >= 16 rows
     rows = num_heads + 2 * hkv
     cfg = config or attn_config(dh, g)
-    span = -(-(-(-s_len // cfg.splits)) // cfg.block_s) * cfg.block_s   # slots per split, whole blocks
+    per_split = -(-s_len // cfg.splits)
+    span = -(-per_split // cfg.block_s) * cfg.block_s   # slots per split, in whole blocks
     # The last group's [gp, Dh] loads reach past row `rows`: they are masked, and the caller gives the
     # partials extra columns (matvec's extra_cols) so that the addresses exist.
     n_cols = qkv_parts.shape[1] // dh
@@ -456,7 +457,7 @@ def attend(qkv_parts, k_cache, v_cache, kv_mask, cache_index, cos, sin, *, num_h
 
 def merge_heads(acc, ml, num_heads: int, dtype=jnp.bfloat16):
     """The attention output [H * Dh] from `attend`'s splits, in XLA (what matvec's attn prologue computes)."""
-    hkv, _, gp, dh = acc.shape
+    hkv, _, _, dh = acc.shape
     g = num_heads // hkv
     m, l = ml[:, :, 0, :g], ml[:, :, 1, :g]                           # [Hkv, splits, g]
     wgt = jnp.exp(m - m.max(axis=1, keepdims=True))

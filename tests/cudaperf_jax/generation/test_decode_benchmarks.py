@@ -1,11 +1,12 @@
-"""benchmarks/decode_ablation.py and benchmarks/decode_gemv.py run on the CPU with tiny shapes, and the
-ablations leave the shipped decoder untouched afterwards."""
+"""The decode benchmarks (decode_ablation, decode_gemv, decode_profile, decode_fused, decode_tune) run on the
+CPU with tiny shapes, and the ablations leave the shipped decoder untouched afterwards."""
 import importlib.util
 import json
 from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
 REPO = Path(__file__).resolve().parents[3]
@@ -54,3 +55,35 @@ def test_decode_gemv_benchmark_on_cpu_records_errors_not_crashes(tmp_path, monke
         assert "interpret mode" in r["pallas_default"]["error"] and r["pallas_best"] is None
     else:
         assert res["chain"]["toy/pallas"]["step_ms"] > 0 and r["pallas_best"]["rel_err"] < 2e-2
+
+
+def test_decode_profile_reads_the_trace_back(tmp_path, monkeypatch):
+    bench = _load("decode_profile")
+    monkeypatch.setenv("OUT", str(tmp_path))
+    res = bench.main(["--model=tiny", "--new_tokens=4", "--prompt_len=8", "--variants=xla,fused", "--top=3"])
+    assert [r["variant"] for r in res["rows"]] == ["xla", "fused"]
+    for row in res["rows"]:
+        assert "error" not in row, row
+        assert row["step_ms"] > 0 and row["kernels"] > 0 and row["busy_ms_per_step"] > 0, row
+        assert row["groups"] and sum(g["per_step"] for g in row["groups"]) == pytest.approx(row["kernels_per_step"])
+    # the summary arithmetic: two overlapping events and one after a gap
+    s = bench.summarize([("a_1", "", 0.0, 10.0), ("a_2", "", 5.0, 10.0), ("b", "", 20.0, 5.0)], steps=1)
+    assert s["busy_ms_per_step"] == pytest.approx(20e-6) and s["gap_ms_per_step"] == pytest.approx(5e-6)
+    assert s["window_ms_per_step"] == pytest.approx(25e-6) and s["groups"][0] == pytest.approx(
+        {"kernel": "a", "per_step": 2, "us_per_step": 0.02, "mean_us": 0.01})
+
+
+def test_fused_sweep_and_in_step_tuning_run_in_the_interpreter(tmp_path, monkeypatch):
+    monkeypatch.setenv("OUT", str(tmp_path))
+    res = _load("decode_fused").main(["--model=smollm2-135m", "--sweep=1", "--layers=1", "--slots=64", "--interpret",
+                                      f"--table_out={tmp_path / 'table.json'}"])
+    assert [k["kind"] for k in res["kernels"]] == ["norm", "attn", "norm", "swiglu", "attend"]
+    assert all(k["best"] and k["best"]["rel_err"] < 2e-2 for k in res["kernels"]), res["kernels"]
+    assert len(json.loads((tmp_path / "table.json").read_text())) == 5
+    cands = tmp_path / "cands.json"
+    cands.write_text(json.dumps({"swiglu 128 64": [{"block_n": 32, "split_k": 2, "block_k": 32}]}))
+    res = _load("decode_tune").main(["--model=tiny", "--new_tokens=3", "--prompt_len=8", "--repeats=1",
+                                     f"--candidates={cands}", f"--table_out={tmp_path / 't2.json'}"])
+    assert res["baseline_ms"] > 0 and [r["name"] for r in res["rows"]][0] == "baseline (defaults)"
+    assert len(res["rows"]) == 2 and res["rows"][1]["records"][0]["kind"] == "swiglu" and res["rows"][1]["step_ms"] > 0
+    assert json.loads((tmp_path / "t2.json").read_text()) == res["table"]

@@ -14,12 +14,12 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a GPU backend for JAX")]
 
 CONFIGS = {  # Qwen2.5-1.5B and SmolLM2-135M shapes with fewer layers and vocabulary, and a Qwen3-style one
-    "qwen2.5-1.5b": dict(model_type="qwen2", hidden_size=1536, intermediate_size=8960, num_heads=12, num_kv_heads=2,
-                         head_dim=128, qkv_bias=True, tie_word_embeddings=True),
-    "smollm2-135m": dict(model_type="llama", hidden_size=576, intermediate_size=1536, num_heads=9, num_kv_heads=3,
-                         head_dim=64, tie_word_embeddings=True),
-    "qwen3": dict(model_type="qwen3", hidden_size=1024, intermediate_size=3072, num_heads=16, num_kv_heads=8,
-                  head_dim=128, qk_norm=True),
+    "qwen2.5-1.5b": {"model_type": "qwen2", "hidden_size": 1536, "intermediate_size": 8960, "num_heads": 12,
+                     "num_kv_heads": 2, "head_dim": 128, "qkv_bias": True, "tie_word_embeddings": True},
+    "smollm2-135m": {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_heads": 9,
+                     "num_kv_heads": 3, "head_dim": 64, "tie_word_embeddings": True},
+    "qwen3": {"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072, "num_heads": 16, "num_kv_heads": 8,
+              "head_dim": 128, "qk_norm": True},
 }
 
 
