@@ -28,13 +28,22 @@ import numpy as np
 from benchmarks.generation import QWEN15B, SMOL, TINY, param_bytes
 
 # (kind, K, N) -> tilings to try for the Qwen2.5-1.5B shapes; attention records are ("attend", Dh, group).
+# The set measured on 2026-12-02 (none beat the defaults; benchmarks/results/decode_tune_h200_1p5b.json) is
+# replaced by one aimed at wave quantisation: the default gate_up tiling makes 1,120 programs for ~924
+# resident slots (a second, short wave) and down's 336 programs leave SMs unevenly loaded.
 CANDIDATES = {
-    ("attend", 128, 6): [{"block_s": 32, "splits": 8, "num_warps": 4, "num_stages": 2},
-                         {"block_s": 64, "splits": 2, "num_warps": 4, "num_stages": 2},
-                         {"block_s": 32, "splits": 4, "num_warps": 2, "num_stages": 2}],
-    ("norm", 1536, 17920): [{"block_n": 64, "split_k": 4, "block_k": 64, "num_warps": 4, "num_stages": 4}],
-    ("swiglu", 8960, 1536): [{"block_n": 64, "split_k": 7, "block_k": 128, "num_warps": 4, "num_stages": 4},
-                             {"block_n": 128, "split_k": 14, "block_k": 64, "num_warps": 4, "num_stages": 3}],
+    ("norm", 1536, 17920): [{"block_n": 128, "split_k": 6, "block_k": 32, "num_warps": 4, "num_stages": 4},
+                            {"block_n": 256, "split_k": 12, "block_k": 32, "num_warps": 4, "num_stages": 3},
+                            {"block_n": 64, "split_k": 3, "block_k": 64, "num_warps": 4, "num_stages": 4}],
+    ("swiglu", 8960, 1536): [{"block_n": 64, "split_k": 28, "block_k": 64, "num_warps": 4, "num_stages": 3},
+                             {"block_n": 32, "split_k": 40, "block_k": 32, "num_warps": 4, "num_stages": 4},
+                             {"block_n": 64, "split_k": 20, "block_k": 64, "num_warps": 4, "num_stages": 3}],
+    ("attn", 1536, 1536): [{"block_n": 64, "split_k": 6, "block_k": 128, "num_warps": 4, "num_stages": 3},
+                           {"block_n": 32, "split_k": 12, "block_k": 128, "num_warps": 4, "num_stages": 3}],
+    ("norm", 1536, 2048): [{"block_n": 64, "split_k": 6, "block_k": 128, "num_warps": 4, "num_stages": 3},
+                           {"block_n": 32, "split_k": 12, "block_k": 64, "num_warps": 4, "num_stages": 3}],
+    ("attend", 128, 6): [{"block_s": 128, "splits": 4, "num_warps": 8, "num_stages": 2},
+                         {"block_s": 64, "splits": 8, "num_warps": 4, "num_stages": 2}],
 }
 
 
