@@ -79,8 +79,8 @@ def _shapes(cfg):
 
 
 def supported(cfg) -> bool:
-    """Shapes the kernels handle: a power-of-two head dim >= 32, vectors loadable in <= 32 chunks, and a
-    tiling for every projection."""
+    """Shapes the kernels handle: a power-of-two head dim >= 32, a hidden size the finish kernel covers in
+    <= 64 programs, and a tiling for every projection."""
     d, hd = cfg.hidden_size, cfg.head_dim
     return (hd >= 32 and hd & (hd - 1) == 0 and d // _pow2_divisor(d, FINISH_CHUNK) <= 64
             and all(_config(k, n, kind, hd) is not None for k, n, kind in _shapes(cfg)))
@@ -133,7 +133,14 @@ def valid_config(cfg, k: int, n: int, kind: str, head_dim: int = 0) -> bool:
 
 
 def _config(k: int, n: int, kind: str, head_dim: int = 0) -> GemvConfig | None:
-    cfg = _table().get((kind, k, n)) or gemv.config_for(k, n, False)  # else the plain matvec's tiling
+    """The tiling for a projection: the tuned table's, else the plain matvec's (gemv.config_for); None if
+    no tiling fits. A table entry that does not fit its shape is an error (the table is wrong)."""
+    cfg = _table().get((kind, k, n))
+    if cfg is not None and not valid_config(cfg, k, n, kind, head_dim):
+        raise ValueError(f"decode_fused tiling table: {cfg} does not divide {kind} K={k} N={n} (block_n must "
+                         f"divide N, split_k K, block_k K/split_k{' and the head dim' if kind == 'attn' else ''}); "
+                         "fix or remove that record (CUDAPERF_FUSED_TABLE or decode_fused_tuned.json)")
+    cfg = cfg or gemv.config_for(k, n, False)
     if cfg is not None and kind == "attn" and cfg.block_k > head_dim:
         cfg = cfg._replace(block_k=_pow2_divisor(head_dim, cfg.block_k))
     return cfg if valid_config(cfg, k, n, kind, head_dim) else None

@@ -1,5 +1,7 @@
 """The fused one-token decode layers (decode_fused.py) in Pallas' interpreter: each prologue against plain
 XLA ops, and whole decode steps and sampled tokens against the XLA path for Llama, Qwen2 and Qwen3."""
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -126,3 +128,16 @@ def test_unsupported_shapes_and_auto_mode_stay_on_xla(monkeypatch):
     monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "sometimes")
     with pytest.raises(ValueError, match="CUDAPERF_DECODE_FUSED"):
         df.mode()
+
+
+def test_a_tiling_table_that_does_not_fit_is_a_clear_error(tmp_path, monkeypatch):
+    cfg = ModelConfig.from_hf(tiny.hf_config("llama", head_dim=32).to_dict())
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps([{"kind": "swiglu", "K": 96, "N": 64, "config": {"block_n": 48, "split_k": 1, "block_k": 32}}]))
+    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "interpret")
+    monkeypatch.setenv("CUDAPERF_FUSED_TABLE", str(table))
+    with pytest.raises(ValueError, match="does not divide swiglu K=96 N=64"):
+        df.applies(cfg, 1, 1)
+    monkeypatch.setenv("CUDAPERF_FUSED_TABLE", str(tmp_path / "missing.json"))
+    with pytest.raises(FileNotFoundError, match="CUDAPERF_FUSED_TABLE"):
+        df.applies(cfg, 1, 1)
