@@ -17,7 +17,9 @@ microsecond or two of launch and tail for almost no data. Here each layer is:
   7. down    matvec whose prologue sums the gate/up partials (+ bias) of its K slice and applies SwiGLU.
 
 Every matvec writes float32 split-K partials [split, N] that the consumer sums, so no separate reduction
-kernel runs. (Summing the partials in every consumer program was measured slower on the H200: each
+kernel runs. When the tiling of o or down has no split-K (split_k 1), that matvec adds its result to the
+residual stream in its epilogue and the finish kernel after it goes (7 -> 5 kernels per layer; whether it
+is faster depends on the shape: benchmarks/decode_tune.py tries it). (Summing the partials in every consumer program was measured slower on the H200: each
 re-read all partials of the vector; and one program for the whole finish took 4.5 us; WORKSPACE_NOTES.md.) The numbers follow the XLA path's
 roundings (bf16 after each projection, norm statistics in float32), so greedy decoding gives the same
 tokens up to summation order.
@@ -216,24 +218,36 @@ def finish(x, parts, bias, *, interpret: bool | None = None):
     )(*args)
 
 
+def finish_count(k: int) -> int:
+    """How many sums of squares `finish` writes for a stream of k entries."""
+    return k // _pow2_divisor(k, FINISH_CHUNK)
+
+
 def _rstd(ss, n_chunks: int, k: int, eps: float):
     return lax.rsqrt(jnp.sum(jnp.where(jnp.arange(ss.shape[0]) < n_chunks, ss, 0.0)) / k + eps)
 
 
-def norm_from(x, ss, scale, eps: float):
-    """RMSNorm of x [D] given finish's sums of squares (in XLA; the decoder's rounding)."""
-    n_chunks = x.shape[0] // _pow2_divisor(x.shape[0], FINISH_CHUNK)
-    rstd = _rstd(ss, n_chunks, x.shape[0], eps)
+def norm_from(x, ss, scale, eps: float, ss_count: int | None = None):
+    """RMSNorm of x [D] given its blocks' sums of squares (in XLA; the decoder's rounding)."""
+    rstd = _rstd(ss, ss_count or finish_count(x.shape[0]), x.shape[0], eps)
     return (x.astype(jnp.float32) * rstd).astype(x.dtype) * scale.astype(x.dtype)
 
 
 # ------------------------------------------------------------------------------------------ matvec
 def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, group: int, head_dim: int,
-               eps: float = 0.0, n_chunks: int = 0):
-    """One program: float32 partial y[block_n] = x[k slice] @ w[k slice, block_n], x from the prologue."""
+               eps: float = 0.0, n_chunks: int = 0, residual: int = 0):
+    """One program: float32 partial y[block_n] = x[k slice] @ w[k slice, block_n], x from the prologue.
+    residual (1: without bias, 2: with): no split-K; the epilogue adds y to the residual stream instead."""
     from jax.experimental import pallas as pl
     refs = list(refs)
-    o_ref, w_ref = refs.pop(), refs.pop()
+    if residual:
+        ss_out, xo_ref = refs.pop(), refs.pop()
+    else:
+        o_ref = refs.pop()
+    if residual:
+        rb_ref = refs.pop() if residual == 2 else None
+        rx_ref = refs.pop()
+    w_ref = refs.pop()
     ks = w_ref.shape[0]
     kb = pl.program_id(1) * ks
     dtype = w_ref.dtype
@@ -283,17 +297,35 @@ def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, gro
         xv = xval(pl.multiple_of(kb + off, block_k))
         return acc + jnp.sum(w_ref[pl.ds(off, block_k), :].astype(jnp.float32) * xv[:, None], axis=0)
 
-    o_ref[...] = lax.fori_loop(0, ks // block_k, body, jnp.zeros((w_ref.shape[1],), jnp.float32))
+    acc = lax.fori_loop(0, ks // block_k, body, jnp.zeros((w_ref.shape[1],), jnp.float32))
+    if not residual:
+        o_ref[...] = acc
+        return
+    j = pl.program_id(0)
+    cols = pl.ds(pl.multiple_of(j * w_ref.shape[1], w_ref.shape[1]), w_ref.shape[1])
+    xr = rx_ref[cols]   # as finish: x + (the projection rounded to x's dtype, + bias)
+    y = acc.astype(xr.dtype)
+    if rb_ref is not None:
+        y = y + rb_ref[cols]
+    xn = xr + y
+    xo_ref[...] = xn
+    xf = xn.astype(jnp.float32)
+    ss_out[pl.ds(j, 1)] = jnp.sum(xf * xf, keepdims=True)
 
 
 def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, attn=None, group: int = 1,
-           ss=None, scale=None, eps: float = 1e-6, config: GemvConfig | None = None, interpret: bool | None = None,
-           extra_cols: int = 0):
+           ss=None, ss_count: int | None = None, scale=None, eps: float = 1e-6, residual=None,
+           config: GemvConfig | None = None, interpret: bool | None = None, extra_cols: int = 0):
     """float32 split-K partials [split, N (+ extra_cols, never written)] of x @ w for w [K, N], the input
     given by the prologue `kind`:
 
     plain   x: a vector of >= K entries (the first K are used)
-    norm    x [K] and ss from `finish`, scale [K]: the input is RMSNorm(x)
+    norm    x [K] and its blocks' sums of squares ss (ss_count of them; default `finish`'s), scale [K]:
+            the input is RMSNorm(x)
+
+    residual = (x [N], bias [N] or None) with a tiling of split_k 1: instead of partials, returns the new
+    residual stream x + rounded(y) + bias and its blocks' sums of squares (N / block_n of them) - what
+    `finish` would compute, without its kernel.
     attn    attn = (acc [Hkv, splits, Gp, Dh], ml [Hkv, splits, 2, Gp]) from `attend`; group = heads per KV head
     swiglu  parts [P, 2K] float32 gate/up partials, bias [2K] or None: input silu(gate) * up
     """
@@ -304,6 +336,8 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
     if not valid_config(cfg, k, n, kind, head_dim):
         raise ValueError(f"decode_fused.matvec: no tiling for {kind} K={k} N={n} ({cfg})")
     s, ks, bn = cfg.split_k, k // cfg.split_k, cfg.block_n
+    if residual is not None and s != 1:
+        raise ValueError(f"decode_fused.matvec: the residual epilogue needs split_k 1, the tiling has {s}")
     n_parts = 0 if parts is None else parts.shape[0]
     if kind == "plain":
         args = [x]
@@ -315,15 +349,24 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
         args = [parts] + ([bias.astype(w.dtype)] if bias is not None else [])
     else:
         raise ValueError(f"decode_fused.matvec: unknown prologue {kind!r}; use one of {KINDS}")
+    res_args, out_specs = [], pl.BlockSpec((None, bn), lambda j, i: (i, j))
+    out_shape = jax.ShapeDtypeStruct((s, n + extra_cols), jnp.float32)
+    if residual is not None:
+        rx, rb = residual
+        res_args = [rx] + ([rb.astype(rx.dtype)] if rb is not None else [])
+        n_ss = _pow2_at_least(n // bn, 1)
+        out_specs = [pl.BlockSpec((bn,), lambda j, i: (j,)), pl.BlockSpec((n_ss,), lambda j, i: (0,))]
+        out_shape = [jax.ShapeDtypeStruct((n,), rx.dtype), jax.ShapeDtypeStruct((n_ss,), jnp.float32)]
     kernel = functools.partial(_mv_kernel, kind=kind, n_parts=n_parts, has_bias=bias is not None,
                                block_k=cfg.block_k, group=group, head_dim=head_dim, eps=float(eps),
-                               n_chunks=k // _pow2_divisor(k, FINISH_CHUNK))
+                               n_chunks=ss_count or finish_count(k),
+                               residual=0 if residual is None else 1 + (residual[1] is not None))
     return pl.pallas_call(
-        kernel, grid=(n // bn, s), in_specs=[_full(a) for a in args] + [pl.BlockSpec((ks, bn), lambda j, i: (i, j))],
-        out_specs=pl.BlockSpec((None, bn), lambda j, i: (i, j)),
-        out_shape=jax.ShapeDtypeStruct((s, n + extra_cols), jnp.float32),
+        kernel, grid=(n // bn, s),
+        in_specs=[_full(a) for a in args] + [pl.BlockSpec((ks, bn), lambda j, i: (i, j))] + [_full(a) for a in res_args],
+        out_specs=out_specs, out_shape=out_shape,
         compiler_params=_params(cfg.num_warps, cfg.num_stages), interpret=_interpret(interpret),
-        name=f"fused_{kind}_{k}x{n}")(*args, w)
+        name=f"fused_{kind}_{k}x{n}{'_residual' if residual is not None else ''}")(*args, w, *res_args)
 
 
 # ------------------------------------------------------------------------------------------ attention
@@ -473,6 +516,17 @@ def merge_heads(acc, ml, num_heads: int, dtype=jnp.bfloat16):
 
 
 # ------------------------------------------------------------------------------------------ one step
+def _project_residual(w, kind, x, res_bias, **prologue):
+    """(x + (prologue input @ w) + bias, its blocks' sums of squares, their count or None for `finish`'s):
+    in the matvec's epilogue when its tiling has no split-K, else partials, then the finish kernel."""
+    cfg = _config(*w.shape, kind, prologue["attn"][0].shape[-1] if kind == "attn" else 0)
+    if cfg.split_k == 1:
+        x_new, ss = matvec(w, kind, residual=(x, res_bias), config=cfg, **prologue)
+        return x_new, ss, w.shape[1] // cfg.block_n
+    x_new, ss = finish(x, matvec(w, kind, config=cfg, **prologue), res_bias)
+    return x_new, ss, None
+
+
 def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
     """Decoder.hidden for one token of one sequence with a cache: (final-normed h [1, 1, D], new cache)."""
     from cudaperf_jax.models.decoder import KVCache
@@ -486,7 +540,8 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
     cos, sin = cos_sin(positions, jnp.asarray(model._inv_freq, jnp.float32), model._att_factor)
     cos, sin = cos[0, 0], sin[0, 0]
     x = jnp.take(model.embed[...], tokens[0], axis=0)[0].astype(dt)
-    parts = bias = None
+    x, ss = finish(x, None, None)
+    count = None
     new_k, new_v = [], []
 
     def val(p):
@@ -494,21 +549,18 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
 
     for i, layer in enumerate(model.layers):
         a, mlp = layer.attn, layer.mlp
-        x, ss = finish(x, parts, bias)
-        qkv_parts = matvec(a.qkv[...].astype(dt), "norm", x=x, ss=ss, scale=layer.attn_norm.scale[...],
+        qkv_parts = matvec(a.qkv[...].astype(dt), "norm", x=x, ss=ss, ss_count=count, scale=layer.attn_norm.scale[...],
                            eps=layer.attn_norm.eps, extra_cols=(_pow2_at_least(g, 16) - g) * hd)
         attn, kc, vc = attend(qkv_parts, cache.k[i], cache.v[i], kvm, cache_index, cos, sin, num_heads=cfg.num_heads,
                               bias=val(a.qkv_bias), q_norm=None if a.q_norm is None else a.q_norm.scale[...],
                               k_norm=None if a.k_norm is None else a.k_norm.scale[...], eps=cfg.rms_norm_eps, dtype=dt)
         new_k.append(kc)
         new_v.append(vc)
-        o_parts = matvec(a.o[...].astype(dt), "attn", attn=attn, group=g)
-        x, ss = finish(x, o_parts, val(a.o_bias))
+        x, ss, count = _project_residual(a.o[...].astype(dt), "attn", x, val(a.o_bias), attn=attn, group=g)
         gu_parts = matvec(mlp.gate_up[...].astype(dt).reshape(cfg.hidden_size, -1), "norm", x=x, ss=ss,
-                          scale=layer.mlp_norm.scale[...], eps=layer.mlp_norm.eps)
+                          ss_count=count, scale=layer.mlp_norm.scale[...], eps=layer.mlp_norm.eps)
         gu_bias = None if mlp.gate_up_bias is None else val(mlp.gate_up_bias).reshape(-1)
-        parts = matvec(mlp.down[...].astype(dt), "swiglu", parts=gu_parts, bias=gu_bias)
-        bias = val(mlp.down_bias)
-    x, ss = finish(x, parts, bias)
-    h = norm_from(x, ss, model.final_norm.scale[...], model.final_norm.eps)
+        x, ss, count = _project_residual(mlp.down[...].astype(dt), "swiglu", x, val(mlp.down_bias),
+                                         parts=gu_parts, bias=gu_bias)
+    h = norm_from(x, ss, model.final_norm.scale[...], model.final_norm.eps, count)
     return h[None, None, :], KVCache(tuple(new_k), tuple(new_v))

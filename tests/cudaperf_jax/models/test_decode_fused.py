@@ -141,3 +141,34 @@ def test_a_tiling_table_that_does_not_fit_is_a_clear_error(tmp_path, monkeypatch
     monkeypatch.setenv("CUDAPERF_FUSED_TABLE", str(tmp_path / "missing.json"))
     with pytest.raises(FileNotFoundError, match="CUDAPERF_FUSED_TABLE"):
         df.applies(cfg, 1, 1)
+
+
+@pytest.mark.parametrize("kind,over", [("llama", {"attention_bias": True, "mlp_bias": True}), ("qwen2", {})])
+def test_residual_epilogue_without_split_k_matches_xla(tmp_path, monkeypatch, kind, over):
+    """Tilings with split_k 1 for o and down put the residual add into their epilogue (no finish kernel)."""
+    model = _model(kind, **over)
+    cfg = model.cfg
+    tiles = {"block_n": 16, "split_k": 1, "block_k": 32}
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps([{"kind": "attn", "K": cfg.num_heads * cfg.head_dim, "N": cfg.hidden_size, "config": tiles},
+                                 {"kind": "swiglu", "K": cfg.intermediate_size, "N": cfg.hidden_size, "config": tiles}]))
+    toks = jnp.asarray([[5, 17, 3, 60, 11]], jnp.int32)
+    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "off")
+    want = tiny.stepwise_logits(model, toks, 8)
+    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "interpret")
+    monkeypatch.setenv("CUDAPERF_FUSED_TABLE", str(table))
+    assert df._config(cfg.intermediate_size, cfg.hidden_size, "swiglu").split_k == 1
+    np.testing.assert_allclose(tiny.stepwise_logits(model, toks, 8), want, atol=1e-4, rtol=1e-4)
+    # the epilogue's stream and sums of squares are finish's
+    ks = jax.random.split(jax.random.key(3), 3)
+    w = jax.random.normal(ks[0], (64, 48), jnp.bfloat16)
+    x = jax.random.normal(ks[1], (80,), jnp.bfloat16)
+    xr = jax.random.normal(ks[2], (48,), jnp.bfloat16)
+    bias = xr[::-1]
+    got_x, got_ss = df.matvec(w, "plain", x=x, residual=(xr, bias), config=GemvConfig(16, 1, 32), interpret=True)
+    want_x, want_ss = df.finish(xr, df.matvec(w, "plain", x=x, config=GemvConfig(16, 1, 32), interpret=True), bias,
+                                interpret=True)
+    np.testing.assert_array_equal(np.asarray(got_x, np.float32), np.asarray(want_x, np.float32))
+    np.testing.assert_allclose(float(got_ss[:3].sum()), float(want_ss[:df.finish_count(48)].sum()), rtol=1e-5)
+    with pytest.raises(ValueError, match="split_k 1"):
+        df.matvec(w, "plain", x=x, residual=(xr, bias), config=GemvConfig(16, 2, 32), interpret=True)
