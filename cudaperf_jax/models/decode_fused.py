@@ -27,13 +27,13 @@ tokens up to summation order.
 `applies(cfg, batch, tokens)` says whether the decoder takes this path: CUDAPERF_DECODE_FUSED is `auto`
 (on one GPU where the batch-1 matvec kernel is on, see gemv.py), `off`, `on` (any backend running
 Triton) or `interpret` (Pallas' interpreter, for tests on the CPU). Tilings come from
-decode_fused_tuned.json (benchmarks/decode_fused.py --sweep writes one; CUDAPERF_FUSED_TABLE adds a file).
+decode_fused_tuned.json (benchmarks/decode_tune.py or decode_fused.py --sweep writes one;
+CUDAPERF_FUSED_TABLE adds a file).
 It is a sampling path: no gradients are defined (training never calls the decoder with a cache).
 """
 from __future__ import annotations
 
 import functools
-import json
 import os
 from typing import NamedTuple
 
@@ -42,8 +42,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from cudaperf_jax.models import gemv
-from cudaperf_jax.models.gemv import GemvConfig
-from cudaperf_jax.models.ops import env_choice
+from cudaperf_jax.models.gemv import GemvConfig, _pow2_divisor
+from cudaperf_jax.models.ops import env_choice, table_records
 
 NEG = -1e30
 KINDS = ("plain", "norm", "attn", "swiglu")
@@ -58,13 +58,6 @@ class AttnConfig(NamedTuple):
 
 def mode() -> str:
     return env_choice("CUDAPERF_DECODE_FUSED", "auto", ("auto", "off", "on", "interpret"))
-
-
-def _pow2_divisor(n: int, cap: int) -> int:
-    b = 1
-    while b * 2 <= cap and n % (b * 2) == 0:
-        b *= 2
-    return b
 
 
 def _pow2_at_least(n: int, lo: int) -> int:
@@ -106,23 +99,10 @@ _TUNED_FILE = os.path.join(os.path.dirname(__file__), "decode_fused_tuned.json")
 @functools.cache
 def _tuned(path: str | None) -> dict:
     """{(kind, K, N): GemvConfig, ("attend", Dh, group): AttnConfig} from JSON lists of records
-    {"kind", "K", "N", "config"} (benchmarks/decode_fused.py --sweep writes them)."""
-    table = {}
-    for p in (_TUNED_FILE, path):
-        if not p:
-            continue
-        try:
-            with open(p) as f:
-                rows = json.load(f)
-        except FileNotFoundError:
-            if p == path:
-                raise FileNotFoundError(f"CUDAPERF_FUSED_TABLE={p} does not exist; unset it or run "
-                                        "benchmarks/decode_fused.py --sweep to write one") from None
-            continue
-        for r in rows:
-            cls = AttnConfig if r["kind"] == "attend" else GemvConfig
-            table[(r["kind"], int(r["K"]), int(r["N"]))] = cls(**r["config"])
-    return table
+    {"kind", "K", "N", "config"} (benchmarks/decode_tune.py and decode_fused.py --sweep write them)."""
+    rows = table_records(_TUNED_FILE, path, "CUDAPERF_FUSED_TABLE", "benchmarks/decode_tune.py")
+    return {(r["kind"], int(r["K"]), int(r["N"])): (AttnConfig if r["kind"] == "attend" else GemvConfig)(**r["config"])
+            for r in rows}
 
 
 def _table() -> dict:

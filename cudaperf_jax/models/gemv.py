@@ -18,7 +18,6 @@ XLA's dots and warns).
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 from typing import NamedTuple
@@ -27,7 +26,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from cudaperf_jax.models.ops import env_choice
+from cudaperf_jax.models.ops import env_choice, table_records
 
 SMS_H200 = 132
 
@@ -116,21 +115,8 @@ _TUNED_FILE = os.path.join(os.path.dirname(__file__), "gemv_tuned.json")
 def _tuned(path: str | None) -> dict:
     """{(K, N, transposed): GemvConfig} from a JSON list of {"K", "N", "transposed", "config"} records
     (benchmarks/decode_gemv.py --sweep writes one; the packaged file holds the H200 winners)."""
-    table = {}
-    for p in (_TUNED_FILE, path):
-        if not p:
-            continue
-        try:
-            with open(p) as f:
-                rows = json.load(f)
-        except FileNotFoundError:
-            if p == path:
-                raise FileNotFoundError(f"CUDAPERF_GEMV_TABLE={p} does not exist; unset it or run "
-                                        "benchmarks/decode_gemv.py --sweep to write one") from None
-            continue
-        for r in rows:
-            table[(int(r["K"]), int(r["N"]), bool(r["transposed"]))] = GemvConfig(**r["config"])
-    return table
+    rows = table_records(_TUNED_FILE, path, "CUDAPERF_GEMV_TABLE", "benchmarks/decode_gemv.py --sweep")
+    return {(int(r["K"]), int(r["N"]), bool(r["transposed"])): GemvConfig(**r["config"]) for r in rows}
 
 
 def config_for(k: int, n: int, transposed: bool) -> GemvConfig | None:
