@@ -29,15 +29,13 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jax
-import jax.numpy as jnp
 
-from benchmarks.generation import (
+from benchmarks.generation import (  # noqa: F401 (TINY: tests)
     HBM_DATASHEET,
-    QWEN15B,
-    SMOL,
     TINY,
     bench_jax,
     param_bytes,
+    random_model,
 )
 
 VARIANTS = ("full", "greedy", "no_attn_core", "no_norms", "matvecs_only", "fused")
@@ -98,13 +96,7 @@ def main(argv=None):
     ap.add_argument("--new_tokens", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args(argv)
-    from flax import nnx
-
-    from cudaperf_jax.models.config import ModelConfig
-    from cudaperf_jax.models.decoder import Decoder
-    spec = {"qwen2.5-1.5b-random": QWEN15B, "smollm2-135m": SMOL, "tiny": TINY}[args.model]
-    dtype = jnp.bfloat16 if jax.default_backend() == "gpu" else jnp.float32
-    model = Decoder(ModelConfig.from_hf(spec), rngs=nnx.Rngs(0), dtype=dtype, param_dtype=dtype)
+    model = random_model(args.model)
     out = Path(os.environ.get("OUT", "out"))
     out.mkdir(parents=True, exist_ok=True)
     res = {"device": str(jax.devices()[0]), "model": args.model, "decode_gemv": os.environ.get("CUDAPERF_DECODE_GEMV", "auto"),

@@ -27,11 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.decode_ablation import _env
-from benchmarks.generation import HBM_DATASHEET, QWEN15B, SMOL, TINY, param_bytes
+from benchmarks.generation import HBM_DATASHEET, param_bytes, random_model
 
 # The decode switches per variant (cudaperf_jax/models/gemv.py, decode_fused.py); on a CPU the Pallas
 # kernels run in their interpreter.
@@ -146,13 +145,7 @@ def main(argv=None):
     ap.add_argument("--new_tokens", type=int, default=64)
     ap.add_argument("--top", type=int, default=25, help="kernel groups printed per variant")
     args = ap.parse_args(argv)
-    from flax import nnx
-
-    from cudaperf_jax.models.config import ModelConfig
-    from cudaperf_jax.models.decoder import Decoder
-    spec = {"qwen2.5-1.5b-random": QWEN15B, "smollm2-135m": SMOL, "tiny": TINY}[args.model]
-    dtype = jnp.bfloat16 if jax.default_backend() == "gpu" else jnp.float32
-    model = Decoder(ModelConfig.from_hf(spec), rngs=nnx.Rngs(0), dtype=dtype, param_dtype=dtype)
+    model = random_model(args.model)
     out = Path(os.environ.get("OUT", "out"))
     out.mkdir(parents=True, exist_ok=True)
     wbytes = param_bytes(model)

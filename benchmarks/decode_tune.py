@@ -22,10 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.generation import QWEN15B, SMOL, TINY, param_bytes
+from benchmarks.generation import param_bytes, random_model
 
 # (kind, K, N) -> tilings to try for the Qwen2.5-1.5B shapes; attention records are ("attend", Dh, group).
 # The set measured on 2026-12-02 (none beat the defaults; benchmarks/results/decode_tune_h200_1p5b.json) is
@@ -84,14 +83,8 @@ def main(argv=None):
     ap.add_argument("--table_out", default="")
     ap.add_argument("--candidates", default="", help="JSON file {\"kind K N\": [config, ...]} instead of CANDIDATES")
     args = ap.parse_args(argv)
-    from flax import nnx
-
-    from cudaperf_jax.models.config import ModelConfig
-    from cudaperf_jax.models.decoder import Decoder
     os.environ["CUDAPERF_DECODE_FUSED"] = "on" if jax.default_backend() == "gpu" else "interpret"
-    spec = {"qwen2.5-1.5b-random": QWEN15B, "smollm2-135m": SMOL, "tiny": TINY}[args.model]
-    dtype = jnp.bfloat16 if jax.default_backend() == "gpu" else jnp.float32
-    model = Decoder(ModelConfig.from_hf(spec), rngs=nnx.Rngs(0), dtype=dtype, param_dtype=dtype)
+    model = random_model(args.model)
     cands = CANDIDATES
     if args.candidates:
         cands = {tuple(int(p) if p.isdigit() else p for p in k.split()): v

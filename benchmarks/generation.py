@@ -59,12 +59,22 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def build_jax_model(name, args, dtype):
-    """(Decoder, source note) for a model name."""
+MODEL_SPECS = {"smollm2-135m": SMOL, "qwen2.5-1.5b-random": QWEN15B, "tiny": TINY}
+
+
+def random_model(name, dtype=None):
+    """A randomly initialised Decoder of a benchmark shape (MODEL_SPECS); dtype defaults to bf16 on a GPU
+    and float32 elsewhere."""
     from flax import nnx
 
     from cudaperf_jax.models.config import ModelConfig
     from cudaperf_jax.models.decoder import Decoder
+    dtype = dtype or (jnp.bfloat16 if jax.default_backend() == "gpu" else jnp.float32)
+    return Decoder(ModelConfig.from_hf(MODEL_SPECS[name]), rngs=nnx.Rngs(0), dtype=dtype, param_dtype=dtype)
+
+
+def build_jax_model(name, args, dtype):
+    """(Decoder, source note) for a model name."""
     from cudaperf_jax.models.loading import load_policy
     if name == "smollm2-135m" and args.gguf:
         try:
@@ -72,10 +82,7 @@ def build_jax_model(name, args, dtype):
             return model, f"GGUF {Path(args.gguf).name} (dequantised)"
         except Exception as e:  # noqa: BLE001  (gguf missing or file unreadable: same shape, random weights)
             log(f"could not load {args.gguf} ({type(e).__name__}: {e}); using random SmolLM2-shaped weights")
-    spec = {"smollm2-135m": SMOL, "qwen2.5-1.5b-random": QWEN15B, "tiny": TINY}[name]
-    cfg = ModelConfig.from_hf(spec)
-    jdt = {"bfloat16": jnp.bfloat16, "float32": jnp.float32}[dtype]
-    return Decoder(cfg, rngs=nnx.Rngs(0), dtype=jdt, param_dtype=jdt), "random init"
+    return random_model(name, {"bfloat16": jnp.bfloat16, "float32": jnp.float32}[dtype]), "random init"
 
 
 def param_bytes(model):
