@@ -58,6 +58,32 @@ def reference(kind, w, x, parts, bias):
     return jnp.einsum("k,kn->n", xin.astype(jnp.float32), w.astype(jnp.float32))
 
 
+def try_tiling(res: dict, config, f, args: tuple, value, want, copies: int, nbytes: int = 0):
+    """Compiles and runs f(*args) with one tiling, compares value(output) with want (None: the result is
+    the reference), times it per copy and appends the row (or the error) to res["tried"]; returns the value."""
+    try:
+        got = value(f(*args))
+        ref = got if want is None else want
+        err = float(np.max(np.abs(got - ref)) / (np.max(np.abs(ref)) + 1e-6))
+        secs = timed(f, *args, reps=5, rounds=3) / copies
+        row = {"config": config._asdict(), "us": secs * 1e6, "rel_err": err}
+        if nbytes:
+            row["tb_s"] = nbytes / secs / 1e12
+        res["tried"].append(row)
+        return got
+    except Exception as e:  # noqa: BLE001
+        res["tried"].append({"config": config._asdict(), "error": f"{type(e).__name__}: {str(e)[:300]}"})
+        return None
+
+
+def pick_best(res: dict) -> dict:
+    """The fastest tiling whose values agree (rel. error < 2e-2) as res["best"], the first as res["default"]."""
+    ok = [t for t in res["tried"] if "us" in t and t["rel_err"] < 2e-2]
+    res["best"] = min(ok, key=lambda t: t["us"]) if ok else None
+    res["default"] = res["tried"][0]
+    return res
+
+
 def bench_matvec(kind, k, n, n_parts, layers, sweep, table_cfg, interpret=False, cfg=None):
     """Times tilings of one projection over `layers` distinct weight copies (enough to stream from HBM)."""
     layers = max(layers, -(-(256 << 20) // (k * n * 2))) if not interpret else layers
@@ -91,18 +117,10 @@ def bench_matvec(kind, k, n, n_parts, layers, sweep, table_cfg, interpret=False,
         def one(w, c=c):
             return df.matvec(w, kind, x=x, parts=parts, bias=bias, attn=attn, ss=ss, scale=scale,
                              group=cfg.num_heads // cfg.num_kv_heads if cfg else 1, config=c, interpret=interpret)
-        try:  # the raw partials (summing them here would add a kernel per call to the timing)
-            f = jax.jit(lambda ws: jnp.stack([one(w) for w in ws]))
-            got = np.asarray(f(ws)[0]).sum(axis=0)
-            err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-6))
-            secs = timed(f, ws, reps=5, rounds=3) / layers
-            res["tried"].append({"config": c._asdict(), "us": secs * 1e6, "tb_s": k * n * 2 / secs / 1e12, "rel_err": err})
-        except Exception as e:  # noqa: BLE001
-            res["tried"].append({"config": c._asdict(), "error": f"{type(e).__name__}: {str(e)[:300]}"})
-    ok = [t for t in res["tried"] if "us" in t and t["rel_err"] < 2e-2]
-    res["best"] = min(ok, key=lambda t: t["us"]) if ok else None
-    res["default"] = res["tried"][0]
-    return res
+        # the raw partials (summing them here would add a kernel per call to the timing)
+        f = jax.jit(lambda ws: jnp.stack([one(w) for w in ws]))
+        try_tiling(res, c, f, (ws,), lambda out: np.asarray(out[0]).sum(axis=0), want, layers, k * n * 2)
+    return pick_best(res)
 
 
 def bench_attention(cfg: ModelConfig, n_parts, layers, slots, index, sweep, interpret=False):
@@ -128,19 +146,11 @@ def bench_attention(cfg: ModelConfig, n_parts, layers, slots, index, sweep, inte
             (acc, ml), _, _ = df.attend(parts, kc, vc, mask, index, cos, sin, num_heads=h, bias=bias, dtype=BF,
                                         config=c, interpret=interpret)
             return acc, ml
-        try:
-            f = jax.jit(lambda ks, vs: [one(k, v) for k, v in zip(ks, vs)])
-            got = np.asarray(df.merge_heads(*f(ks, vs)[0], h), np.float32)
-            want = got if want is None else want
-            err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-6))
-            secs = timed(f, ks, vs, reps=5, rounds=3) / layers
-            res["tried"].append({"config": c._asdict(), "us": secs * 1e6, "rel_err": err})
-        except Exception as e:  # noqa: BLE001
-            res["tried"].append({"config": c._asdict(), "error": f"{type(e).__name__}: {str(e)[:300]}"})
-    ok = [t for t in res["tried"] if "us" in t and t["rel_err"] < 2e-2]
-    res["best"] = min(ok, key=lambda t: t["us"]) if ok else None
-    res["default"] = res["tried"][0]
-    return res
+        f = jax.jit(lambda ks, vs: [one(k, v) for k, v in zip(ks, vs)])
+        got = try_tiling(res, c, f, (ks, vs), lambda out: np.asarray(df.merge_heads(*out[0], h), np.float32),
+                         want, layers)
+        want = got if want is None else want  # the first tiling that runs is the reference
+    return pick_best(res)
 
 
 def main(argv=None):
