@@ -187,7 +187,7 @@ class Decoder(nnx.Module):
         kv_mask: bool[B, S] (S = T without a cache) marks real (non-padding) key slots.
         """
         b, t = tokens.shape
-        if cache is not None and decode_fused.applies(self.cfg, b, t):  # one token: five kernels per layer
+        if cache is not None and decode_fused.applies(self.cfg, b, t):  # one token: the fused decode layers
             gemv._state["used"] = True  # an auto-mode failure falls back to XLA (gemv.fall_back)
             return decode_fused.hidden_step(self, tokens, positions, kv_mask, cache, cache_index)
         if positions is None:
