@@ -3,11 +3,13 @@
     OUT=out python benchmarks/decode_tune.py [--model=qwen2.5-1.5b-random] [--table_out=PATH]
 
 Timing kernels alone (benchmarks/decode_fused.py) misses how they interact in a step (a producer's split
-sets its consumer's prologue work, L2 contents carry over), so this script changes one kernel's tiling at a
-time (CANDIDATES), compiles the sampler with it, times --new_tokens decode steps (best of --repeats), keeps
-every change that beat the baseline by more than --min_gain, times the combination, and writes the winning
-records (CUDAPERF_FUSED_TABLE format) to --table_out when the combination is the fastest. Prints a table
-and writes $OUT/decode_tune.json.
+sets its consumer's prologue work, L2 contents carry over), so this script searches coordinate by
+coordinate: for each table key in CANDIDATES order it compiles the sampler with the best table so far plus
+one candidate tiling for that key, times --new_tokens decode steps (best of --repeats), and keeps the
+candidate when it beats the best step by more than --min_gain. A key the current table does not use is
+skipped (down is looked up as "plain" when gate_up's tiling has no split-K and applies SwiGLU itself, else
+as "swiglu"). After every improvement the best table so far (CUDAPERF_FUSED_TABLE format) goes to
+--table_out, so a run cut short still leaves its result. Prints a table and writes $OUT/decode_tune.json.
 """
 from __future__ import annotations
 
@@ -26,37 +28,43 @@ import numpy as np
 
 from benchmarks.generation import param_bytes, random_model
 
-# (kind, K, N) -> tilings to try for the Qwen2.5-1.5B shapes; attention records are ("attend", Dh, group).
-# The set measured on 2026-12-02 (none beat the defaults; benchmarks/results/decode_tune_h200_1p5b.json) is
-# replaced by one aimed at wave quantisation: the default gate_up tiling makes 1,120 programs for ~924
-# resident slots (a second, short wave) and down's 336 programs leave SMs unevenly loaded.
+
+def _c(bn, split, bk, stages=4, warps=4):
+    return {"block_n": bn, "split_k": split, "block_k": bk, "num_warps": warps, "num_stages": stages}
+
+
+# (kind, K, N) -> tilings to try for the Qwen2.5-1.5B shapes, in search order; attention records are
+# ("attend", Dh, group). Measured 2026-12-02 (benchmarks/results/decode_tune_h200_1p5b.json): no single
+# split-K change beat the defaults. The 2026-12-03 set tries the epilogues: gate_up without split-K applies
+# SwiGLU itself (down's prologue then reads 17.5 KB of activations instead of every program re-summing
+# 8 float32 partials of its K slice), and o/down without split-K add the residual (no finish kernel).
 CANDIDATES = {
-    ("norm", 1536, 17920): [{"block_n": 128, "split_k": 6, "block_k": 32, "num_warps": 4, "num_stages": 4},
-                            {"block_n": 256, "split_k": 12, "block_k": 32, "num_warps": 4, "num_stages": 3},
-                            {"block_n": 64, "split_k": 3, "block_k": 64, "num_warps": 4, "num_stages": 4}],
-    ("swiglu", 8960, 1536): [{"block_n": 64, "split_k": 28, "block_k": 64, "num_warps": 4, "num_stages": 3},
-                             {"block_n": 32, "split_k": 40, "block_k": 32, "num_warps": 4, "num_stages": 4},
-                             {"block_n": 64, "split_k": 20, "block_k": 64, "num_warps": 4, "num_stages": 3},
-                             {"block_n": 16, "split_k": 1, "block_k": 128, "num_warps": 4, "num_stages": 4}],
-    ("attn", 1536, 1536): [{"block_n": 64, "split_k": 6, "block_k": 128, "num_warps": 4, "num_stages": 3},
-                           {"block_n": 32, "split_k": 12, "block_k": 128, "num_warps": 4, "num_stages": 3},
-                           # no split-K: the residual add moves into the epilogue and a finish kernel goes
-                           {"block_n": 16, "split_k": 1, "block_k": 128, "num_warps": 4, "num_stages": 4},
-                           {"block_n": 32, "split_k": 1, "block_k": 128, "num_warps": 4, "num_stages": 4}],
-    ("norm", 1536, 2048): [{"block_n": 64, "split_k": 6, "block_k": 128, "num_warps": 4, "num_stages": 3},
-                           {"block_n": 32, "split_k": 12, "block_k": 64, "num_warps": 4, "num_stages": 3}],
+    ("norm", 1536, 17920): [_c(16, 1, 128), _c(32, 1, 64), _c(16, 1, 64, 6), _c(128, 6, 32)],
+    ("plain", 8960, 1536): [_c(64, 28, 64, 3), _c(32, 20, 64), _c(128, 28, 32), _c(16, 1, 128)],
+    ("swiglu", 8960, 1536): [_c(64, 28, 64, 3), _c(32, 40, 32), _c(16, 1, 128)],
+    ("attn", 1536, 1536): [_c(16, 1, 128), _c(32, 1, 128), _c(64, 6, 128, 3)],
+    ("norm", 1536, 2048): [_c(64, 6, 128, 3), _c(32, 12, 64, 3)],
     ("attend", 128, 6): [{"block_s": 128, "splits": 4, "num_warps": 8, "num_stages": 2},
                          {"block_s": 64, "splits": 8, "num_warps": 4, "num_stages": 2}],
 }
+
+
+def _write(records) -> str:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(records, f)
+    return f.name
+
+
+def _stamp(records):
+    stamp = f"{jax.devices()[0].device_kind} {time.strftime('%Y-%m-%d')}, benchmarks/decode_tune.py (in-step)"
+    return [{**r, "measured": stamp} for r in records]
 
 
 def step_ms(model, records, args) -> float:
     """Best-of-repeats decode step (ms) of the sampler with the fused path on and `records` as its table."""
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
     from cudaperf_jax.models import decode_fused as df
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(records, f)
-    os.environ["CUDAPERF_FUSED_TABLE"] = f.name
+    os.environ["CUDAPERF_FUSED_TABLE"] = _write(records)
     df._tuned.cache_clear()
     jax.clear_caches()
     sampler = Sampler(model, prompt_bucket=args.prompt_len, pad_id=0)
@@ -109,30 +117,32 @@ def main(argv=None):
               flush=True)
         return ms
 
-    base = run("baseline (defaults)", [])
-    winners = {}
-    for (kind, k, n), configs in cands.items():
-        best = (base * (1 - args.min_gain), None)
+    from cudaperf_jax.models import decode_fused as df
+
+    def keys_used(records):
+        os.environ["CUDAPERF_FUSED_TABLE"] = _write(records)
+        df._tuned.cache_clear()
+        return set(df.layer_keys(model.cfg))
+
+    base = best_ms = run("baseline (defaults)", [])
+    best = {}   # key -> record
+    for key, configs in cands.items():
         for c in configs:
-            rec = {"kind": kind, "K": k, "N": n, "config": c}
-            ms = run(f"{kind} {k}x{n} {sorted(c.values())}", [rec])
-            if ms < best[0]:
-                best = (ms, rec)
-        if best[1] is not None:
-            winners[(kind, k, n)] = best[1]
-    final = list(winners.values())
-    best_ms = base
-    if len(final) > 1:
-        best_ms = run("combined winners", final)
-    elif final:
-        best_ms = min(r["step_ms"] for r in res["rows"] if r["records"] == final)
-    res["baseline_ms"], res["best_ms"], res["table"] = base, best_ms, final if best_ms < base else []
-    for r in res["table"]:
-        r["measured"] = f"{jax.devices()[0].device_kind} {time.strftime('%Y-%m-%d')}, benchmarks/decode_tune.py (in-step)"
+            if key not in keys_used(list(best.values())):
+                print(f"{' '.join(map(str, key))}: not used by the current table; skipped", flush=True)
+                break
+            rec = {"kind": key[0], "K": key[1], "N": key[2], "config": c}
+            trial = {**best, key: rec}
+            ms = run(f"{' '.join(map(str, key))} {sorted(c.items())}", list(trial.values()))
+            if ms < best_ms * (1 - args.min_gain):
+                best_ms, best = ms, trial
+                if args.table_out:
+                    Path(args.table_out).write_text(json.dumps(_stamp(list(best.values())), indent=1))
+    res["baseline_ms"], res["best_ms"], res["table"] = base, best_ms, _stamp(list(best.values()))
     (out / "decode_tune.json").write_text(json.dumps(res, indent=1))
     if args.table_out:
         Path(args.table_out).write_text(json.dumps(res["table"], indent=1))
-    print(f"baseline {base:.3f} ms, chosen {best_ms:.3f} ms with {len(res['table'])} changed tilings")
+    print(f"baseline {base:.3f} ms, chosen {best_ms:.3f} ms with {len(res['table'])} tuned tilings")
     return res
 
 

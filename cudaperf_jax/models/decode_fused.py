@@ -73,12 +73,27 @@ def _shapes(cfg):
     return [(d, w, "norm"), (cfg.num_heads * hd, d, "attn"), (d, 2 * f, "norm"), (f, d, "swiglu")]
 
 
+def swiglu_in_gate_up(cfg) -> bool:
+    """Whether gate_up's tiling has no split-K and a block_n dividing F: then it applies SwiGLU in its
+    epilogue and down's prologue is plain (else down sums gate_up's partials and applies it)."""
+    c = _config(cfg.hidden_size, 2 * cfg.intermediate_size, "norm")
+    return c is not None and c.split_k == 1 and cfg.intermediate_size % c.block_n == 0
+
+
+def layer_keys(cfg) -> list[tuple[str, int, int]]:
+    """The (prologue kind, K, N) tiling-table keys one layer looks up, given the current table."""
+    keys = [(kind, k, n) for k, n, kind in _shapes(cfg)]
+    if swiglu_in_gate_up(cfg):
+        keys[-1] = ("plain",) + keys[-1][1:]
+    return keys + [("attend", cfg.head_dim, cfg.num_heads // cfg.num_kv_heads)]
+
+
 def supported(cfg) -> bool:
     """Shapes the kernels handle: a power-of-two head dim >= 32, a hidden size the finish kernel covers in
     <= 64 programs, and a tiling for every projection."""
     d, hd = cfg.hidden_size, cfg.head_dim
     return (hd >= 32 and hd & (hd - 1) == 0 and d // _pow2_divisor(d, FINISH_CHUNK) <= 64
-            and all(_config(k, n, kind, hd) is not None for k, n, kind in _shapes(cfg)))
+            and all(_config(k, n, kind, hd) is not None for kind, k, n in layer_keys(cfg)[:-1]))
 
 
 def applies(cfg, batch: int, tokens: int) -> bool:
@@ -214,10 +229,20 @@ def norm_from(x, ss, scale, eps: float, ss_count: int | None = None):
 
 
 # ------------------------------------------------------------------------------------------ matvec
+def _swiglu(g, u, dtype):
+    """silu(g) * u with the XLA path's roundings (jax.nn.silu in dtype: g * sigmoid(g), then the product)."""
+    gf = g.astype(jnp.float32)
+    sig = (1.0 / (1.0 + jnp.exp(-gf))).astype(dtype)
+    act = (gf * sig.astype(jnp.float32)).astype(dtype)
+    return (act.astype(jnp.float32) * u.astype(jnp.float32)).astype(dtype)
+
+
 def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, group: int, head_dim: int,
-               eps: float = 0.0, n_chunks: int = 0, residual: int = 0):
+               eps: float = 0.0, n_chunks: int = 0, residual: int = 0, swiglu_out: int = 0):
     """One program: float32 partial y[block_n] = x[k slice] @ w[k slice, block_n], x from the prologue.
-    residual (1: without bias, 2: with): no split-K; the epilogue adds y to the residual stream instead."""
+    residual (1: without bias, 2: with): no split-K; the epilogue adds y to the residual stream instead.
+    swiglu_out (1: without bias, 2: with): no split-K; a second weight ref holds the up columns matching
+    these gate columns, and the epilogue writes silu(gate) * up in the weights' dtype."""
     from jax.experimental import pallas as pl
     refs = list(refs)
     if residual:
@@ -227,6 +252,10 @@ def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, gro
     if residual:
         rb_ref = refs.pop() if residual == 2 else None
         rx_ref = refs.pop()
+    wu_ref = ab_ref = None
+    if swiglu_out:
+        ab_ref = refs.pop() if swiglu_out == 2 else None
+        wu_ref = refs.pop()
     w_ref = refs.pop()
     ks = w_ref.shape[0]
     kb = pl.program_id(1) * ks
@@ -267,17 +296,27 @@ def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, gro
             u = _sum_parts(parts_ref, n_parts, up_idx).astype(dtype)
             if bias_ref is not None:
                 g, u = g + bias_ref[idx], u + bias_ref[up_idx]
-            gf = g.astype(jnp.float32)
-            sig = (1.0 / (1.0 + jnp.exp(-gf))).astype(dtype)   # jax.nn.silu in dtype: x * sigmoid(x)
-            act = (gf * sig.astype(jnp.float32)).astype(dtype)
-            return (act.astype(jnp.float32) * u.astype(jnp.float32)).astype(dtype).astype(jnp.float32)
+            return _swiglu(g, u, dtype).astype(jnp.float32)
 
-    def body(i, acc):
+    w_refs = (w_ref,) if wu_ref is None else (w_ref, wu_ref)
+
+    def body(i, accs):
         off = pl.multiple_of(i * block_k, block_k)
-        xv = xval(pl.multiple_of(kb + off, block_k))
-        return acc + jnp.sum(w_ref[pl.ds(off, block_k), :].astype(jnp.float32) * xv[:, None], axis=0)
+        xv = xval(pl.multiple_of(kb + off, block_k))[:, None]
+        return tuple(a + jnp.sum(r[pl.ds(off, block_k), :].astype(jnp.float32) * xv, axis=0)
+                     for a, r in zip(accs, w_refs))
 
-    acc = lax.fori_loop(0, ks // block_k, body, jnp.zeros((w_ref.shape[1],), jnp.float32))
+    bn = w_ref.shape[1]
+    accs = lax.fori_loop(0, ks // block_k, body, tuple(jnp.zeros((bn,), jnp.float32) for _ in w_refs))
+    acc = accs[0]
+    if wu_ref is not None:  # gate and up columns of this block: silu(gate) * up, as the swiglu prologue would
+        g, u = acc.astype(dtype), accs[1].astype(dtype)
+        if ab_ref is not None:
+            j, f_total = pl.program_id(0), ab_ref.shape[0] // 2
+            g = g + ab_ref[pl.ds(pl.multiple_of(j * bn, bn), bn)]
+            u = u + ab_ref[pl.ds(pl.multiple_of(f_total + j * bn, bn), bn)]
+        o_ref[...] = _swiglu(g, u, dtype)
+        return
     if not residual:
         o_ref[...] = acc
         return
@@ -295,7 +334,8 @@ def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, gro
 
 def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, attn=None, group: int = 1,
            ss=None, ss_count: int | None = None, scale=None, eps: float = 1e-6, residual=None,
-           config: GemvConfig | None = None, interpret: bool | None = None, extra_cols: int = 0):
+           config: GemvConfig | None = None, interpret: bool | None = None, extra_cols: int = 0,
+           swiglu_out: bool = False):
     """float32 split-K partials [split, N (+ extra_cols, never written)] of x @ w for w [K, N], the input
     given by the prologue `kind`:
 
@@ -306,6 +346,9 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
     residual = (x [N], bias [N] or None) with a tiling of split_k 1: instead of partials, returns the new
     residual stream x + rounded(y) + bias and its blocks' sums of squares (N / block_n of them) - what
     `finish` would compute, without its kernel.
+    swiglu_out with a tiling of split_k 1 and w = gate_up [K, 2F] (block_n dividing F), bias [2F] or None:
+    instead of partials, returns silu(gate) * up [F] in w's dtype - the swiglu prologue's input, computed
+    once (not a prologue kind: any of plain/norm/attn feeds it).
     attn    attn = (acc [Hkv, splits, Gp, Dh], ml [Hkv, splits, 2, Gp]) from `attend`; group = heads per KV head
     swiglu  parts [P, 2K] float32 gate/up partials, bias [2K] or None: input silu(gate) * up
     """
@@ -318,6 +361,9 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
     s, ks, bn = cfg.split_k, k // cfg.split_k, cfg.block_n
     if residual is not None and s != 1:
         raise ValueError(f"decode_fused.matvec: the residual epilogue needs split_k 1, the tiling has {s}")
+    if swiglu_out and (s != 1 or (n // 2) % bn or kind == "swiglu" or residual is not None):
+        raise ValueError(f"decode_fused.matvec: the swiglu epilogue needs split_k 1, block_n dividing N/2 and a "
+                         f"plain/norm/attn prologue; got {kind} with {cfg} for N={n}")
     n_parts = 0 if parts is None else parts.shape[0]
     if kind == "plain":
         args = [x]
@@ -337,16 +383,26 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
         n_ss = _pow2_at_least(n // bn, 1)
         out_specs = [pl.BlockSpec((bn,), lambda j, i: (j,)), pl.BlockSpec((n_ss,), lambda j, i: (0,))]
         out_shape = [jax.ShapeDtypeStruct((n,), rx.dtype), jax.ShapeDtypeStruct((n_ss,), jnp.float32)]
+    w_args, w_specs, grid = [w], [pl.BlockSpec((ks, bn), lambda j, i: (i, j))], (n // bn, s)
+    if swiglu_out:
+        half = n // 2 // bn   # program j: gate columns block j and the up columns block j + F / block_n
+        w_args, w_specs, grid = [w, w], [pl.BlockSpec((k, bn), lambda j, i: (0, j)),
+                                         pl.BlockSpec((k, bn), lambda j, i: (0, j + half))], (half, 1)
+        res_args = [] if bias is None else [bias.astype(w.dtype)]
+        out_specs = pl.BlockSpec((bn,), lambda j, i: (j,))
+        out_shape = jax.ShapeDtypeStruct((n // 2,), w.dtype)
     kernel = functools.partial(_mv_kernel, kind=kind, n_parts=n_parts, has_bias=bias is not None,
                                block_k=cfg.block_k, group=group, head_dim=head_dim, eps=float(eps),
                                n_chunks=ss_count or finish_count(k),
-                               residual=0 if residual is None else 1 + (residual[1] is not None))
+                               residual=0 if residual is None else 1 + (residual[1] is not None),
+                               swiglu_out=0 if not swiglu_out else 1 + (bias is not None))
+    suffix = "_residual" if residual is not None else "_swiglu" if swiglu_out else ""
     return pl.pallas_call(
-        kernel, grid=(n // bn, s),
-        in_specs=[_full(a) for a in args] + [pl.BlockSpec((ks, bn), lambda j, i: (i, j))] + [_full(a) for a in res_args],
+        kernel, grid=grid,
+        in_specs=[_full(a) for a in args] + w_specs + [_full(a) for a in res_args],
         out_specs=out_specs, out_shape=out_shape,
         compiler_params=_params(cfg.num_warps, cfg.num_stages), interpret=_interpret(interpret),
-        name=f"fused_{kind}_{k}x{n}{'_residual' if residual is not None else ''}")(*args, w, *res_args)
+        name=f"fused_{kind}_{k}x{n}{suffix}")(*args, *w_args, *res_args)
 
 
 # ------------------------------------------------------------------------------------------ attention
@@ -496,14 +552,14 @@ def merge_heads(acc, ml, num_heads: int, dtype=jnp.bfloat16):
 
 
 # ------------------------------------------------------------------------------------------ one step
-def _project_residual(w, kind, x, res_bias, **prologue):
-    """(x + (prologue input @ w) + bias, its blocks' sums of squares, their count or None for `finish`'s):
+def _project_residual(w, kind, xr, res_bias, **prologue):
+    """(xr + (prologue input @ w) + bias, its blocks' sums of squares, their count or None for `finish`'s):
     in the matvec's epilogue when its tiling has no split-K, else partials, then the finish kernel."""
     cfg = _config(*w.shape, kind, prologue["attn"][0].shape[-1] if kind == "attn" else 0)
     if cfg.split_k == 1:
-        x_new, ss = matvec(w, kind, residual=(x, res_bias), config=cfg, **prologue)
+        x_new, ss = matvec(w, kind, residual=(xr, res_bias), config=cfg, **prologue)
         return x_new, ss, w.shape[1] // cfg.block_n
-    x_new, ss = finish(x, matvec(w, kind, config=cfg, **prologue), res_bias)
+    x_new, ss = finish(xr, matvec(w, kind, config=cfg, **prologue), res_bias)
     return x_new, ss, None
 
 
@@ -537,10 +593,15 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
         new_k.append(kc)
         new_v.append(vc)
         x, ss, count = _project_residual(a.o[...].astype(dt), "attn", x, val(a.o_bias), attn=attn, group=g)
-        gu_parts = matvec(mlp.gate_up[...].astype(dt).reshape(cfg.hidden_size, -1), "norm", x=x, ss=ss,
-                          ss_count=count, scale=layer.mlp_norm.scale[...], eps=layer.mlp_norm.eps)
+        gu_w = mlp.gate_up[...].astype(dt).reshape(cfg.hidden_size, -1)
         gu_bias = None if mlp.gate_up_bias is None else val(mlp.gate_up_bias).reshape(-1)
-        x, ss, count = _project_residual(mlp.down[...].astype(dt), "swiglu", x, val(mlp.down_bias),
-                                         parts=gu_parts, bias=gu_bias)
+        norm_in = dict(x=x, ss=ss, ss_count=count, scale=layer.mlp_norm.scale[...], eps=layer.mlp_norm.eps)
+        if swiglu_in_gate_up(cfg):  # gate_up writes the activation; down reads it as a plain vector
+            act = matvec(gu_w, "norm", swiglu_out=True, bias=gu_bias, **norm_in)
+            x, ss, count = _project_residual(mlp.down[...].astype(dt), "plain", x, val(mlp.down_bias), x=act)
+        else:
+            gu_parts = matvec(gu_w, "norm", **norm_in)
+            x, ss, count = _project_residual(mlp.down[...].astype(dt), "swiglu", x, val(mlp.down_bias),
+                                             parts=gu_parts, bias=gu_bias)
     h = norm_from(x, ss, model.final_norm.scale[...], model.final_norm.eps, count)
     return h[None, None, :], KVCache(tuple(new_k), tuple(new_v))

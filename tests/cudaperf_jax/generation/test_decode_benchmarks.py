@@ -81,9 +81,15 @@ def test_fused_sweep_and_in_step_tuning_run_in_the_interpreter(tmp_path, monkeyp
     assert all(k["best"] and k["best"]["rel_err"] < 2e-2 for k in res["kernels"]), res["kernels"]
     assert len(json.loads((tmp_path / "table.json").read_text())) == 5
     cands = tmp_path / "cands.json"
-    cands.write_text(json.dumps({"swiglu 128 64": [{"block_n": 32, "split_k": 2, "block_k": 32}]}))
+    tiles = {"block_n": 32, "split_k": 1, "block_k": 32}
+    cands.write_text(json.dumps({"norm 64 256": [tiles], "swiglu 128 64": [{**tiles, "split_k": 2}],
+                                 "plain 128 64": [{**tiles, "split_k": 2}]}))
     res = _load("decode_tune").main(["--model=tiny", "--new_tokens=3", "--prompt_len=8", "--repeats=1",
-                                     f"--candidates={cands}", f"--table_out={tmp_path / 't2.json'}"])
+                                     f"--candidates={cands}", f"--table_out={tmp_path / 't2.json'}",
+                                     "--min_gain=-10"])   # every candidate "wins": the search must follow
     assert res["baseline_ms"] > 0 and [r["name"] for r in res["rows"]][0] == "baseline (defaults)"
-    assert len(res["rows"]) == 2 and res["rows"][1]["records"][0]["kind"] == "swiglu" and res["rows"][1]["step_ms"] > 0
+    # gate_up without split-K applies SwiGLU itself, so down is tuned under "plain" and "swiglu" is skipped
+    assert [r["records"][-1]["kind"] for r in res["rows"][1:]] == ["norm", "plain"]
+    assert all(r["step_ms"] > 0 for r in res["rows"]) and len(res["rows"][2]["records"]) == 2
+    assert [(r["kind"], r["K"], r["N"]) for r in res["table"]] == [("norm", 64, 256), ("plain", 128, 64)]
     assert json.loads((tmp_path / "t2.json").read_text()) == res["table"]

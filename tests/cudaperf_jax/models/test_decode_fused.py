@@ -172,3 +172,34 @@ def test_residual_epilogue_without_split_k_matches_xla(tmp_path, monkeypatch, ki
     np.testing.assert_allclose(float(got_ss[:3].sum()), float(want_ss[:df.finish_count(48)].sum()), rtol=1e-5)
     with pytest.raises(ValueError, match="split_k 1"):
         df.matvec(w, "plain", x=x, residual=(xr, bias), config=GemvConfig(16, 2, 32), interpret=True)
+
+
+@pytest.mark.parametrize("kind,over", [("llama", {"mlp_bias": True}), ("qwen3", {})])
+def test_swiglu_epilogue_in_gate_up_matches_xla(tmp_path, monkeypatch, kind, over):
+    """A gate_up tiling without split-K applies SwiGLU in its epilogue; down then reads a plain vector."""
+    model = _model(kind, **over)
+    cfg = model.cfg
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps([{"kind": "norm", "K": cfg.hidden_size, "N": 2 * cfg.intermediate_size,
+                                  "config": {"block_n": 32, "split_k": 1, "block_k": 16}}]))
+    toks = jnp.asarray([[5, 17, 3, 60, 11]], jnp.int32)
+    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "off")
+    want = tiny.stepwise_logits(model, toks, 8)
+    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "interpret")
+    monkeypatch.setenv("CUDAPERF_FUSED_TABLE", str(table))
+    assert df.swiglu_in_gate_up(cfg)
+    assert ("plain", cfg.intermediate_size, cfg.hidden_size) in df.layer_keys(cfg)
+    np.testing.assert_allclose(tiny.stepwise_logits(model, toks, 8), want, atol=1e-4, rtol=1e-4)
+    # the epilogue's activation is what the swiglu prologue computes from the same projection's partials
+    ks = jax.random.split(jax.random.key(4), 3)
+    w = jax.random.normal(ks[0], (64, 192), jnp.bfloat16)
+    x = jax.random.normal(ks[1], (64,), jnp.bfloat16)
+    bias = jax.random.normal(ks[2], (192,), jnp.bfloat16)
+    act = df.matvec(w, "plain", x=x, bias=bias, swiglu_out=True, config=GemvConfig(32, 1, 16), interpret=True)
+    parts = df.matvec(w, "plain", x=x, config=GemvConfig(32, 1, 16), interpret=True)
+    eye = jnp.eye(96, dtype=jnp.bfloat16)  # the swiglu prologue's input, read back through an identity matvec
+    want_act = df.matvec(eye, "swiglu", parts=parts, bias=bias, config=GemvConfig(32, 1, 16), interpret=True)[0]
+    assert act.shape == (96,) and act.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(act, np.float32), np.asarray(want_act, np.float32))
+    with pytest.raises(ValueError, match="swiglu epilogue"):
+        df.matvec(w, "plain", x=x, swiglu_out=True, config=GemvConfig(64, 1, 16), interpret=True)  # 64 does not divide 96

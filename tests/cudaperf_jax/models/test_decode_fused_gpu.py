@@ -35,14 +35,20 @@ def _model(name, dtype):
     return model
 
 
-@pytest.mark.parametrize("name,epilogue", [(n, False) for n in sorted(CONFIGS)] + [("qwen2.5-1.5b", True)])
+@pytest.mark.parametrize("name,epilogue", [(n, "") for n in sorted(CONFIGS)]
+                         + [("qwen2.5-1.5b", "residual"), ("qwen2.5-1.5b", "swiglu"), ("qwen3", "both")])
 def test_fused_steps_match_xla_float32(tmp_path, monkeypatch, name, epilogue):
     model = _model(name, jnp.float32)
-    if epilogue:  # o and down without split-K: the residual add in their epilogue instead of finish kernels
-        c, tiles = model.cfg, {"block_n": 16, "split_k": 1, "block_k": 128, "num_warps": 4, "num_stages": 4}
-        (tmp_path / "t.json").write_text(json.dumps([
-            {"kind": "attn", "K": c.num_heads * c.head_dim, "N": c.hidden_size, "config": tiles},
-            {"kind": "swiglu", "K": c.intermediate_size, "N": c.hidden_size, "config": tiles}]))
+    c, tiles = model.cfg, {"block_n": 16, "split_k": 1, "block_k": 128, "num_warps": 4, "num_stages": 4}
+    table = []
+    if epilogue in ("residual", "both"):  # o and down without split-K: the residual add in their epilogue
+        table += [{"kind": "attn", "K": c.num_heads * c.head_dim, "N": c.hidden_size, "config": tiles},
+                  {"kind": "swiglu", "K": c.intermediate_size, "N": c.hidden_size, "config": tiles},
+                  {"kind": "plain", "K": c.intermediate_size, "N": c.hidden_size, "config": tiles}]
+    if epilogue in ("swiglu", "both"):  # gate_up without split-K: SwiGLU in its epilogue, down's input plain
+        table += [{"kind": "norm", "K": c.hidden_size, "N": 2 * c.intermediate_size, "config": tiles}]
+    if table:
+        (tmp_path / "t.json").write_text(json.dumps(table))
         monkeypatch.setenv("CUDAPERF_FUSED_TABLE", str(tmp_path / "t.json"))
     toks = jnp.asarray([[5, 17, 3, 60, 11, 900, 4000, 2, 8, 9]], jnp.int32)
     monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "off")
