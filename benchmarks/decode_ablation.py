@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import jax
 
 from benchmarks.generation import (  # noqa: F401 (TINY: tests)
-    HBM_DATASHEET,
+    hbm_datasheet,
     TINY,
     bench_jax,
     param_bytes,
@@ -111,7 +111,7 @@ def main(argv=None):
         res["rows"].append(row)
         (out / "decode_ablation.json").write_text(json.dumps(res, indent=1))
         print(f"{name:14s} " + (f"{row['step_ms']:8.3f} ms/step  weights+cache {row['hbm_tb_s']:.2f} TB/s "
-                                f"({row['hbm_tb_s'] * 1e12 / HBM_DATASHEET:.2f} of datasheet)  compile {row['compile_s']:.1f} s"
+                                f"({row['hbm_tb_s'] * 1e12 / hbm_datasheet():.2f} of datasheet)  compile {row['compile_s']:.1f} s"
                                 if "step_ms" in row else row["error"]), flush=True)
     return res
 

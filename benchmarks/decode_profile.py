@@ -30,7 +30,7 @@ import jax
 import numpy as np
 
 from benchmarks.decode_ablation import _env
-from benchmarks.generation import HBM_DATASHEET, param_bytes, random_model
+from benchmarks.generation import hbm_datasheet, param_bytes, random_model
 
 # The decode switches per variant (cudaperf_jax/models/gemv.py, decode_fused.py); on a CPU the Pallas
 # kernels run in their interpreter.
@@ -166,7 +166,7 @@ def main(argv=None):
             if not row.get("kernels"):
                 print(f"{name}: step {row['step_ms']:.3f} ms, no device events in the trace (modules {row['modules']})")
                 continue
-            print(f"\n== {name} {row['env']}: step {row['step_ms']:.3f} ms untraced ({wbytes / row['step_ms'] / 1e9 / HBM_DATASHEET * 1e12:.2f} "
+            print(f"\n== {name} {row['env']}: step {row['step_ms']:.3f} ms untraced ({wbytes / row['step_ms'] / 1e9 / hbm_datasheet() * 1e12:.2f} "
                   f"of datasheet), {row['traced_step_ms']:.3f} traced; per step {row['kernels_per_step']:.1f} kernels, busy "
                   f"{row['busy_ms_per_step']:.3f} ms, gaps {row['gap_ms_per_step']:.3f} ms (median {row['median_gap_us']:.2f} us, "
                   f"p90 {row['p90_gap_us']:.2f} us); compile {row['compile_s']:.1f} s", flush=True)
