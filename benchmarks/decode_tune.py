@@ -34,18 +34,20 @@ def _c(bn, split, bk, stages=4, warps=4):
 
 
 # (kind, K, N) -> tilings to try for the Qwen2.5-1.5B shapes, in search order; attention records are
-# ("attend", Dh, group). Measured 2026-12-02 (benchmarks/results/decode_tune_h200_1p5b.json): no single
-# split-K change beat the defaults. The 2026-12-03 set tries the epilogues: gate_up without split-K applies
-# SwiGLU itself (down's prologue then reads 17.5 KB of activations instead of every program re-summing
-# 8 float32 partials of its K slice), and o/down without split-K add the residual (no finish kernel).
+# ("attend", Dh, group). Measured on the H200 (benchmarks/results/decode_tune_h200_1p5b*.json): on
+# 2026-12-02 no single split-K change beat the defaults; in the first call of 2026-12-02's third session every
+# tiling without split-K (gate_up applying SwiGLU itself, o/down adding the residual) was 16-120% slower and
+# only o at 64 x 6 x 128 won (1.644 -> 1.621 ms, now in decode_fused_tuned.json). Since then a program
+# accumulates its products as tiles and reduces once (gemv.reduce_loop) when the tile fits 64 floats a
+# thread: block_k x block_n <= 8192 at 4 warps. This set is aimed at that limit.
 CANDIDATES = {
-    ("norm", 1536, 17920): [_c(16, 1, 128), _c(32, 1, 64), _c(16, 1, 64, 6), _c(128, 6, 32)],
-    ("plain", 8960, 1536): [_c(64, 28, 64, 3), _c(32, 20, 64), _c(128, 28, 32), _c(16, 1, 128)],
-    ("swiglu", 8960, 1536): [_c(64, 28, 64, 3), _c(32, 40, 32), _c(16, 1, 128)],
-    ("attn", 1536, 1536): [_c(16, 1, 128), _c(32, 1, 128), _c(64, 6, 128, 3)],
-    ("norm", 1536, 2048): [_c(64, 6, 128, 3), _c(32, 12, 64, 3)],
-    ("attend", 128, 6): [{"block_s": 128, "splits": 4, "num_warps": 8, "num_stages": 2},
-                         {"block_s": 64, "splits": 8, "num_warps": 4, "num_stages": 2}],
+    ("norm", 1536, 17920): [_c(64, 4, 64, 4), _c(256, 8, 32, 3), _c(128, 4, 64, 3), _c(16, 1, 128)],
+    ("plain", 8960, 1536): [_c(64, 28, 64, 3), _c(32, 20, 64), _c(128, 28, 64, 3, 8)],
+    ("swiglu", 8960, 1536): [_c(64, 28, 64, 3), _c(128, 28, 64, 3, 8), _c(32, 20, 64)],
+    ("attn", 1536, 1536): [_c(32, 6, 256, 6), _c(128, 12, 64, 3)],
+    ("norm", 1536, 2048): [_c(128, 12, 64, 3), _c(64, 6, 128, 3), _c(256, 24, 32, 3)],
+    ("attend", 128, 6): [{"block_s": 64, "splits": 8, "num_warps": 4, "num_stages": 2},
+                         {"block_s": 32, "splits": 8, "num_warps": 4, "num_stages": 2}],
 }
 
 

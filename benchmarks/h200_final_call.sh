@@ -2,7 +2,8 @@
 # One device call (~9.5 min): in-step tiling search for the fused decode path (decode_tune.py, which writes
 # the best table so far after every improvement), the shipped default's batch-1 decode of the 1.5B model with
 # the chosen table (generation.py), then the fused path's GPU tests under that table. Everything lands in $OUT.
-# TUNE_S (default 380) bounds the search; PROFILE=1 adds the per-kernel profile of the chosen table.
+# TUNE_S (default 380) bounds the search; PROFILE=1 adds the per-kernel profile of the chosen table; ROW_AB=1
+# first times the step with the matvecs reducing every K step (CUDAPERF_MATVEC_ACC=row).
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -10,6 +11,11 @@ export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEV
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
+if [ "${ROW_AB:-0}" = 1 ]; then  # the shipped table's step with per-step reductions (CUDAPERF_MATVEC_ACC=row), as A/B
+  echo '{}' > /tmp/none.json
+  OUT=$OUT/tune_row CUDAPERF_MATVEC_ACC=row timeout 60 python3 benchmarks/decode_tune.py --new_tokens 64 \
+    --candidates /tmp/none.json 2>&1 | grep -E "^baseline \("
+fi
 OUT=$OUT/tune timeout "${TUNE_S:-380}" python3 benchmarks/decode_tune.py --new_tokens 64 --table_out "$OUT/fused_tuned.json" \
   ${TUNE_ARGS:-} 2>&1 | grep -v Warning
 [ -s "$OUT/fused_tuned.json" ] && export CUDAPERF_FUSED_TABLE=$OUT/fused_tuned.json && cat "$OUT/fused_tuned.json"

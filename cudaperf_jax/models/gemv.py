@@ -125,21 +125,45 @@ def config_for(k: int, n: int, transposed: bool) -> GemvConfig | None:
         default_config(k, n, transposed)
 
 
-def _kernel(x_ref, w_ref, o_ref, *, block_k: int, transposed: bool):
+# A program keeps its float32 products tile by tile and reduces once after the K loop when the tile has at most
+# this many entries per thread (registers); otherwise it reduces every step. Reducing a [block_k, block_n] tile
+# along K every step crosses warps (shared memory and a barrier per step). CUDAPERF_MATVEC_ACC=row forces the
+# per-step reduction (the kernels before 2026-12-02's third session), for comparison.
+ACC_PER_THREAD = 64
+
+
+def reduce_loop(n_iter: int, products, tile_shape: tuple[int, int], axis: int, num_warps: int, n_out: int = 1):
+    """The sums over i < n_iter of products(i) (a tuple of n_out float32 [tile_shape] tiles) reduced along
+    `axis`: accumulated as tiles and reduced once when they fit ACC_PER_THREAD, else reduced each step."""
+    from cudaperf_jax.models.ops import env_choice
+    size = tile_shape[0] * tile_shape[1] * n_out
+    whole = (env_choice("CUDAPERF_MATVEC_ACC", "auto", ("auto", "row")) == "auto"
+             and size <= ACC_PER_THREAD * 32 * num_warps)
+    out_len = tile_shape[1 - axis]
+    if whole:
+        tiles = lax.fori_loop(0, n_iter, lambda i, acc: tuple(a + p for a, p in zip(acc, products(i))),
+                              tuple(jnp.zeros(tile_shape, jnp.float32) for _ in range(n_out)))
+        return tuple(jnp.sum(t, axis=axis) for t in tiles)
+    return lax.fori_loop(0, n_iter, lambda i, acc: tuple(a + jnp.sum(p, axis=axis) for a, p in zip(acc, products(i))),
+                         tuple(jnp.zeros((out_len,), jnp.float32) for _ in range(n_out)))
+
+
+def _kernel(x_ref, w_ref, o_ref, *, block_k: int, transposed: bool, num_warps: int = 4):
     from jax.experimental import pallas as pl
     if transposed:   # w block [BN, KS]: rows contiguous along K
         bn, ks = w_ref.shape
     else:            # w block [KS, BN]: BN contiguous columns per row
         ks, bn = w_ref.shape
 
-    def body(i, acc):
+    def products(i):
         sl = pl.ds(pl.multiple_of(i * block_k, block_k), block_k)
         xv = x_ref[sl].astype(jnp.float32)
         if transposed:
-            return acc + jnp.sum(w_ref[:, sl].astype(jnp.float32) * xv[None, :], axis=1)
-        return acc + jnp.sum(w_ref[sl, :].astype(jnp.float32) * xv[:, None], axis=0)
+            return (w_ref[:, sl].astype(jnp.float32) * xv[None, :],)
+        return (w_ref[sl, :].astype(jnp.float32) * xv[:, None],)
 
-    o_ref[...] = lax.fori_loop(0, ks // block_k, body, jnp.zeros((bn,), jnp.float32))
+    shape = (bn, block_k) if transposed else (block_k, bn)
+    o_ref[...] = reduce_loop(ks // block_k, products, shape, 1 if transposed else 0, num_warps)[0]
 
 
 def gemv_raw(x: jax.Array, w: jax.Array, *, transposed: bool = False, config: GemvConfig | None = None,
@@ -165,7 +189,7 @@ def gemv_raw(x: jax.Array, w: jax.Array, *, transposed: bool = False, config: Ge
         ws = w.reshape(s, ks, n)
         w_spec = pl.BlockSpec((None, ks, bn), lambda j, i: (i, 0, j))
     part = pl.pallas_call(
-        functools.partial(_kernel, block_k=cfg.block_k, transposed=transposed),
+        functools.partial(_kernel, block_k=cfg.block_k, transposed=transposed, num_warps=cfg.num_warps),
         grid=(n // bn, s),
         in_specs=[pl.BlockSpec((None, ks), lambda j, i: (i, 0)), w_spec],
         out_specs=pl.BlockSpec((None, bn), lambda j, i: (i, j)),
