@@ -44,7 +44,7 @@ CANDIDATES = {
     ("norm", 1536, 17920): [_c(64, 4, 64, 4), _c(256, 8, 32, 3), _c(128, 4, 64, 3), _c(16, 1, 128)],
     ("plain", 8960, 1536): [_c(64, 28, 64, 3), _c(32, 20, 64), _c(128, 28, 64, 3, 8)],
     ("swiglu", 8960, 1536): [_c(64, 28, 64, 3), _c(128, 28, 64, 3, 8), _c(32, 20, 64)],
-    ("attn", 1536, 1536): [_c(32, 6, 256, 6), _c(128, 12, 64, 3)],
+    ("attn", 1536, 1536): [_c(32, 6, 128, 4), _c(128, 12, 64, 3)],
     ("norm", 1536, 2048): [_c(128, 12, 64, 3), _c(64, 6, 128, 3), _c(256, 24, 32, 3)],
     ("attend", 128, 6): [{"block_s": 64, "splits": 8, "num_warps": 4, "num_stages": 2},
                          {"block_s": 32, "splits": 8, "num_warps": 4, "num_stages": 2}],
@@ -101,7 +101,9 @@ def main(argv=None):
                  for k, v in json.loads(Path(args.candidates).read_text()).items()}
     out = Path(os.environ.get("OUT", "out"))
     out.mkdir(parents=True, exist_ok=True)
-    res = {"device": str(jax.devices()[0]), "model": args.model, "args": vars(args), "rows": []}
+    from cudaperf_jax.models import gemv
+    res = {"device": str(jax.devices()[0]), "model": args.model, "args": vars(args), "rows": [],
+           "matvec_acc": gemv.acc_mode()}
 
     def run(name, records):
         t0 = time.perf_counter()

@@ -238,7 +238,7 @@ def _swiglu(g, u, dtype):
 
 
 def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, group: int, head_dim: int,
-               eps: float = 0.0, n_chunks: int = 0, residual: int = 0, swiglu_out: int = 0, num_warps: int = 4):
+               eps: float = 0.0, n_chunks: int = 0, residual: int = 0, swiglu_out: int = 0):
     """One program: float32 partial y[block_n] = x[k slice] @ w[k slice, block_n], x from the prologue.
     residual (1: without bias, 2: with): no split-K; the epilogue adds y to the residual stream instead.
     swiglu_out (1: without bias, 2: with): no split-K; a second weight ref holds the up columns matching
@@ -300,13 +300,12 @@ def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, gro
 
     w_refs = (w_ref,) if wu_ref is None else (w_ref, wu_ref)
 
-    def products(i):
+    def loads(i):
         off = pl.multiple_of(i * block_k, block_k)
-        xv = xval(pl.multiple_of(kb + off, block_k))[:, None]
-        return tuple(r[pl.ds(off, block_k), :].astype(jnp.float32) * xv for r in w_refs)
+        return xval(pl.multiple_of(kb + off, block_k)), tuple(r[pl.ds(off, block_k), :] for r in w_refs)
 
     bn = w_ref.shape[1]
-    accs = gemv.reduce_loop(ks // block_k, products, (block_k, bn), 0, num_warps, len(w_refs))
+    accs = gemv.reduce_loop(ks // block_k, loads, bn, n_out=len(w_refs))
     acc = accs[0]
     if wu_ref is not None:  # gate and up columns of this block: silu(gate) * up, as the swiglu prologue would
         g, u = acc.astype(dtype), accs[1].astype(dtype)
@@ -394,7 +393,7 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
                                block_k=cfg.block_k, group=group, head_dim=head_dim, eps=float(eps),
                                n_chunks=ss_count or finish_count(k),
                                residual=0 if residual is None else 1 + (residual[1] is not None),
-                               swiglu_out=0 if not swiglu_out else 1 + (bias is not None), num_warps=cfg.num_warps)
+                               swiglu_out=0 if not swiglu_out else 1 + (bias is not None))
     suffix = "_residual" if residual is not None else "_swiglu" if swiglu_out else ""
     return pl.pallas_call(
         kernel, grid=grid,

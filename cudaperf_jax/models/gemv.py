@@ -125,45 +125,59 @@ def config_for(k: int, n: int, transposed: bool) -> GemvConfig | None:
         default_config(k, n, transposed)
 
 
-# A program keeps its float32 products tile by tile and reduces once after the K loop when the tile has at most
-# this many entries per thread (registers); otherwise it reduces every step. Reducing a [block_k, block_n] tile
-# along K every step crosses warps (shared memory and a barrier per step). CUDAPERF_MATVEC_ACC=row forces the
-# per-step reduction (the kernels before 2026-12-02's third session), for comparison.
-ACC_PER_THREAD = 64
+# How a program sums x[k] * w[k, n] over its K slice. "row" (the default): each K step multiplies a float32
+# [block_k, block_n] tile and reduces it along K. "dot": each K step is a tensor-core product of x padded to
+# 16 rows (row 0 = x, the rest zero) with the weight tile, so Triton streams the weights through shared memory
+# with its pipelined asynchronous copies (num_stages), as for a matmul. CUDAPERF_MATVEC_ACC picks one. (A third
+# way, keeping float32 product tiles and reducing once after the loop, was 15% slower in the H200 decode step:
+# 1.892 vs 1.638 ms, benchmarks/results/decode_tune_h200_1p5b_tileacc.json.)
+ACC_CHOICES = ("row", "dot")
 
 
-def reduce_loop(n_iter: int, products, tile_shape: tuple[int, int], axis: int, num_warps: int, n_out: int = 1):
-    """The sums over i < n_iter of products(i) (a tuple of n_out float32 [tile_shape] tiles) reduced along
-    `axis`: accumulated as tiles and reduced once when they fit ACC_PER_THREAD, else reduced each step."""
+def acc_mode() -> str:
     from cudaperf_jax.models.ops import env_choice
-    size = tile_shape[0] * tile_shape[1] * n_out
-    whole = (env_choice("CUDAPERF_MATVEC_ACC", "auto", ("auto", "row")) == "auto"
-             and size <= ACC_PER_THREAD * 32 * num_warps)
-    out_len = tile_shape[1 - axis]
-    if whole:
-        tiles = lax.fori_loop(0, n_iter, lambda i, acc: tuple(a + p for a, p in zip(acc, products(i))),
-                              tuple(jnp.zeros(tile_shape, jnp.float32) for _ in range(n_out)))
-        return tuple(jnp.sum(t, axis=axis) for t in tiles)
-    return lax.fori_loop(0, n_iter, lambda i, acc: tuple(a + jnp.sum(p, axis=axis) for a, p in zip(acc, products(i))),
-                         tuple(jnp.zeros((out_len,), jnp.float32) for _ in range(n_out)))
+    return env_choice("CUDAPERF_MATVEC_ACC", "row", ACC_CHOICES)
 
 
-def _kernel(x_ref, w_ref, o_ref, *, block_k: int, transposed: bool, num_warps: int = 4):
+def reduce_loop(n_iter: int, loads, out_len: int, transposed: bool = False, n_out: int = 1):
+    """The n_out vectors sum over i < n_iter of x_i @ w_i, where loads(i) = (x_i float32 [block_k] with
+    values exact in the weights' dtype, (w_i, ...) tiles [block_k, out_len] or [out_len, block_k] when
+    transposed), in float32."""
+    from jax.experimental.pallas import triton as plgpu
+    if acc_mode() == "row":
+        def body(i, acc):
+            xv, ws = loads(i)
+            if transposed:
+                return tuple(a + jnp.sum(w.astype(jnp.float32) * xv[None, :], axis=1) for a, w in zip(acc, ws))
+            return tuple(a + jnp.sum(w.astype(jnp.float32) * xv[:, None], axis=0) for a, w in zip(acc, ws))
+        return lax.fori_loop(0, n_iter, body, tuple(jnp.zeros((out_len,), jnp.float32) for _ in range(n_out)))
+
+    def body_dot(i, acc):
+        xv, ws = loads(i)
+        bk, dt = xv.shape[0], ws[0].dtype
+        if transposed:   # [out_len, bk] @ [bk, 16] with column 0 = x
+            xm = jnp.where(lax.broadcasted_iota(jnp.int32, (bk, 16), 1) == 0, xv[:, None], 0.0).astype(dt)
+            return tuple(a + plgpu.dot(w, xm, allow_tf32=False) for a, w in zip(acc, ws))
+        xm = jnp.where(lax.broadcasted_iota(jnp.int32, (16, bk), 0) == 0, xv[None, :], 0.0).astype(dt)
+        return tuple(a + plgpu.dot(xm, w, allow_tf32=False) for a, w in zip(acc, ws))
+
+    shape = (out_len, 16) if transposed else (16, out_len)
+    acc = lax.fori_loop(0, n_iter, body_dot, tuple(jnp.zeros(shape, jnp.float32) for _ in range(n_out)))
+    return tuple(jnp.sum(a, axis=1 if transposed else 0) for a in acc)   # only x's row/column is non-zero
+
+
+def _kernel(x_ref, w_ref, o_ref, *, block_k: int, transposed: bool):
     from jax.experimental import pallas as pl
     if transposed:   # w block [BN, KS]: rows contiguous along K
         bn, ks = w_ref.shape
     else:            # w block [KS, BN]: BN contiguous columns per row
         ks, bn = w_ref.shape
 
-    def products(i):
+    def loads(i):
         sl = pl.ds(pl.multiple_of(i * block_k, block_k), block_k)
-        xv = x_ref[sl].astype(jnp.float32)
-        if transposed:
-            return (w_ref[:, sl].astype(jnp.float32) * xv[None, :],)
-        return (w_ref[sl, :].astype(jnp.float32) * xv[:, None],)
+        return x_ref[sl].astype(jnp.float32), (w_ref[:, sl] if transposed else w_ref[sl, :],)
 
-    shape = (bn, block_k) if transposed else (block_k, bn)
-    o_ref[...] = reduce_loop(ks // block_k, products, shape, 1 if transposed else 0, num_warps)[0]
+    o_ref[...] = reduce_loop(ks // block_k, loads, bn, transposed)[0]
 
 
 def gemv_raw(x: jax.Array, w: jax.Array, *, transposed: bool = False, config: GemvConfig | None = None,
@@ -189,7 +203,7 @@ def gemv_raw(x: jax.Array, w: jax.Array, *, transposed: bool = False, config: Ge
         ws = w.reshape(s, ks, n)
         w_spec = pl.BlockSpec((None, ks, bn), lambda j, i: (i, 0, j))
     part = pl.pallas_call(
-        functools.partial(_kernel, block_k=cfg.block_k, transposed=transposed, num_warps=cfg.num_warps),
+        functools.partial(_kernel, block_k=cfg.block_k, transposed=transposed),
         grid=(n // bn, s),
         in_specs=[pl.BlockSpec((None, ks), lambda j, i: (i, 0)), w_spec],
         out_specs=pl.BlockSpec((None, bn), lambda j, i: (i, j)),
