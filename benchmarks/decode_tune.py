@@ -34,12 +34,11 @@ def _c(bn, split, bk, stages=4, warps=4):
 
 
 # (kind, K, N) -> tilings to try for the Qwen2.5-1.5B shapes, in search order; attention records are
-# ("attend", Dh, group). Measured on the H200 (benchmarks/results/decode_tune_h200_1p5b*.json): on
-# 2026-12-02 no single split-K change beat the defaults; in the first call of 2026-12-02's third session every
-# tiling without split-K (gate_up applying SwiGLU itself, o/down adding the residual) was 16-120% slower and
-# only o at 64 x 6 x 128 won (1.644 -> 1.621 ms, now in decode_fused_tuned.json). Since then a program
-# accumulates its products as tiles and reduces once (gemv.reduce_loop) when the tile fits 64 floats a
-# thread: block_k x block_n <= 8192 at 4 warps. This set is aimed at that limit.
+# ("attend", Dh, group). Measured on the H200 on 2026-12-02 (benchmarks/results/decode_tune_h200_1p5b*.json):
+# the first set, single split-K changes, never beat the defaults; of the epilogue tilings (no split-K) gate_up
+# applying SwiGLU itself made the step 2.38-2.56 ms against 1.644, o adding the residual 1.91-2.00, down
+# 3.64; o at 64 x 6 x 128 (1.644 -> 1.621 ms) and gate_up at 256 x 8 x 32 (paired 1.541 -> 1.528 ms) won and
+# ship in decode_fused_tuned.json. The epilogue tilings stay here for other shapes and GPUs.
 CANDIDATES = {
     ("norm", 1536, 17920): [_c(64, 4, 64, 4), _c(256, 8, 32, 3), _c(128, 4, 64, 3), _c(16, 1, 128)],
     ("plain", 8960, 1536): [_c(64, 28, 64, 3), _c(32, 20, 64), _c(128, 28, 64, 3, 8)],
@@ -101,9 +100,7 @@ def main(argv=None):
                  for k, v in json.loads(Path(args.candidates).read_text()).items()}
     out = Path(os.environ.get("OUT", "out"))
     out.mkdir(parents=True, exist_ok=True)
-    from cudaperf_jax.models import gemv
-    res = {"device": str(jax.devices()[0]), "model": args.model, "args": vars(args), "rows": [],
-           "matvec_acc": gemv.acc_mode()}
+    res = {"device": str(jax.devices()[0]), "model": args.model, "args": vars(args), "rows": []}
 
     def run(name, records):
         t0 = time.perf_counter()

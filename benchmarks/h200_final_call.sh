@@ -2,8 +2,7 @@
 # One device call (~9.5 min): in-step tiling search for the fused decode path (decode_tune.py, which writes
 # the best table so far after every improvement), the shipped default's batch-1 decode of the 1.5B model with
 # the chosen table (generation.py), then the fused path's GPU tests under that table. Everything lands in $OUT.
-# TUNE_S (default 380) bounds the search; PROFILE=1 adds the per-kernel profile of the chosen table; ACC_AB=1
-# first times the shipped step under each CUDAPERF_MATVEC_ACC (row, dot) and keeps the faster for the rest.
+# TUNE_S (default 380) bounds the search; PROFILE=1 adds the per-kernel profile of the chosen table.
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -11,19 +10,6 @@ export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEV
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
-if [ "${ACC_AB:-0}" = 1 ]; then  # the shipped table's step under each CUDAPERF_MATVEC_ACC; the faster one is kept
-  echo '{}' > /tmp/none.json
-  for acc in row dot; do
-    OUT=$OUT/tune_$acc CUDAPERF_MATVEC_ACC=$acc timeout 60 python3 benchmarks/decode_tune.py --new_tokens 64 \
-      --candidates /tmp/none.json 2>&1 | grep -E "^baseline \(" | sed "s/^/$acc: /"
-  done
-  export CUDAPERF_MATVEC_ACC=$(python3 -c "
-import json, math
-ms = {a: json.load(open('$OUT/tune_' + a + '/decode_tune.json'))['baseline_ms'] for a in ('row', 'dot')}
-ms = {a: v for a, v in ms.items() if not math.isnan(v)}
-print(min(ms, key=ms.get) if ms else 'row')" 2>/dev/null || echo row)
-  echo "CUDAPERF_MATVEC_ACC=$CUDAPERF_MATVEC_ACC"
-fi
 OUT=$OUT/tune timeout "${TUNE_S:-380}" python3 benchmarks/decode_tune.py --new_tokens 64 --table_out "$OUT/fused_tuned.json" \
   ${TUNE_ARGS:-} 2>&1 | grep -v Warning
 [ -s "$OUT/fused_tuned.json" ] && export CUDAPERF_FUSED_TABLE=$OUT/fused_tuned.json && cat "$OUT/fused_tuned.json"

@@ -19,7 +19,10 @@ microsecond or two of launch and tail for almost no data. Here each layer is:
 Every matvec writes float32 split-K partials [split, N] that the consumer sums, so no separate reduction
 kernel runs. When the tiling of o or down has no split-K (split_k 1), that matvec adds its result to the
 residual stream in its epilogue and the finish kernel after it goes (7 -> 5 kernels per layer; whether it
-is faster depends on the shape: benchmarks/decode_tune.py tries it). (Summing the partials in every consumer program was measured slower on the H200: each
+is faster depends on the shape: benchmarks/decode_tune.py tries it). Likewise a gate_up tiling without split-K
+(block_n dividing F) applies SwiGLU in its epilogue and down reads the activation with a plain prologue. On the
+H200 both were slower for the Qwen2.5-1.5B shapes (gate_up 1.644 -> 2.38 ms a step, o 1.91, down 3.64: too few,
+too narrow programs), so the shipped table keeps split-K there. (Summing the partials in every consumer program was measured slower on the H200: each
 re-read all partials of the vector; and one program for the whole finish took 4.5 us; WORKSPACE_NOTES.md.) The numbers follow the XLA path's
 roundings (bf16 after each projection, norm statistics in float32), so greedy decoding gives the same
 tokens up to summation order.
@@ -593,7 +596,7 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
         x, ss, count = _project_residual(a.o[...].astype(dt), "attn", x, val(a.o_bias), attn=attn, group=g)
         gu_w = mlp.gate_up[...].astype(dt).reshape(cfg.hidden_size, -1)
         gu_bias = None if mlp.gate_up_bias is None else val(mlp.gate_up_bias).reshape(-1)
-        norm_in = dict(x=x, ss=ss, ss_count=count, scale=layer.mlp_norm.scale[...], eps=layer.mlp_norm.eps)
+        norm_in = {"x": x, "ss": ss, "ss_count": count, "scale": layer.mlp_norm.scale[...], "eps": layer.mlp_norm.eps}
         if swiglu_in_gate_up(cfg):  # gate_up writes the activation; down reads it as a plain vector
             act = matvec(gu_w, "norm", swiglu_out=True, bias=gu_bias, **norm_in)
             x, ss, count = _project_residual(mlp.down[...].astype(dt), "plain", x, val(mlp.down_bias), x=act)

@@ -125,45 +125,19 @@ def config_for(k: int, n: int, transposed: bool) -> GemvConfig | None:
         default_config(k, n, transposed)
 
 
-# How a program sums x[k] * w[k, n] over its K slice. "row" (the default): each K step multiplies a float32
-# [block_k, block_n] tile and reduces it along K. "dot": each K step is a tensor-core product of x padded to
-# 16 rows (row 0 = x, the rest zero) with the weight tile, so Triton streams the weights through shared memory
-# with its pipelined asynchronous copies (num_stages), as for a matmul. CUDAPERF_MATVEC_ACC picks one. (A third
-# way, keeping float32 product tiles and reducing once after the loop, was 15% slower in the H200 decode step:
-# 1.892 vs 1.638 ms, benchmarks/results/decode_tune_h200_1p5b_tileacc.json.)
-ACC_CHOICES = ("row", "dot")
-
-
-def acc_mode() -> str:
-    from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_MATVEC_ACC", "row", ACC_CHOICES)
-
-
 def reduce_loop(n_iter: int, loads, out_len: int, transposed: bool = False, n_out: int = 1):
-    """The n_out vectors sum over i < n_iter of x_i @ w_i, where loads(i) = (x_i float32 [block_k] with
-    values exact in the weights' dtype, (w_i, ...) tiles [block_k, out_len] or [out_len, block_k] when
-    transposed), in float32."""
-    from jax.experimental.pallas import triton as plgpu
-    if acc_mode() == "row":
-        def body(i, acc):
-            xv, ws = loads(i)
-            if transposed:
-                return tuple(a + jnp.sum(w.astype(jnp.float32) * xv[None, :], axis=1) for a, w in zip(acc, ws))
-            return tuple(a + jnp.sum(w.astype(jnp.float32) * xv[:, None], axis=0) for a, w in zip(acc, ws))
-        return lax.fori_loop(0, n_iter, body, tuple(jnp.zeros((out_len,), jnp.float32) for _ in range(n_out)))
-
-    def body_dot(i, acc):
+    """The n_out float32 vectors sum over i < n_iter of x_i @ w_i, where loads(i) = (x_i float32 [block_k],
+    (w_i, ...) tiles [block_k, out_len], or [out_len, block_k] when transposed): each K step multiplies a
+    float32 tile and reduces it along K. Measured on the H200 decode step (2026-12-02) against two other ways:
+    keeping float32 product tiles and reducing once after the loop was 15% slower (1.892 vs 1.638 ms), and a
+    tensor-core product of x padded to 16 rows per step (Triton then streams the weights through shared
+    memory) 1.8% slower (1.570 vs 1.542 ms); benchmarks/results/decode_tune_h200_1p5b_{tileacc,dot_baseline}.json."""
+    def body(i, acc):
         xv, ws = loads(i)
-        bk, dt = xv.shape[0], ws[0].dtype
-        if transposed:   # [out_len, bk] @ [bk, 16] with column 0 = x
-            xm = jnp.where(lax.broadcasted_iota(jnp.int32, (bk, 16), 1) == 0, xv[:, None], 0.0).astype(dt)
-            return tuple(a + plgpu.dot(w, xm, allow_tf32=False) for a, w in zip(acc, ws))
-        xm = jnp.where(lax.broadcasted_iota(jnp.int32, (16, bk), 0) == 0, xv[None, :], 0.0).astype(dt)
-        return tuple(a + plgpu.dot(xm, w, allow_tf32=False) for a, w in zip(acc, ws))
-
-    shape = (out_len, 16) if transposed else (16, out_len)
-    acc = lax.fori_loop(0, n_iter, body_dot, tuple(jnp.zeros(shape, jnp.float32) for _ in range(n_out)))
-    return tuple(jnp.sum(a, axis=1 if transposed else 0) for a in acc)   # only x's row/column is non-zero
+        if transposed:
+            return tuple(a + jnp.sum(w.astype(jnp.float32) * xv[None, :], axis=1) for a, w in zip(acc, ws))
+        return tuple(a + jnp.sum(w.astype(jnp.float32) * xv[:, None], axis=0) for a, w in zip(acc, ws))
+    return lax.fori_loop(0, n_iter, body, tuple(jnp.zeros((out_len,), jnp.float32) for _ in range(n_out)))
 
 
 def _kernel(x_ref, w_ref, o_ref, *, block_k: int, transposed: bool):
