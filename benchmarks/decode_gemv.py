@@ -1,4 +1,5 @@
-"""Batch-1 matrix-vector products on the GPU: XLA's dot against the Pallas kernel (cudaperf_jax.models.gemv).
+"""Batch-1 matrix-vector products on the GPU: XLA's dot against the Pallas kernel (cudaperf_jax.models.gemv)
+and the CUDA FFI kernel (cudaperf_jax.models.cuda_matvec, --cuda, on by default on a GPU).
 
     OUT=out python benchmarks/decode_gemv.py [--shapes=qwen2.5-1.5b] [--sweep]
 
@@ -52,7 +53,7 @@ def copies_for(nbytes, min_total=256 << 20):
     return max(2, -(-min_total // nbytes))
 
 
-def bench_shape(k, n, transposed, sweep):
+def bench_shape(k, n, transposed, sweep, cuda=False):
     nbytes = k * n * 2
     c = copies_for(nbytes)
     key = jax.random.key(0)
@@ -104,7 +105,57 @@ def bench_shape(k, n, transposed, sweep):
     res["pallas_default"] = tried[0]
     res["pallas_best"] = max(ok, key=lambda t: t["tb_s"]) if ok else None
     res["pallas_tried"] = tried
+    if cuda and not transposed:
+        res["cuda_tried"] = cuda_shape(x, ws, want, total)
+        good = [t for t in res["cuda_tried"] if "tb_s" in t and t["rel_err"] < 2e-2]
+        res["cuda_best"] = max(good, key=lambda t: t["tb_s"]) if good else None
     return res
+
+
+def cuda_shape(x, ws, want, total):
+    """The CUDA FFI matvec (cudaperf_jax.models.cuda_matvec) on one shape: its default split and neighbours,
+    launched plainly and with programmatic dependent launch (back to back, so PDL can overlap them)."""
+    from cudaperf_jax.models import cuda_matvec as cm
+    k, n = ws[0].shape
+    d = cm.default_split(k, n)
+    splits = sorted({s for s in (d, d // 2, d * 2, 1) if s >= 1 and k % s == 0 and cm.supported(k, n, s)})
+    xf = x.astype(jnp.float32)[None, :]
+    tried = []
+    for s, pdl in itertools.product(splits, (False, True)):
+        try:
+            f = jax.jit(lambda x, ws, s=s, pdl=pdl: jnp.stack([cm.matvec(x, w, split_k=s, pdl=pdl).sum(axis=0) for w in ws]))
+            got = np.asarray(f(xf, ws)[0], np.float32)
+            err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-6))
+            tried.append({"split_k": s, "pdl": pdl, "tb_s": total / timed(f, xf, ws) / 1e12, "rel_err": err})
+        except Exception as e:  # noqa: BLE001
+            tried.append({"split_k": s, "pdl": pdl, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+    return tried
+
+
+def cuda_chain(model: str, n_layers: int, pdl: bool):
+    """Seconds per pass of the decode-shaped weight stream through the CUDA matvec alone: each launch reads the
+    previous one's float32 partials (qkv -> o -> gate_up -> down per layer, no elementwise kernels between,
+    so with PDL every launch overlaps the previous one's tail), then the LM head with the Pallas kernel."""
+    from cudaperf_jax.models import cuda_matvec as cm
+    shapes = {name: (k, n, tr) for name, k, n, tr in SHAPES[model]}
+    keys = iter(jax.random.split(jax.random.key(2), 4 * n_layers + 1))
+    names = ("qkv", "o", "gate_up", "down")
+    layers = [tuple(jax.random.normal(next(keys), shapes[nm][:2], jnp.bfloat16) * 0.02 for nm in names)
+              for _ in range(n_layers)]
+    k, n, _ = shapes["lm_head(tied)"]
+    head = jax.random.normal(next(keys), (n, k), jnp.bfloat16) * 0.02
+    nbytes = sum(w.size * 2 for lw in layers for w in lw) + head.size * 2
+
+    @jax.jit
+    def step(x, layers, head):
+        for lw in layers:
+            for w in lw:
+                x = cm.matvec(x, w, split_k=cm.default_split(*w.shape), pdl=pdl)
+        return jnp.argmax(gemv.gemv_raw(x.sum(axis=0)[:k].astype(jnp.bfloat16), head, transposed=True, interpret=False))
+
+    x = jax.random.normal(jax.random.key(3), (1, shapes["qkv"][0]), jnp.float32)
+    secs = timed(step, x, layers, head)
+    return {"step_ms": secs * 1e3, "tb_s": nbytes / secs / 1e12, "bytes": nbytes}
 
 
 def layer_chain(model: str, n_layers: int, use_kernel: bool):
@@ -146,6 +197,8 @@ def main(argv=None):
     ap.add_argument("--sweep", type=int, default=0, help="tilings to try per shape besides the default (0 = none)")
     ap.add_argument("--layers", type=int, default=28, help="layers of the decode-shaped chain (0 = skip it)")
     ap.add_argument("--table_out", default="", help="write the best tiling per shape here (CUDAPERF_GEMV_TABLE format)")
+    ap.add_argument("--cuda", action=argparse.BooleanOptionalAction, default=jax.default_backend() == "gpu",
+                    help="also time the CUDA FFI matvec (per shape, and its weight-stream chain with and without PDL)")
     args = ap.parse_args(argv)
     out = Path(os.environ.get("OUT", "out"))
     out.mkdir(parents=True, exist_ok=True)
@@ -156,7 +209,7 @@ def main(argv=None):
         for name, k, n, tr in SHAPES[model]:
             t0 = time.time()
             try:
-                r = bench_shape(k, n, tr, args.sweep)
+                r = bench_shape(k, n, tr, args.sweep, args.cuda)
             except Exception as e:  # noqa: BLE001
                 r = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-800:]}
             r["seconds"] = round(time.time() - t0, 1)
@@ -171,6 +224,9 @@ def main(argv=None):
                   f"pallas-default {dflt.get('tb_s', float('nan')):.2f} {dflt.get('error', '')[:300]}  "
                   f"pallas-best {best.get('tb_s', float('nan')):.2f} {best.get('config', '')}  ({r['seconds']} s) "
                   f"{r.get('error', '')}", flush=True)
+            for t in r.get("cuda_tried", []):
+                print(f"    cuda split {t['split_k']:3d} pdl {int(t['pdl'])}: "
+                      + (f"{t['tb_s']:.2f} TB/s (rel err {t['rel_err']:.1e})" if "tb_s" in t else t["error"]), flush=True)
         if args.table_out:  # the chain below (and later processes given the variable) use these tilings
             Path(args.table_out).write_text(json.dumps(table, indent=1))
             os.environ["CUDAPERF_GEMV_TABLE"] = str(Path(args.table_out).resolve())
@@ -180,6 +236,15 @@ def main(argv=None):
                 try:
                     results["chain"][tag] = layer_chain(model, args.layers, use_kernel)
                     c = results["chain"][tag]
+                    print(f"chain {tag}: {c['step_ms']:.3f} ms per pass, {c['tb_s']:.2f} TB/s", flush=True)
+                except Exception as e:  # noqa: BLE001
+                    results["chain"][tag] = {"error": f"{type(e).__name__}: {e}"}
+                    print(f"chain {tag}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                (out / "decode_gemv.json").write_text(json.dumps(results, indent=1))
+            for pdl in (False, True) if args.cuda else ():
+                tag = f"{model}/cuda{'_pdl' if pdl else ''}_stream"
+                try:
+                    results["chain"][tag] = c = cuda_chain(model, args.layers, pdl)
                     print(f"chain {tag}: {c['step_ms']:.3f} ms per pass, {c['tb_s']:.2f} TB/s", flush=True)
                 except Exception as e:  # noqa: BLE001
                     results["chain"][tag] = {"error": f"{type(e).__name__}: {e}"}

@@ -45,7 +45,7 @@ def test_decode_gemv_benchmark_on_cpu_records_errors_not_crashes(tmp_path, monke
                                               ("down", 128, 64, False), ("lm_head(tied)", 64, 512, True)])
     monkeypatch.setattr(bench, "copies_for", lambda nbytes: 2)
     monkeypatch.setenv("OUT", str(tmp_path))
-    res = bench.main(["--shapes=toy", "--layers=2"])
+    res = bench.main(["--shapes=toy", "--layers=2", "--cuda"])
     r = res["shapes"]["toy/qkv"]
     assert r["xla_stored_tb_s"] > 0 and r["xla_other_layout_tb_s"] > 0
     assert res["chain"]["toy/xla"]["step_ms"] > 0
@@ -53,6 +53,11 @@ def test_decode_gemv_benchmark_on_cpu_records_errors_not_crashes(tmp_path, monke
     if jax.default_backend() == "cpu":  # the Triton kernel is refused there: recorded, not raised
         assert "interpret mode" in res["chain"]["toy/pallas"]["error"]
         assert "interpret mode" in r["pallas_default"]["error"] and r["pallas_best"] is None
+        # the CUDA FFI kernel has no CPU implementation: every try and both weight streams record the error
+        ro = res["shapes"]["toy/o"]
+        assert ro["cuda_tried"] and all("error" in t for t in ro["cuda_tried"]) and ro["cuda_best"] is None, ro
+        assert r["cuda_tried"] == []   # N = 96 is not a multiple of 64: no try
+        assert "error" in res["chain"]["toy/cuda_stream"] and "error" in res["chain"]["toy/cuda_pdl_stream"]
     else:
         assert res["chain"]["toy/pallas"]["step_ms"] > 0 and r["pallas_best"]["rel_err"] < 2e-2
 

@@ -1,0 +1,176 @@
+// Batch-1 matrix-vector product for decode, as an XLA FFI custom call (cudaperf_jax/models/cuda_matvec.py).
+//
+//   y[s, n] = sum_{k in slice s} round_bf16(sum_p xp[p, k]) * w[k, n]      (float32 split-K partials)
+//
+// xp [P, X] float32 holds P partial sums of the input vector (the producer's split-K partials; P = 1 for a
+// plain vector); only its first K columns are read, so a producer's whole output buffer can be passed without
+// a slicing copy. w [K, N] bfloat16, row-major as the decoder stores its kernels. y [S, N] float32.
+//
+// A block of 256 threads owns 8 * TPR output columns and one K slice: TPR threads span a row with one 16-byte
+// load (8 bf16) each, the 256 / TPR row groups walk the slice's rows U at a time, so each thread keeps U
+// independent 16-byte loads in flight. The input slice is summed and rounded once into shared memory; the
+// row groups' sums meet once, in shared memory, at the end.
+//
+// With pdl != 0 the kernel is launched with programmatic stream serialization (Hopper): it lets the next
+// kernel launch as soon as its own blocks run (griddepcontrol.launch_dependents), issues its first U weight
+// rows, and only then waits for the previous kernel's results (griddepcontrol.wait) before it reads xp. The
+// weights must therefore not be written by the kernel just before it in the stream (the caller's contract:
+// weights are inputs of the jitted program, not produced inside it).
+#include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ void wait_for_producer() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void release_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+__device__ __forceinline__ uint4 load_stream(const __nv_bfloat16* p) {
+  return __ldg(reinterpret_cast<const uint4*>(p));
+}
+
+__device__ __forceinline__ void fma8(float (&acc)[8], const uint4& v, float x) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    acc[2 * i] += __uint_as_float(words[i] << 16) * x;
+    acc[2 * i + 1] += __uint_as_float(words[i] & 0xffff0000u) * x;
+  }
+}
+
+template <int TPR, int U>
+__global__ void __launch_bounds__(kThreads) matvec_kernel(const float* __restrict__ xp, int n_parts, int x_stride,
+                                                         const __nv_bfloat16* __restrict__ w, int n, int ks,
+                                                         float* __restrict__ y, int pdl) {
+  constexpr int kGroups = kThreads / TPR;   // row groups
+  constexpr int kCols = 8 * TPR;            // output columns per block
+  extern __shared__ float xs[];             // the input slice, summed and rounded: ks floats
+  __shared__ float red[kGroups][kCols + 1];
+
+  const int group = threadIdx.x / TPR, lane = threadIdx.x % TPR;
+  const int k0 = blockIdx.y * ks;
+  const int col = blockIdx.x * kCols + lane * 8;
+  const __nv_bfloat16* wp = w + static_cast<size_t>(k0) * n + col;
+
+  if (pdl) release_dependents();
+  uint4 pre[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int r = group + u * kGroups;
+    pre[u] = r < ks ? load_stream(wp + static_cast<size_t>(r) * n) : make_uint4(0, 0, 0, 0);
+  }
+  if (pdl) wait_for_producer();
+  for (int i = threadIdx.x; i < ks; i += kThreads) {
+    float v = 0.f;
+    for (int p = 0; p < n_parts; ++p) v += xp[static_cast<size_t>(p) * x_stride + k0 + i];
+    xs[i] = __bfloat162float(__float2bfloat16(v));
+  }
+  __syncthreads();
+
+  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int r = group + u * kGroups;
+    if (r < ks) fma8(acc, pre[u], xs[r]);
+  }
+  for (int r0 = group + U * kGroups; r0 < ks; r0 += U * kGroups) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int r = r0 + u * kGroups;
+      v[u] = r < ks ? load_stream(wp + static_cast<size_t>(r) * n) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int r = r0 + u * kGroups;
+      if (r < ks) fma8(acc, v[u], xs[r]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) red[group][lane * 8 + j] = acc[j];
+  __syncthreads();
+  for (int c = threadIdx.x; c < kCols; c += kThreads) {
+    float s = 0.f;
+#pragma unroll 8
+    for (int g = 0; g < kGroups; ++g) s += red[g][c];
+    y[static_cast<size_t>(blockIdx.y) * n + blockIdx.x * kCols + c] = s;
+  }
+}
+
+template <int TPR>
+cudaError_t launch(cudaStream_t stream, const float* xp, int n_parts, int x_stride, const __nv_bfloat16* w, int k,
+                   int n, int split, float* y, bool pdl) {
+  constexpr int kUnroll = 4;
+  const int ks = k / split;
+  const size_t smem = static_cast<size_t>(ks) * sizeof(float);
+  auto kernel = matvec_kernel<TPR, kUnroll>;
+  if (smem > 48 * 1024) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(n / (8 * TPR), split, 1);
+  cfg.blockDim = dim3(kThreads, 1, 1);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, xp, n_parts, x_stride, w, n, ks, y, static_cast<int>(pdl));
+}
+
+ffi::Error MatvecImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> xp, ffi::Buffer<ffi::BF16> w,
+                      ffi::ResultBuffer<ffi::F32> y, int64_t split_k, int64_t pdl) {
+  auto xd = xp.dimensions(), wd = w.dimensions(), yd = y->dimensions();
+  if (xd.size() != 2 || wd.size() != 2 || yd.size() != 2)
+    return ffi::Error::InvalidArgument("cudaperf_matvec: xp, w and y must be 2-D");
+  const int64_t n_parts = xd[0], x_stride = xd[1], k = wd[0], n = wd[1];
+  if (x_stride < k) return ffi::Error::InvalidArgument("cudaperf_matvec: xp has fewer columns than w has rows");
+  if (split_k < 1 || k % split_k || yd[0] != split_k || yd[1] != n)
+    return ffi::Error::InvalidArgument("cudaperf_matvec: split_k must divide K and y must be [split_k, N]");
+  if ((k / split_k) * 4 > 200 * 1024)
+    return ffi::Error::InvalidArgument("cudaperf_matvec: K / split_k is too long for the shared input slice");
+  const auto* xptr = xp.typed_data();
+  const auto* wptr = reinterpret_cast<const __nv_bfloat16*>(w.typed_data());
+  float* yptr = y->typed_data();
+  cudaError_t e;
+  if (n % 256 == 0) {
+    e = launch<32>(stream, xptr, n_parts, x_stride, wptr, k, n, split_k, yptr, pdl != 0);
+  } else if (n % 128 == 0) {
+    e = launch<16>(stream, xptr, n_parts, x_stride, wptr, k, n, split_k, yptr, pdl != 0);
+  } else if (n % 64 == 0) {
+    e = launch<8>(stream, xptr, n_parts, x_stride, wptr, k, n, split_k, yptr, pdl != 0);
+  } else {
+    return ffi::Error::InvalidArgument("cudaperf_matvec: N must be a multiple of 64");
+  }
+  if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_matvec: ") + cudaGetErrorString(e));
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvec, MatvecImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::BF16>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("split_k")
+                                  .Attr<int64_t>("pdl"));

@@ -1,0 +1,108 @@
+"""A batch-1 matvec written in CUDA C++ (cuda/matvec.cu), called from JAX through the XLA FFI.
+
+Why: on the H200 the Triton (Pallas) matvecs of the fused decode path stream gate_up at 3.1 TB/s, down at 2.3,
+o at 1.0 and qkv at 1.6 TB/s, and each of the ~7 kernels per layer pays its launch and tail
+(WORKSPACE_NOTES.md, 2026-12-02); batch-1 decode of the 1.5B model stays at 0.40 of the HBM datasheet. This
+kernel keeps four 16-byte weight loads in flight per thread, and with `pdl=True` it is launched with
+programmatic dependent launch: it starts streaming its weights while the kernel before it drains and waits
+for that kernel's results only before reading its input.
+
+    y = matvec(xp, w, split_k=4)   # xp [P, >= K] float32 partials of x, w [K, N] bf16 -> y [4, N] float32
+
+The input is the sum of xp's P rows over the first K columns, rounded to bf16 (a producer's split-K partials
+pass straight through); the result is float32 split-K partials (sum them, or feed them to the next matvec).
+The shared library is built with nvcc (kernels_harness.build.nvcc.find_nvcc) on first use, into
+$CUDAPERF_CACHE/cuda_ffi/, keyed by the source, the FFI headers and the nvcc version.
+
+Status: builds here (sm_90) and registers; the first GPU runs are benchmarks/decode_gemv.py's "cuda" columns
+and tests/cudaperf_jax/models/test_cuda_matvec_gpu.py. The decoder does not use it yet.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import subprocess
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+SOURCE = Path(__file__).with_name("cuda") / "matvec.cu"
+TARGET = "cudaperf_matvec"
+ARCH = "sm_90"
+
+
+class BuildError(RuntimeError):
+    """nvcc could not build the FFI library; the message holds its output."""
+
+
+def _nvcc_cmd(out: Path) -> list[str]:
+    from kernels_harness.build.nvcc import find_nvcc
+    return [str(find_nvcc()), "-O3", "-std=c++17", f"-gencode=arch=compute_{ARCH[3:]},code={ARCH}", "-Xcompiler",
+            "-fPIC", "-shared", "-cudart", "static", "-diag-suppress", "940,2473", f"-I{jax.ffi.include_dir()}",
+            str(SOURCE), "-o", str(out)]
+
+
+def build(cache: Path | None = None) -> Path:
+    """The shared library's path, compiling it if this source/headers/compiler combination is not cached."""
+    from cudaperf_jax.assets import cache_dir
+    from kernels_harness.build.nvcc import find_nvcc
+    version = subprocess.run([str(find_nvcc()), "--version"], check=False, capture_output=True, text=True).stdout
+    h = hashlib.sha256(SOURCE.read_bytes() + str(jax.ffi.include_dir()).encode() + version.encode()
+                       + (Path(jax.ffi.include_dir()) / "xla/ffi/api/api.h").read_bytes()).hexdigest()[:16]
+    out = (cache or cache_dir() / "cuda_ffi") / f"matvec_{ARCH}_{h}.so"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".tmp{np.random.randint(1 << 30)}.so")
+    r = subprocess.run(_nvcc_cmd(tmp), check=False, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise BuildError(f"nvcc failed to build {SOURCE.name} (exit {r.returncode}): {r.stderr[-2000:]}")
+    tmp.replace(out)   # atomic: concurrent builders never load a half-written file
+    return out
+
+
+@functools.cache
+def register() -> Path:
+    """Builds (if needed), loads and registers the FFI target for CUDA; returns the library's path."""
+    path = build()
+    lib = ctypes.cdll.LoadLibrary(str(path))
+    jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.CudaperfMatvec), platform="CUDA")
+    return path
+
+
+def supported(k: int, n: int, split_k: int) -> bool:
+    """Shapes the kernel takes: N a multiple of 64, split_k dividing K, a K slice that fits shared memory."""
+    return n % 64 == 0 and split_k >= 1 and k % split_k == 0 and (k // split_k) * 4 <= 200 * 1024
+
+
+def matvec(xp: jax.Array, w: jax.Array, *, split_k: int = 1, pdl: bool = False) -> jax.Array:
+    """float32 split-K partials [split_k, N] of round_bf16(xp.sum(0)[:K]) @ w for xp [P, >= K] float32 (a
+    vector [>= K] is taken as P = 1) and w [K, N] bf16. pdl=True launches with programmatic dependent launch:
+    only for weights that no kernel of the same program writes (weights passed into the jitted function)."""
+    k, n = w.shape
+    if xp.ndim == 1:
+        xp = xp[None, :]
+    if w.dtype != jnp.bfloat16 or xp.shape[1] < k or not supported(k, n, split_k):
+        raise ValueError(f"cuda_matvec: needs w bf16 [K, N] with N % 64 == 0, split_k dividing K (K / split_k <= "
+                         f"51200) and xp [P, >= K]; got w {w.dtype}{list(w.shape)}, xp {list(xp.shape)}, split_k {split_k}")
+    if jax.default_backend() != "gpu":
+        raise RuntimeError(f"cuda_matvec runs on an NVIDIA GPU only; JAX's backend here is {jax.default_backend()}")
+    register()
+    call = jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct((split_k, n), jnp.float32))
+    return call(xp.astype(jnp.float32), w, split_k=np.int64(split_k), pdl=np.int64(int(pdl)))
+
+
+def default_split(k: int, n: int, sms: int = 132) -> int:
+    """A split giving >= 2 blocks per SM (blocks own 256, 128 or 64 columns), with >= 256 rows per slice."""
+    cols = 256 if n % 256 == 0 else 128 if n % 128 == 0 else 64
+    best = 1
+    for s in range(1, 129):
+        if k % s or k // s < 256:
+            continue
+        best = s
+        if (n // cols) * s >= 2 * sms:
+            break
+    return best

@@ -1,0 +1,58 @@
+"""The CUDA FFI matvec (cuda_matvec.py) on a machine without a GPU: nvcc builds the library for sm_90, it
+exports the handler, JAX registers it, and bad shapes are refused before any launch."""
+import ctypes
+import subprocess
+
+import jax.numpy as jnp
+import pytest
+
+from cudaperf_jax.models import cuda_matvec as cm
+from kernels_harness.build.nvcc import CompilerNotFound, find_nvcc
+
+
+def _nvcc_or_skip():
+    try:
+        return find_nvcc()
+    except CompilerNotFound as e:
+        pytest.skip(str(e))
+
+
+def test_the_library_builds_for_sm90_caches_and_registers(tmp_path):
+    _nvcc_or_skip()
+    path = cm.build(tmp_path)
+    assert path.exists() and path.parent == tmp_path and "sm_90" in path.name
+    assert hasattr(ctypes.cdll.LoadLibrary(str(path)), "CudaperfMatvec")
+    mtime = path.stat().st_mtime_ns
+    assert cm.build(tmp_path) == path and path.stat().st_mtime_ns == mtime   # cached, not rebuilt
+    syms = subprocess.run(["nm", "-D", str(path)], check=False, capture_output=True, text=True).stdout
+    assert " T CudaperfMatvec" in syms
+    cuobjdump = find_nvcc().with_name("cuobjdump")
+    if cuobjdump.exists():   # beside nvcc in the toolkit, not in every pip install
+        elves = subprocess.run([str(cuobjdump), "--list-elf", str(path)], check=False, capture_output=True, text=True).stdout
+        assert "sm_90" in elves
+
+
+def test_register_loads_the_handler_for_cuda(monkeypatch, tmp_path):
+    _nvcc_or_skip()
+    monkeypatch.setenv("CUDAPERF_CACHE", str(tmp_path))
+    cm.register.cache_clear()
+    assert cm.register().parent == tmp_path / "cuda_ffi"
+
+
+def test_shapes_the_kernel_cannot_take_are_refused():
+    x = jnp.ones((3, 128), jnp.float32)
+    with pytest.raises(ValueError, match="N % 64"):
+        cm.matvec(x, jnp.ones((128, 96), jnp.bfloat16))
+    with pytest.raises(ValueError, match="split_k dividing K"):
+        cm.matvec(x, jnp.ones((128, 128), jnp.bfloat16), split_k=3)
+    with pytest.raises(ValueError, match="bf16"):
+        cm.matvec(x, jnp.ones((128, 128), jnp.float32))
+    with pytest.raises(ValueError, match=r"xp \[P, >= K\]"):
+        cm.matvec(x, jnp.ones((256, 128), jnp.bfloat16))
+    assert cm.supported(8960, 1536, 14) and not cm.supported(8960, 1536, 3)
+
+
+@pytest.mark.parametrize("k,n,want", [(1536, 17920, 4), (8960, 1536, 35), (1536, 1536, 6), (576, 960, 2)])
+def test_default_split_fills_the_gpu_with_long_enough_slices(k, n, want):
+    s = cm.default_split(k, n)
+    assert s == want and k % s == 0 and k // s >= 256
