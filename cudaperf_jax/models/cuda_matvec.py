@@ -8,6 +8,8 @@ programmatic dependent launch: it starts streaming its weights while the kernel 
 for that kernel's results only before reading its input.
 
     y = matvec(xp, w, split_k=4)   # xp [P, >= K] float32 partials of x, w [K, N] bf16 -> y [4, N] float32
+    y = matvec_norm(x, ss, scale, w, n_chunks=12, eps=1e-6)     # decode_fused's "norm" prologue
+    y = matvec_swiglu(gate_up_parts, bias, w_down)              # decode_fused's "swiglu" prologue
 
 The input is the sum of xp's P rows over the first K columns, rounded to bf16 (a producer's split-K partials
 pass straight through); the result is float32 split-K partials (sum them, or feed them to the next matvec).
@@ -30,7 +32,6 @@ import jax.numpy as jnp
 import numpy as np
 
 SOURCE = Path(__file__).with_name("cuda") / "matvec.cu"
-TARGET = "cudaperf_matvec"
 ARCH = "sm_90"
 
 
@@ -64,12 +65,17 @@ def build(cache: Path | None = None) -> Path:
     return out
 
 
+TARGETS = {"parts": ("cudaperf_matvec", "CudaperfMatvec"), "norm": ("cudaperf_matvec_norm", "CudaperfMatvecNorm"),
+           "swiglu": ("cudaperf_matvec_swiglu", "CudaperfMatvecSwiglu")}
+
+
 @functools.cache
 def register() -> Path:
-    """Builds (if needed), loads and registers the FFI target for CUDA; returns the library's path."""
+    """Builds (if needed), loads and registers the FFI targets for CUDA; returns the library's path."""
     path = build()
     lib = ctypes.cdll.LoadLibrary(str(path))
-    jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.CudaperfMatvec), platform="CUDA")
+    for name, symbol in TARGETS.values():
+        jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, symbol)), platform="CUDA")
     return path
 
 
@@ -78,31 +84,69 @@ def supported(k: int, n: int, split_k: int) -> bool:
     return n % 64 == 0 and split_k >= 1 and k % split_k == 0 and (k // split_k) * 4 <= 200 * 1024
 
 
-def matvec(xp: jax.Array, w: jax.Array, *, split_k: int = 1, pdl: bool = False) -> jax.Array:
-    """float32 split-K partials [split_k, N] of round_bf16(xp.sum(0)[:K]) @ w for xp [P, >= K] float32 (a
-    vector [>= K] is taken as P = 1) and w [K, N] bf16. pdl=True launches with programmatic dependent launch:
-    only for weights that no kernel of the same program writes (weights passed into the jitted function)."""
+def _call(kind: str, w: jax.Array, args: list, split_k: int, pdl: bool, out_cols: int | None, **attrs):
     k, n = w.shape
-    if xp.ndim == 1:
-        xp = xp[None, :]
-    if w.dtype != jnp.bfloat16 or xp.shape[1] < k or not supported(k, n, split_k):
+    if w.dtype != jnp.bfloat16 or not supported(k, n, split_k) or (out_cols or n) < n:
         raise ValueError(f"cuda_matvec: needs w bf16 [K, N] with N % 64 == 0, split_k dividing K (K / split_k <= "
-                         f"51200) and xp [P, >= K]; got w {w.dtype}{list(w.shape)}, xp {list(xp.shape)}, split_k {split_k}")
+                         f"51200) and out_cols >= N; got w {w.dtype}{list(w.shape)}, split_k {split_k}, out_cols {out_cols}")
     if jax.default_backend() != "gpu":
         raise RuntimeError(f"cuda_matvec runs on an NVIDIA GPU only; JAX's backend here is {jax.default_backend()}")
     register()
-    call = jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct((split_k, n), jnp.float32))
-    return call(xp.astype(jnp.float32), w, split_k=np.int64(split_k), pdl=np.int64(int(pdl)))
+    call = jax.ffi.ffi_call(TARGETS[kind][0], jax.ShapeDtypeStruct((split_k, out_cols or n), jnp.float32))
+    return call(*args, w, split_k=np.int64(split_k), pdl=np.int64(int(pdl)), **attrs)
 
 
-def default_split(k: int, n: int, sms: int = 132) -> int:
-    """A split giving >= 2 blocks per SM (blocks own 256, 128 or 64 columns), with >= 256 rows per slice."""
+def matvec(xp: jax.Array, w: jax.Array, *, split_k: int = 1, pdl: bool = False, out_cols: int | None = None) -> jax.Array:
+    """float32 split-K partials [split_k, out_cols or N] (columns past N unwritten) of round_bf16(xp.sum(0)[:K]) @ w
+    for xp [P, >= K] float32 (a vector [>= K] is taken as P = 1) and w [K, N] bf16. pdl=True launches with
+    programmatic dependent launch: only for weights that no kernel of the same program writes (weights passed
+    into the jitted function as they are, not converted or sliced inside it)."""
+    if xp.ndim == 1:
+        xp = xp[None, :]
+    if xp.shape[1] < w.shape[0]:
+        raise ValueError(f"cuda_matvec: xp must be [P, >= K]; got xp {list(xp.shape)} for w {list(w.shape)}")
+    return _call("parts", w, [xp.astype(jnp.float32)], split_k, pdl, out_cols)
+
+
+def matvec_norm(x: jax.Array, ss: jax.Array, scale: jax.Array, w: jax.Array, *, n_chunks: int, eps: float,
+                split_k: int = 1, pdl: bool = False, out_cols: int | None = None) -> jax.Array:
+    """As `matvec`, the input RMSNorm(x) * scale from x bf16 [K] and the first n_chunks entries of ss (its
+    chunks' sums of squares, decode_fused.finish); the roundings of decode_fused's "norm" prologue."""
+    if x.shape != (w.shape[0],) or scale.shape != x.shape or ss.shape[0] < n_chunks:
+        raise ValueError(f"cuda_matvec_norm: x and scale must be [K] and ss >= n_chunks; got {x.shape}, {scale.shape}, "
+                         f"{ss.shape} for w {list(w.shape)}")
+    return _call("norm", w, [x.astype(jnp.bfloat16), ss.astype(jnp.float32), scale.astype(jnp.bfloat16)], split_k, pdl,
+                 out_cols, n_chunks=np.int64(n_chunks), eps=np.float32(eps))
+
+
+def matvec_swiglu(parts: jax.Array, bias: jax.Array | None, w: jax.Array, *, split_k: int = 1, pdl: bool = False,
+                  out_cols: int | None = None) -> jax.Array:
+    """As `matvec`, the input silu(gate) * up from gate/up split-K partials [P, 2K] float32 (+ bias [2K]); the
+    roundings of decode_fused's "swiglu" prologue."""
+    k = w.shape[0]
+    if parts.ndim != 2 or parts.shape[1] != 2 * k or (bias is not None and bias.shape != (2 * k,)):
+        raise ValueError(f"cuda_matvec_swiglu: parts must be [P, 2K] and bias [2K]; got {parts.shape}, "
+                         f"{None if bias is None else bias.shape} for w {list(w.shape)}")
+    b = jnp.zeros((1,), jnp.bfloat16) if bias is None else bias.astype(jnp.bfloat16)
+    return _call("swiglu", w, [parts.astype(jnp.float32), b], split_k, pdl, out_cols, has_bias=np.int64(bias is not None))
+
+
+def default_split(k: int, n: int, sms: int = 132, min_rows: int = 64) -> int:
+    """The smallest split giving >= 2 blocks per SM (a block owns 256, 128 or 64 columns) with >= min_rows rows
+    per slice, else the largest split that keeps min_rows."""
     cols = 256 if n % 256 == 0 else 128 if n % 128 == 0 else 64
     best = 1
-    for s in range(1, 129):
-        if k % s or k // s < 256:
+    for s in range(1, k // min_rows + 1):
+        if k % s:
             continue
         best = s
         if (n // cols) * s >= 2 * sms:
             break
     return best
+
+
+def mode() -> str:
+    """CUDAPERF_DECODE_CUDA: `off` (default until measured on a GPU) or `on` - the fused decode path's qkv,
+    gate_up and down matvecs run this kernel (bf16 weights only), with PDL when the weights need no conversion."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_DECODE_CUDA", "off", ("off", "on"))

@@ -564,6 +564,30 @@ def _project_residual(w, kind, xr, res_bias, **prologue):
     return x_new, ss, None
 
 
+def _cuda_kernels(dt):
+    """A function (kind, weight param, prologue inputs, out_cols) -> the CUDA FFI matvec's float32 partials
+    (cuda_matvec.py) with CUDAPERF_DECODE_CUDA=on (bf16 compute, not the interpreter), or None (off, or a shape
+    that kernel does not take: the Pallas matvec runs). Weights that need no dtype conversion are launched with
+    programmatic dependent launch (no kernel of the step writes them)."""
+    from cudaperf_jax.models import cuda_matvec as cm
+    on = cm.mode() == "on" and dt == jnp.bfloat16 and not _interpret(None)
+
+    def run(kind, w, inputs, out_cols=None):
+        k, n = w.shape
+        if not on:
+            return None
+        split = cm.default_split(k, n)
+        if not cm.supported(k, n, split):
+            return None
+        pdl = w.dtype == dt
+        if kind == "norm":
+            return cm.matvec_norm(inputs["x"], inputs["ss"], inputs["scale"], w.astype(dt), eps=inputs["eps"],
+                                  n_chunks=inputs["ss_count"] or finish_count(k), split_k=split, pdl=pdl,
+                                  out_cols=out_cols)
+        return cm.matvec_swiglu(inputs["parts"], inputs["bias"], w.astype(dt), split_k=split, pdl=pdl, out_cols=out_cols)
+    return run
+
+
 def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
     """Decoder.hidden for one token of one sequence with a cache: (final-normed h [1, 1, D], new cache)."""
     from cudaperf_jax.models.decoder import KVCache
@@ -584,10 +608,14 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
     def val(p):
         return None if p is None else p[...].astype(dt)
 
+    cuda = _cuda_kernels(dt)
     for i, layer in enumerate(model.layers):
         a, mlp = layer.attn, layer.mlp
-        qkv_parts = matvec(a.qkv[...].astype(dt), "norm", x=x, ss=ss, ss_count=count, scale=layer.attn_norm.scale[...],
-                           eps=layer.attn_norm.eps, extra_cols=(_pow2_at_least(g, 16) - g) * hd)
+        extra = (_pow2_at_least(g, 16) - g) * hd
+        norm_in = {"x": x, "ss": ss, "ss_count": count, "scale": layer.attn_norm.scale[...], "eps": layer.attn_norm.eps}
+        qkv_parts = cuda("norm", a.qkv[...], norm_in, out_cols=a.qkv.shape[1] + extra)
+        if qkv_parts is None:
+            qkv_parts = matvec(a.qkv[...].astype(dt), "norm", extra_cols=extra, **norm_in)
         attn, kc, vc = attend(qkv_parts, cache.k[i], cache.v[i], kvm, cache_index, cos, sin, num_heads=cfg.num_heads,
                               bias=val(a.qkv_bias), q_norm=None if a.q_norm is None else a.q_norm.scale[...],
                               k_norm=None if a.k_norm is None else a.k_norm.scale[...], eps=cfg.rms_norm_eps, dtype=dt)
@@ -597,11 +625,16 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
         gu_w = mlp.gate_up[...].astype(dt).reshape(cfg.hidden_size, -1)
         gu_bias = None if mlp.gate_up_bias is None else val(mlp.gate_up_bias).reshape(-1)
         norm_in = {"x": x, "ss": ss, "ss_count": count, "scale": layer.mlp_norm.scale[...], "eps": layer.mlp_norm.eps}
-        if swiglu_in_gate_up(cfg):  # gate_up writes the activation; down reads it as a plain vector
+        gu_parts = cuda("norm", mlp.gate_up[...].reshape(cfg.hidden_size, -1), norm_in)
+        down_parts = None if gu_parts is None else cuda("swiglu", mlp.down[...], {"parts": gu_parts, "bias": gu_bias})
+        if down_parts is not None:
+            x, ss = finish(x, down_parts, val(mlp.down_bias))
+            count = None
+        elif swiglu_in_gate_up(cfg):  # gate_up writes the activation; down reads it as a plain vector
             act = matvec(gu_w, "norm", swiglu_out=True, bias=gu_bias, **norm_in)
             x, ss, count = _project_residual(mlp.down[...].astype(dt), "plain", x, val(mlp.down_bias), x=act)
         else:
-            gu_parts = matvec(gu_w, "norm", **norm_in)
+            gu_parts = matvec(gu_w, "norm", **norm_in) if gu_parts is None else gu_parts
             x, ss, count = _project_residual(mlp.down[...].astype(dt), "swiglu", x, val(mlp.down_bias),
                                              parts=gu_parts, bias=gu_bias)
     h = norm_from(x, ss, model.final_norm.scale[...], model.final_norm.eps, count)

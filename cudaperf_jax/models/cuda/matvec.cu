@@ -4,7 +4,12 @@
 //
 // xp [P, X] float32 holds P partial sums of the input vector (the producer's split-K partials; P = 1 for a
 // plain vector); only its first K columns are read, so a producer's whole output buffer can be passed without
-// a slicing copy. w [K, N] bfloat16, row-major as the decoder stores its kernels. y [S, N] float32.
+// a slicing copy. w [K, N] bfloat16, row-major as the decoder stores its kernels. y [S, >= N] float32 (columns
+// past N are left alone: the attention kernel reads a padded buffer).
+//
+// Two more prologues, as decode_fused.py's Pallas matvec has them (same roundings):
+//   norm    x bf16 [K], ss float32 (its chunks' sums of squares), scale bf16 [K]: the input is RMSNorm(x)
+//   swiglu  parts float32 [P, 2K] (gate/up split-K partials), bias bf16 [2K]: silu(gate) * up
 //
 // A block of 256 threads owns 8 * TPR output columns and one K slice: TPR threads span a row with one 16-byte
 // load (8 bf16) each, the 256 / TPR row groups walk the slice's rows U at a time, so each thread keeps U
@@ -53,10 +58,46 @@ __device__ __forceinline__ void fma8(float (&acc)[8], const uint4& v, float x) {
   }
 }
 
-template <int TPR, int U>
-__global__ void __launch_bounds__(kThreads) matvec_kernel(const float* __restrict__ xp, int n_parts, int x_stride,
-                                                         const __nv_bfloat16* __restrict__ w, int n, int ks,
-                                                         float* __restrict__ y, int pdl) {
+enum Mode { kParts = 0, kNorm = 1, kSwiglu = 2 };
+
+struct Prologue {
+  const float* xp;              // parts: [n_parts, x_stride]; swiglu: [n_parts, x_stride = 2F]
+  int n_parts, x_stride;
+  const __nv_bfloat16* x;       // norm
+  const float* ss;              // norm: n_chunks sums of squares of x's chunks
+  int n_chunks, k_total;
+  float eps;
+  const __nv_bfloat16* vec;     // norm: scale [K]; swiglu: bias [2F] or null
+};
+
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
+
+template <int MODE>
+__device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) {
+  if (MODE == kNorm) {
+    const float xn = round_bf16(__bfloat162float(p.x[k]) * rstd);
+    return round_bf16(xn * __bfloat162float(p.vec[k]));
+  }
+  const int f = p.x_stride / 2;
+  float g = 0.f, u = 0.f;
+  for (int q = 0; q < p.n_parts; ++q) {
+    g += p.xp[static_cast<size_t>(q) * p.x_stride + k];
+    u += p.xp[static_cast<size_t>(q) * p.x_stride + f + k];
+  }
+  g = round_bf16(g);
+  u = round_bf16(u);
+  if (p.vec != nullptr) {
+    g = round_bf16(g + __bfloat162float(p.vec[k]));
+    u = round_bf16(u + __bfloat162float(p.vec[f + k]));
+  }
+  const float sig = round_bf16(1.f / (1.f + expf(-g)));   // jax.nn.silu in bf16: g * sigmoid(g)
+  const float act = round_bf16(g * sig);
+  return round_bf16(act * u);
+}
+
+template <int TPR, int U, int MODE>
+__global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, const __nv_bfloat16* __restrict__ w, int n,
+                                                         int ks, float* __restrict__ y, int y_stride, int pdl) {
   constexpr int kGroups = kThreads / TPR;   // row groups
   constexpr int kCols = 8 * TPR;            // output columns per block
   extern __shared__ float xs[];             // the input slice, summed and rounded: ks floats
@@ -75,10 +116,20 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const float* __restric
     pre[u] = r < ks ? load_stream(wp + static_cast<size_t>(r) * n) : make_uint4(0, 0, 0, 0);
   }
   if (pdl) wait_for_producer();
-  for (int i = threadIdx.x; i < ks; i += kThreads) {
-    float v = 0.f;
-    for (int p = 0; p < n_parts; ++p) v += xp[static_cast<size_t>(p) * x_stride + k0 + i];
-    xs[i] = __bfloat162float(__float2bfloat16(v));
+  if (MODE == kParts) {
+    for (int i = threadIdx.x; i < ks; i += kThreads) {
+      float v = 0.f;
+      for (int q = 0; q < pro.n_parts; ++q) v += pro.xp[static_cast<size_t>(q) * pro.x_stride + k0 + i];
+      xs[i] = round_bf16(v);
+    }
+  } else {
+    float rstd = 0.f;
+    if (MODE == kNorm) {
+      float sum = 0.f;
+      for (int c = 0; c < pro.n_chunks; ++c) sum += pro.ss[c];
+      rstd = rsqrtf(sum / pro.k_total + pro.eps);
+    }
+    for (int i = threadIdx.x; i < ks; i += kThreads) xs[i] = input_at<MODE>(pro, k0 + i, rstd);
   }
   __syncthreads();
 
@@ -108,18 +159,18 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const float* __restric
     float s = 0.f;
 #pragma unroll 8
     for (int g = 0; g < kGroups; ++g) s += red[g][c];
-    y[static_cast<size_t>(blockIdx.y) * n + blockIdx.x * kCols + c] = s;
+    y[static_cast<size_t>(blockIdx.y) * y_stride + blockIdx.x * kCols + c] = s;
   }
 }
 
-template <int TPR>
-cudaError_t launch(cudaStream_t stream, const float* xp, int n_parts, int x_stride, const __nv_bfloat16* w, int k,
-                   int n, int split, float* y, bool pdl) {
+template <int TPR, int MODE>
+cudaError_t launch(cudaStream_t stream, const Prologue& pro, const __nv_bfloat16* w, int k, int n, int split, float* y,
+                   int y_stride, bool pdl) {
   constexpr int kUnroll = 4;
   const int ks = k / split;
   const size_t smem = static_cast<size_t>(ks) * sizeof(float);
-  auto kernel = matvec_kernel<TPR, kUnroll>;
-  if (smem > 48 * 1024) {
+  auto kernel = matvec_kernel<TPR, kUnroll, MODE>;
+  if (smem > 40 * 1024) {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != cudaSuccess) return e;
   }
@@ -133,30 +184,29 @@ cudaError_t launch(cudaStream_t stream, const float* xp, int n_parts, int x_stri
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, xp, n_parts, x_stride, w, n, ks, y, static_cast<int>(pdl));
+  return cudaLaunchKernelEx(&cfg, kernel, pro, w, n, ks, y, y_stride, static_cast<int>(pdl));
 }
 
-ffi::Error MatvecImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> xp, ffi::Buffer<ffi::BF16> w,
-                      ffi::ResultBuffer<ffi::F32> y, int64_t split_k, int64_t pdl) {
-  auto xd = xp.dimensions(), wd = w.dimensions(), yd = y->dimensions();
-  if (xd.size() != 2 || wd.size() != 2 || yd.size() != 2)
-    return ffi::Error::InvalidArgument("cudaperf_matvec: xp, w and y must be 2-D");
-  const int64_t n_parts = xd[0], x_stride = xd[1], k = wd[0], n = wd[1];
-  if (x_stride < k) return ffi::Error::InvalidArgument("cudaperf_matvec: xp has fewer columns than w has rows");
-  if (split_k < 1 || k % split_k || yd[0] != split_k || yd[1] != n)
-    return ffi::Error::InvalidArgument("cudaperf_matvec: split_k must divide K and y must be [split_k, N]");
+template <int MODE>
+ffi::Error dispatch(cudaStream_t stream, const Prologue& pro, ffi::Buffer<ffi::BF16>& w, ffi::Result<ffi::Buffer<ffi::F32>>& y,
+                    int64_t split_k, int64_t pdl) {
+  auto wd = w.dimensions(), yd = y->dimensions();
+  if (wd.size() != 2 || yd.size() != 2) return ffi::Error::InvalidArgument("cudaperf_matvec: w and y must be 2-D");
+  const int64_t k = wd[0], n = wd[1];
+  if (split_k < 1 || k % split_k || yd[0] != split_k || yd[1] < n)
+    return ffi::Error::InvalidArgument("cudaperf_matvec: split_k must divide K and y must be [split_k, >= N]");
   if ((k / split_k) * 4 > 200 * 1024)
     return ffi::Error::InvalidArgument("cudaperf_matvec: K / split_k is too long for the shared input slice");
-  const auto* xptr = xp.typed_data();
   const auto* wptr = reinterpret_cast<const __nv_bfloat16*>(w.typed_data());
   float* yptr = y->typed_data();
+  const int ys = static_cast<int>(yd[1]);
   cudaError_t e;
   if (n % 256 == 0) {
-    e = launch<32>(stream, xptr, n_parts, x_stride, wptr, k, n, split_k, yptr, pdl != 0);
+    e = launch<32, MODE>(stream, pro, wptr, k, n, split_k, yptr, ys, pdl != 0);
   } else if (n % 128 == 0) {
-    e = launch<16>(stream, xptr, n_parts, x_stride, wptr, k, n, split_k, yptr, pdl != 0);
+    e = launch<16, MODE>(stream, pro, wptr, k, n, split_k, yptr, ys, pdl != 0);
   } else if (n % 64 == 0) {
-    e = launch<8>(stream, xptr, n_parts, x_stride, wptr, k, n, split_k, yptr, pdl != 0);
+    e = launch<8, MODE>(stream, pro, wptr, k, n, split_k, yptr, ys, pdl != 0);
   } else {
     return ffi::Error::InvalidArgument("cudaperf_matvec: N must be a multiple of 64");
   }
@@ -164,9 +214,53 @@ ffi::Error MatvecImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> xp, ffi::Buffer
   return ffi::Error::Success();
 }
 
+ffi::Error PartsImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> xp, ffi::Buffer<ffi::BF16> w,
+                     ffi::Result<ffi::Buffer<ffi::F32>> y, int64_t split_k, int64_t pdl) {
+  auto xd = xp.dimensions();
+  if (xd.size() != 2 || w.dimensions().size() != 2 || xd[1] < w.dimensions()[0])
+    return ffi::Error::InvalidArgument("cudaperf_matvec: xp must be [P, >= K]");
+  Prologue pro = {};
+  pro.xp = xp.typed_data();
+  pro.n_parts = static_cast<int>(xd[0]);
+  pro.x_stride = static_cast<int>(xd[1]);
+  return dispatch<kParts>(stream, pro, w, y, split_k, pdl);
+}
+
+ffi::Error NormImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::BF16> scale,
+                    ffi::Buffer<ffi::BF16> w, ffi::Result<ffi::Buffer<ffi::F32>> y, int64_t split_k, int64_t pdl,
+                    int64_t n_chunks, float eps) {
+  const int64_t k = w.dimensions().size() == 2 ? w.dimensions()[0] : -1;
+  if (x.element_count() != k || scale.element_count() != k || n_chunks < 1
+      || static_cast<int64_t>(ss.element_count()) < n_chunks)
+    return ffi::Error::InvalidArgument("cudaperf_matvec_norm: x and scale must have K entries and ss >= n_chunks");
+  Prologue pro = {};
+  pro.x = reinterpret_cast<const __nv_bfloat16*>(x.typed_data());
+  pro.ss = ss.typed_data();
+  pro.n_chunks = static_cast<int>(n_chunks);
+  pro.k_total = static_cast<int>(k);
+  pro.eps = eps;
+  pro.vec = reinterpret_cast<const __nv_bfloat16*>(scale.typed_data());
+  return dispatch<kNorm>(stream, pro, w, y, split_k, pdl);
+}
+
+ffi::Error SwigluImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> parts, ffi::Buffer<ffi::BF16> bias,
+                      ffi::Buffer<ffi::BF16> w, ffi::Result<ffi::Buffer<ffi::F32>> y, int64_t split_k, int64_t pdl,
+                      int64_t has_bias) {
+  auto pd = parts.dimensions();
+  const int64_t k = w.dimensions().size() == 2 ? w.dimensions()[0] : -1;
+  if (pd.size() != 2 || pd[1] != 2 * k || (has_bias && static_cast<int64_t>(bias.element_count()) != 2 * k))
+    return ffi::Error::InvalidArgument("cudaperf_matvec_swiglu: parts must be [P, 2K] and bias [2K]");
+  Prologue pro = {};
+  pro.xp = parts.typed_data();
+  pro.n_parts = static_cast<int>(pd[0]);
+  pro.x_stride = static_cast<int>(pd[1]);
+  pro.vec = has_bias ? reinterpret_cast<const __nv_bfloat16*>(bias.typed_data()) : nullptr;
+  return dispatch<kSwiglu>(stream, pro, w, y, split_k, pdl);
+}
+
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvec, MatvecImpl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvec, PartsImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
@@ -174,3 +268,27 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvec, MatvecImpl,
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<int64_t>("split_k")
                                   .Attr<int64_t>("pdl"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecNorm, NormImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::Buffer<ffi::BF16>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::BF16>>()
+                                  .Arg<ffi::Buffer<ffi::BF16>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("split_k")
+                                  .Attr<int64_t>("pdl")
+                                  .Attr<int64_t>("n_chunks")
+                                  .Attr<float>("eps"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecSwiglu, SwigluImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::BF16>>()
+                                  .Arg<ffi::Buffer<ffi::BF16>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("split_k")
+                                  .Attr<int64_t>("pdl")
+                                  .Attr<int64_t>("has_bias"));

@@ -25,7 +25,7 @@ def test_the_library_builds_for_sm90_caches_and_registers(tmp_path):
     mtime = path.stat().st_mtime_ns
     assert cm.build(tmp_path) == path and path.stat().st_mtime_ns == mtime   # cached, not rebuilt
     syms = subprocess.run(["nm", "-D", str(path)], check=False, capture_output=True, text=True).stdout
-    assert " T CudaperfMatvec" in syms
+    assert all(f" T {sym}" in syms for _, sym in cm.TARGETS.values())
     cuobjdump = find_nvcc().with_name("cuobjdump")
     if cuobjdump.exists():   # beside nvcc in the toolkit, not in every pip install
         elves = subprocess.run([str(cuobjdump), "--list-elf", str(path)], check=False, capture_output=True, text=True).stdout
@@ -47,12 +47,25 @@ def test_shapes_the_kernel_cannot_take_are_refused():
         cm.matvec(x, jnp.ones((128, 128), jnp.bfloat16), split_k=3)
     with pytest.raises(ValueError, match="bf16"):
         cm.matvec(x, jnp.ones((128, 128), jnp.float32))
-    with pytest.raises(ValueError, match=r"xp \[P, >= K\]"):
+    with pytest.raises(ValueError, match=r"must be \[P, >= K\]"):
         cm.matvec(x, jnp.ones((256, 128), jnp.bfloat16))
     assert cm.supported(8960, 1536, 14) and not cm.supported(8960, 1536, 3)
 
 
-@pytest.mark.parametrize("k,n,want", [(1536, 17920, 4), (8960, 1536, 35), (1536, 1536, 6), (576, 960, 2)])
+@pytest.mark.parametrize("k,n,want", [(1536, 17920, 4), (8960, 1536, 56), (1536, 1536, 24), (576, 960, 9)])
 def test_default_split_fills_the_gpu_with_long_enough_slices(k, n, want):
     s = cm.default_split(k, n)
-    assert s == want and k % s == 0 and k // s >= 256
+    assert s == want and k % s == 0 and k // s >= 64
+
+
+def test_the_norm_and_swiglu_prologues_check_their_inputs():
+    w = jnp.ones((128, 128), jnp.bfloat16)
+    x = jnp.ones((128,), jnp.bfloat16)
+    with pytest.raises(ValueError, match="x and scale must be"):
+        cm.matvec_norm(x[:64], jnp.ones((4,)), x, w, n_chunks=1, eps=1e-6)
+    with pytest.raises(ValueError, match="ss >= n_chunks"):
+        cm.matvec_norm(x, jnp.ones((4,)), x, w, n_chunks=8, eps=1e-6)
+    with pytest.raises(ValueError, match=r"parts must be \[P, 2K\]"):
+        cm.matvec_swiglu(jnp.ones((2, 128)), None, w)
+    with pytest.raises(ValueError, match="out_cols >= N"):
+        cm.matvec(jnp.ones((1, 128)), w, out_cols=64)

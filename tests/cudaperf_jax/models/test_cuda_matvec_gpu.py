@@ -57,3 +57,49 @@ def test_a_chain_of_launches_reads_each_producers_finished_partials(pdl):
 
     got, want = chain(x0, ws), reference(x0, ws)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=3e-2, atol=3e-2 * float(jnp.abs(want).max()))
+
+
+@pytest.mark.parametrize("k,n,split", [(1536, 2048, 6), (1536, 17920, 4), (576, 960, 9)])
+def test_the_norm_prologue_is_decode_fuseds(k, n, split):
+    from cudaperf_jax.models import decode_fused as df
+    ks = jax.random.split(jax.random.key(k + n), 3)
+    x = jax.random.normal(ks[0], (k,), jnp.bfloat16)
+    scale = jax.random.normal(ks[1], (k,), jnp.bfloat16)
+    w = jax.random.normal(ks[2], (k, n), jnp.bfloat16)
+    x, ss = jax.jit(lambda x: df.finish(x, None, None))(x)
+    got = jax.jit(lambda *a: cm.matvec_norm(*a, n_chunks=df.finish_count(k), eps=1e-6, split_k=split, pdl=True,
+                                            out_cols=n + 64))(x, ss, scale, w)
+    assert got.shape == (split, n + 64)
+    want = df.norm_from(x, ss, scale, 1e-6).astype(jnp.float32) @ w.astype(jnp.float32)
+    np.testing.assert_allclose(np.asarray(got[:, :n].sum(axis=0)), np.asarray(want), rtol=2e-3,
+                               atol=2e-3 * float(jnp.abs(want).max()))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_swiglu_prologue_is_decode_fuseds(bias):
+    from cudaperf_jax.models import decode_fused as df
+    from cudaperf_jax.models.gemv import GemvConfig
+    k, n = 8960, 1536
+    ks = jax.random.split(jax.random.key(7), 3)
+    parts = jax.random.normal(ks[0], (4, 2 * k), jnp.float32)
+    b = jax.random.normal(ks[1], (2 * k,), jnp.bfloat16) if bias else None
+    w = jax.random.normal(ks[2], (k, n), jnp.bfloat16)
+    got = jax.jit(lambda p, w: cm.matvec_swiglu(p, b, w, split_k=56, pdl=True))(parts, w).sum(axis=0)
+    want = jax.jit(lambda p, w: df.matvec(w, "swiglu", parts=p, bias=b, config=GemvConfig(64, 14, 128)))(parts, w).sum(axis=0)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-3, atol=2e-3 * float(jnp.abs(want).max()))
+
+
+def test_the_fused_decoder_with_cuda_matvecs_agrees_with_the_pallas_one(monkeypatch):
+    """CUDAPERF_DECODE_CUDA=on: qkv, gate_up and down of the fused bf16 decode step run the CUDA kernel."""
+    from tests.cudaperf_jax.models import tiny
+    from tests.cudaperf_jax.models.test_decode_fused_gpu import _model
+    model = _model("qwen2.5-1.5b", jnp.bfloat16)
+    toks = jnp.asarray([[5, 17, 3, 60, 11, 900, 4000, 2, 8, 9]], jnp.int32)
+    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "on")
+    monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "off")
+    want = tiny.stepwise_logits(model, toks, 16)
+    monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "on")
+    got = tiny.stepwise_logits(model, toks, 16)
+    # bf16 roundings in another summation order: compare as the bf16 sampler tests do, plus a loose bound
+    assert (np.argmax(got, -1) == np.argmax(want, -1)).mean() >= 0.9
+    np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))

@@ -206,3 +206,16 @@ def test_swiglu_epilogue_in_gate_up_matches_xla(tmp_path, monkeypatch, kind, ove
     np.testing.assert_array_equal(np.asarray(act, np.float32), np.asarray(want_act, np.float32))
     with pytest.raises(ValueError, match="swiglu epilogue"):
         df.matvec(w, "plain", x=x, swiglu_out=True, config=GemvConfig(64, 1, 16), interpret=True)  # 64 does not divide 96
+
+
+def test_cuda_matvecs_stay_off_in_the_interpreter_and_bad_values_are_refused(monkeypatch):
+    """CUDAPERF_DECODE_CUDA=on only takes effect on a GPU (bf16): the interpreter keeps the Pallas matvecs."""
+    model = _model("qwen2")
+    toks = jnp.asarray([[5, 17, 3]], jnp.int32)
+    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "interpret")
+    want = tiny.stepwise_logits(model, toks, 8)
+    monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "on")
+    np.testing.assert_array_equal(tiny.stepwise_logits(model, toks, 8), want)
+    monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "yes")
+    with pytest.raises(ValueError, match="CUDAPERF_DECODE_CUDA"):
+        tiny.stepwise_logits(model, toks, 8)
