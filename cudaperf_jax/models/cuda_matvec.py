@@ -16,15 +16,18 @@ pass straight through); the result is float32 split-K partials (sum them, or fee
 The shared library is built with nvcc (kernels_harness.build.nvcc.find_nvcc) on first use, into
 $CUDAPERF_CACHE/cuda_ffi/, keyed by the source, the FFI headers and the nvcc version.
 
-Status: builds here (sm_90) and registers; the first GPU runs are benchmarks/decode_gemv.py's "cuda" columns
-and tests/cudaperf_jax/models/test_cuda_matvec_gpu.py. The decoder does not use it yet.
+Status (2026-12-02): builds here (sm_90) and registers; NOT yet run on a GPU. CUDAPERF_DECODE_CUDA=on (`mode`)
+puts it into the fused decode step (decode_fused._cuda_kernels); benchmarks/h200_cuda_call.sh is its first GPU
+call (tests/cudaperf_jax/models/test_cuda_matvec_gpu.py, benchmarks/decode_gemv.py's CUDA columns, the step).
 """
 from __future__ import annotations
 
 import ctypes
 import functools
 import hashlib
+import os
 import subprocess
+import uuid
 from pathlib import Path
 
 import jax
@@ -57,7 +60,7 @@ def build(cache: Path | None = None) -> Path:
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".tmp{np.random.randint(1 << 30)}.so")
+    tmp = out.with_suffix(f".tmp{os.getpid()}_{uuid.uuid4().hex[:8]}.so")
     r = subprocess.run(_nvcc_cmd(tmp), check=False, capture_output=True, text=True)
     if r.returncode != 0:
         raise BuildError(f"nvcc failed to build {SOURCE.name} (exit {r.returncode}): {r.stderr[-2000:]}")
