@@ -6,7 +6,7 @@
 # 2. benchmarks/decode_gemv.py on the Qwen2.5-1.5B shapes: per shape XLA, Pallas and CUDA (splits, PDL off/on),
 #    and the 28-layer weight streams;
 # 3. the real batch-1 decode step of the random Qwen2.5-1.5B with CUDAPERF_DECODE_CUDA off and on
-#    (decode_tune.py baselines, two processes each, alternating), generation.py and the kernel profile with it on.
+#    (decode_tune.py baselines: off, on, on with other splits, off), generation.py and the profile with it on.
 # The Pallas matvecs of the fused step stream gate_up at 3.1 TB/s, down 2.3, o 1.0, qkv 1.6 (WORKSPACE_NOTES.md).
 set -u
 OUT=${OUT:-out}
@@ -19,10 +19,13 @@ timeout 150 env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cachepr
   tests/cudaperf_jax/models/test_cuda_matvec_gpu.py 2>&1 | tail -15
 OUT=$OUT/gemv timeout 150 python3 benchmarks/decode_gemv.py --shapes=qwen2.5-1.5b --cuda 2>&1 | grep -v Warning | tail -40
 echo '{}' > /tmp/none.json
-for i in 1 2; do for c in off on; do
-  OUT=$OUT/step_${c}_$i CUDAPERF_DECODE_CUDA=$c timeout 50 python3 benchmarks/decode_tune.py --new_tokens 64 \
-    --candidates /tmp/none.json 2>&1 | grep -E "^baseline \(" | sed "s/^/cuda $c: /"
-done; done
+# off, on with default splits, on with fewer qkv/down splits (CUDAPERF_CUDA_SPLIT), off again (drift check)
+i=0
+for run in off:: on:: on:1536x2048=6,8960x1536=28 off2::; do
+  c=${run%%:*}; splits=${run#*:}; splits=${splits#:}; i=$((i + 1))
+  OUT=$OUT/step_${i}_$c CUDAPERF_DECODE_CUDA=${c%2} CUDAPERF_CUDA_SPLIT=$splits timeout 50 python3 benchmarks/decode_tune.py \
+    --new_tokens 64 --candidates /tmp/none.json 2>&1 | grep -E "^baseline \(" | sed "s/^/cuda $c [$splits]: /"
+done
 export CUDAPERF_DECODE_CUDA=on
 OUT=$OUT/gen timeout 70 python3 benchmarks/generation.py --models=qwen2.5-1.5b-random --gguf=/nonexistent --batches=1 \
   --no_hf --greedy_check_tokens=0 2>&1 | grep -E "decode|HBM|rror" | tail -4

@@ -148,6 +148,25 @@ def default_split(k: int, n: int, sms: int = 132, min_rows: int = 64) -> int:
     return best
 
 
+def split_for(k: int, n: int) -> int:
+    """The split for a [K, N] weight: CUDAPERF_CUDA_SPLIT ("KxN=S,..." entries, e.g. "8960x1536=28") if it names
+    this shape, else default_split."""
+    spec = os.environ.get("CUDAPERF_CUDA_SPLIT", "").strip()
+    for entry in filter(None, (e.strip() for e in spec.split(","))):
+        try:
+            shape, split = entry.split("=")
+            kk, nn = (int(v) for v in shape.lower().split("x"))
+            split = int(split)
+        except ValueError:
+            raise ValueError(f"CUDAPERF_CUDA_SPLIT entry {entry!r}: write KxN=S, e.g. 8960x1536=28") from None
+        if (kk, nn) == (k, n):
+            if not supported(k, n, split):
+                raise ValueError(f"CUDAPERF_CUDA_SPLIT {entry!r}: split {split} does not divide K={k} "
+                                 f"(or N is not a multiple of 64)")
+            return split
+    return default_split(k, n)
+
+
 def mode() -> str:
     """CUDAPERF_DECODE_CUDA: `off` (default until measured on a GPU) or `on` - the fused decode path's qkv,
     gate_up and down matvecs run this kernel (bf16 weights only), with PDL when the weights need no conversion."""

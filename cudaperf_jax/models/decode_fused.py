@@ -576,7 +576,7 @@ def _cuda_kernels(dt):
         k, n = w.shape
         if not on:
             return None
-        split = cm.default_split(k, n)
+        split = cm.split_for(k, n)
         if not cm.supported(k, n, split):
             return None
         pdl = w.dtype == dt

@@ -69,3 +69,15 @@ def test_the_norm_and_swiglu_prologues_check_their_inputs():
         cm.matvec_swiglu(jnp.ones((2, 128)), None, w)
     with pytest.raises(ValueError, match="out_cols >= N"):
         cm.matvec(jnp.ones((1, 128)), w, out_cols=64)
+
+
+def test_splits_can_be_set_per_shape(monkeypatch):
+    monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960x1536=28, 1536x2048=12")
+    assert cm.split_for(8960, 1536) == 28 and cm.split_for(1536, 2048) == 12
+    assert cm.split_for(1536, 17920) == cm.default_split(1536, 17920)
+    monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960x1536=27")
+    with pytest.raises(ValueError, match="does not divide"):
+        cm.split_for(8960, 1536)
+    monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960:1536")
+    with pytest.raises(ValueError, match="write KxN=S"):
+        cm.split_for(8960, 1536)
