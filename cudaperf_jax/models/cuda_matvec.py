@@ -10,6 +10,7 @@ for that kernel's results only before reading its input.
     y = matvec(xp, w, split_k=4)   # xp [P, >= K] float32 partials of x, w [K, N] bf16 -> y [4, N] float32
     y = matvec_norm(x, ss, scale, w, n_chunks=12, eps=1e-6)     # decode_fused's "norm" prologue
     y = matvec_swiglu(gate_up_parts, bias, w_down)              # decode_fused's "swiglu" prologue
+    y = matvec_attn(acc, ml, w_o, group=6)                      # decode_fused's "attn" prologue
 
 The input is the sum of xp's P rows over the first K columns, rounded to bf16 (a producer's split-K partials
 pass straight through); the result is float32 split-K partials (sum them, or feed them to the next matvec).
@@ -69,7 +70,7 @@ def build(cache: Path | None = None) -> Path:
 
 
 TARGETS = {"parts": ("cudaperf_matvec", "CudaperfMatvec"), "norm": ("cudaperf_matvec_norm", "CudaperfMatvecNorm"),
-           "swiglu": ("cudaperf_matvec_swiglu", "CudaperfMatvecSwiglu")}
+           "swiglu": ("cudaperf_matvec_swiglu", "CudaperfMatvecSwiglu"), "attn": ("cudaperf_matvec_attn", "CudaperfMatvecAttn")}
 
 
 @functools.cache
@@ -134,6 +135,18 @@ def matvec_swiglu(parts: jax.Array, bias: jax.Array | None, w: jax.Array, *, spl
     return _call("swiglu", w, [parts.astype(jnp.float32), b], split_k, pdl, out_cols, has_bias=np.int64(bias is not None))
 
 
+def matvec_attn(acc: jax.Array, ml: jax.Array, w: jax.Array, *, group: int, split_k: int = 1, pdl: bool = False,
+                out_cols: int | None = None) -> jax.Array:
+    """As `matvec`, the input the attention output merged from decode_fused.attend's splits (acc [Hkv, S, Gp, Dh],
+    ml [Hkv, S, 2, Gp]; group heads per KV head); the roundings of decode_fused's "attn" prologue."""
+    if acc.ndim != 4 or ml.shape != (acc.shape[0], acc.shape[1], 2, acc.shape[2]) or \
+            acc.shape[0] * group * acc.shape[3] != w.shape[0]:
+        raise ValueError(f"cuda_matvec_attn: acc must be [Hkv, S, Gp, Dh], ml [Hkv, S, 2, Gp] and Hkv * group * Dh "
+                         f"== K; got {acc.shape}, {ml.shape}, group {group} for w {list(w.shape)}")
+    return _call("attn", w, [acc.astype(jnp.float32), ml.astype(jnp.float32)], split_k, pdl, out_cols,
+                 group=np.int64(group))
+
+
 def default_split(k: int, n: int, sms: int = 132, min_rows: int = 64) -> int:
     """The smallest split giving >= 2 blocks per SM (a block owns 256, 128 or 64 columns) with >= min_rows rows
     per slice, else the largest split that keeps min_rows."""
@@ -168,7 +181,7 @@ def split_for(k: int, n: int) -> int:
 
 
 def mode() -> str:
-    """CUDAPERF_DECODE_CUDA: `off` (default until measured on a GPU) or `on` - the fused decode path's qkv,
+    """CUDAPERF_DECODE_CUDA: `off` (default until measured on a GPU) or `on` - the fused decode path's qkv, o,
     gate_up and down matvecs run this kernel (bf16 weights only), with PDL when the weights need no conversion."""
     from cudaperf_jax.models.ops import env_choice
     return env_choice("CUDAPERF_DECODE_CUDA", "off", ("off", "on"))

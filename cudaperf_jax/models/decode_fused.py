@@ -584,6 +584,9 @@ def _cuda_kernels(dt):
             return cm.matvec_norm(inputs["x"], inputs["ss"], inputs["scale"], w.astype(dt), eps=inputs["eps"],
                                   n_chunks=inputs["ss_count"] or finish_count(k), split_k=split, pdl=pdl,
                                   out_cols=out_cols)
+        if kind == "attn":
+            return cm.matvec_attn(*inputs["attn"], w.astype(dt), group=inputs["group"], split_k=split, pdl=pdl,
+                                  out_cols=out_cols)
         return cm.matvec_swiglu(inputs["parts"], inputs["bias"], w.astype(dt), split_k=split, pdl=pdl, out_cols=out_cols)
     return run
 
@@ -621,7 +624,12 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
                               k_norm=None if a.k_norm is None else a.k_norm.scale[...], eps=cfg.rms_norm_eps, dtype=dt)
         new_k.append(kc)
         new_v.append(vc)
-        x, ss, count = _project_residual(a.o[...].astype(dt), "attn", x, val(a.o_bias), attn=attn, group=g)
+        o_parts = cuda("attn", a.o[...], {"attn": attn, "group": g})
+        if o_parts is not None:
+            x, ss = finish(x, o_parts, val(a.o_bias))
+            count = None
+        else:
+            x, ss, count = _project_residual(a.o[...].astype(dt), "attn", x, val(a.o_bias), attn=attn, group=g)
         gu_w = mlp.gate_up[...].astype(dt).reshape(cfg.hidden_size, -1)
         gu_bias = None if mlp.gate_up_bias is None else val(mlp.gate_up_bias).reshape(-1)
         norm_in = {"x": x, "ss": ss, "ss_count": count, "scale": layer.mlp_norm.scale[...], "eps": layer.mlp_norm.eps}

@@ -10,6 +10,8 @@
 // Two more prologues, as decode_fused.py's Pallas matvec has them (same roundings):
 //   norm    x bf16 [K], ss float32 (its chunks' sums of squares), scale bf16 [K]: the input is RMSNorm(x)
 //   swiglu  parts float32 [P, 2K] (gate/up split-K partials), bias bf16 [2K]: silu(gate) * up
+//   attn    acc float32 [Hkv, S, Gp, Dh], ml float32 [Hkv, S, 2, Gp] (decode_fused.attend's unnormalised
+//           splits), group = heads per KV head: the merged attention output of head k / Dh
 //
 // A block of 256 threads owns 8 * TPR output columns and one K slice: TPR threads span a row with one 16-byte
 // load (8 bf16) each, the 256 / TPR row groups walk the slice's rows U at a time, so each thread keeps U
@@ -58,7 +60,7 @@ __device__ __forceinline__ void fma8(float (&acc)[8], const uint4& v, float x) {
   }
 }
 
-enum Mode { kParts = 0, kNorm = 1, kSwiglu = 2 };
+enum Mode { kParts = 0, kNorm = 1, kSwiglu = 2, kAttn = 3 };
 
 struct Prologue {
   const float* xp;              // parts: [n_parts, x_stride]; swiglu: [n_parts, x_stride = 2F]
@@ -68,6 +70,9 @@ struct Prologue {
   int n_chunks, k_total;
   float eps;
   const __nv_bfloat16* vec;     // norm: scale [K]; swiglu: bias [2F] or null
+  const float* acc;             // attn: [Hkv, splits, gp, dh]
+  const float* ml;              // attn: [Hkv, splits, 2, gp]
+  int splits, gp, dh, group;
 };
 
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
@@ -77,6 +82,19 @@ __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) 
   if (MODE == kNorm) {
     const float xn = round_bf16(__bfloat162float(p.x[k]) * rstd);
     return round_bf16(xn * __bfloat162float(p.vec[k]));
+  }
+  if (MODE == kAttn) {   // flash-decoding's combine of the head's splits, as decode_fused's "attn" prologue
+    const int h = k / p.dh, d = k % p.dh, j = h / p.group, r = h % p.group;
+    const float* ml = p.ml + static_cast<size_t>(j) * p.splits * 2 * p.gp;
+    float mx = -INFINITY;
+    for (int c = 0; c < p.splits; ++c) mx = fmaxf(mx, ml[c * 2 * p.gp + r]);
+    float num = 0.f, den = 0.f;
+    for (int c = 0; c < p.splits; ++c) {
+      const float wgt = expf(ml[c * 2 * p.gp + r] - mx);
+      den += wgt * ml[c * 2 * p.gp + p.gp + r];
+      num += wgt * p.acc[((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d];
+    }
+    return round_bf16(num / fmaxf(den, 1e-30f));
   }
   const int f = p.x_stride / 2;
   float g = 0.f, u = 0.f;
@@ -258,7 +276,36 @@ ffi::Error SwigluImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> parts, ffi::Buf
   return dispatch<kSwiglu>(stream, pro, w, y, split_k, pdl);
 }
 
+ffi::Error AttnImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> acc, ffi::Buffer<ffi::F32> ml, ffi::Buffer<ffi::BF16> w,
+                    ffi::Result<ffi::Buffer<ffi::F32>> y, int64_t split_k, int64_t pdl, int64_t group) {
+  auto ad = acc.dimensions(), md = ml.dimensions();
+  const int64_t k = w.dimensions().size() == 2 ? w.dimensions()[0] : -1;
+  if (ad.size() != 4 || md.size() != 4 || md[0] != ad[0] || md[1] != ad[1] || md[2] != 2 || md[3] != ad[2]
+      || group < 1 || group > ad[2] || ad[0] * group * ad[3] != k)
+    return ffi::Error::InvalidArgument(
+        "cudaperf_matvec_attn: acc must be [Hkv, S, Gp, Dh], ml [Hkv, S, 2, Gp], and Hkv * group * Dh == K");
+  Prologue pro = {};
+  pro.acc = acc.typed_data();
+  pro.ml = ml.typed_data();
+  pro.splits = static_cast<int>(ad[1]);
+  pro.gp = static_cast<int>(ad[2]);
+  pro.dh = static_cast<int>(ad[3]);
+  pro.group = static_cast<int>(group);
+  return dispatch<kAttn>(stream, pro, w, y, split_k, pdl);
+}
+
 }  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecAttn, AttnImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::BF16>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("split_k")
+                                  .Attr<int64_t>("pdl")
+                                  .Attr<int64_t>("group"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvec, PartsImpl,
                               ffi::Ffi::Bind()

@@ -81,3 +81,12 @@ def test_splits_can_be_set_per_shape(monkeypatch):
     monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960:1536")
     with pytest.raises(ValueError, match="write KxN=S"):
         cm.split_for(8960, 1536)
+
+
+def test_the_attention_merge_prologue_checks_its_inputs():
+    w = jnp.ones((2 * 6 * 128, 1536), jnp.bfloat16)
+    acc, ml = jnp.ones((2, 4, 16, 128)), jnp.ones((2, 4, 2, 16))
+    with pytest.raises(ValueError, match="Hkv \\* group \\* Dh == K"):
+        cm.matvec_attn(acc, ml, w, group=5)
+    with pytest.raises(ValueError, match=r"ml \[Hkv, S, 2, Gp\]"):
+        cm.matvec_attn(acc, ml[:, :2], w, group=6)

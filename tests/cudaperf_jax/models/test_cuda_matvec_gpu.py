@@ -90,7 +90,7 @@ def test_the_swiglu_prologue_is_decode_fuseds(bias):
 
 
 def test_the_fused_decoder_with_cuda_matvecs_agrees_with_the_pallas_one(monkeypatch):
-    """CUDAPERF_DECODE_CUDA=on: qkv, gate_up and down of the fused bf16 decode step run the CUDA kernel."""
+    """CUDAPERF_DECODE_CUDA=on: qkv, o, gate_up and down of the fused bf16 decode step run the CUDA kernel."""
     from tests.cudaperf_jax.models import tiny
     from tests.cudaperf_jax.models.test_decode_fused_gpu import _model
     model = _model("qwen2.5-1.5b", jnp.bfloat16)
@@ -103,3 +103,21 @@ def test_the_fused_decoder_with_cuda_matvecs_agrees_with_the_pallas_one(monkeypa
     # bf16 roundings in another summation order: compare as the bf16 sampler tests do, plus a loose bound
     assert (np.argmax(got, -1) == np.argmax(want, -1)).mean() >= 0.9
     np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
+
+
+def test_the_attention_merge_prologue_is_decode_fuseds():
+    from cudaperf_jax.models import decode_fused as df
+    from cudaperf_jax.models.gemv import GemvConfig
+    hkv, splits, gp, dh, g = 2, 4, 16, 128, 6
+    ks = jax.random.split(jax.random.key(9), 4)
+    acc = jax.random.normal(ks[0], (hkv, splits, gp, dh), jnp.float32)
+    m = jax.random.normal(ks[1], (hkv, splits, 1, gp), jnp.float32)
+    l = jnp.abs(jax.random.normal(ks[2], (hkv, splits, 1, gp), jnp.float32)) + 0.5
+    ml = jnp.concatenate([m, l], axis=2)
+    w = jax.random.normal(ks[3], (hkv * g * dh, 1536), jnp.bfloat16)
+    got = jax.jit(lambda a, b, w: cm.matvec_attn(a, b, w, group=g, split_k=24, pdl=True))(acc, ml, w).sum(axis=0)
+    want = (df.merge_heads(acc, ml, hkv * g).astype(jnp.float32) @ w.astype(jnp.float32))
+    pallas = jax.jit(lambda a, b, w: df.matvec(w, "attn", attn=(a, b), group=g, config=GemvConfig(64, 6, 128)))(acc, ml, w)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-3, atol=2e-3 * float(jnp.abs(want).max()))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(pallas.sum(axis=0)), rtol=2e-3,
+                               atol=2e-3 * float(jnp.abs(want).max()))
