@@ -24,162 +24,33 @@
 // weights must therefore not be written by the kernel just before it in the stream (the caller's contract:
 // weights are inputs of the jitted program, not produced inside it).
 #include <cstdint>
+#include <string>
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "xla/ffi/api/ffi.h"
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define MATVEC_RELEASE_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
+#define MATVEC_WAIT_FOR_PRODUCER() asm volatile("griddepcontrol.wait;" ::: "memory")
+#else
+#define MATVEC_RELEASE_DEPENDENTS() ((void)0)
+#define MATVEC_WAIT_FOR_PRODUCER() ((void)0)
+#endif
+#include "matvec_kernel.cuh"
+
 namespace ffi = xla::ffi;
 
 namespace {
 
-constexpr int kThreads = 256;
-
-__device__ __forceinline__ void wait_for_producer() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void release_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" :::);
-#endif
-}
-
-__device__ __forceinline__ uint4 load_stream(const __nv_bfloat16* p) {
-  return __ldg(reinterpret_cast<const uint4*>(p));
-}
-
-__device__ __forceinline__ void fma8(float (&acc)[8], const uint4& v, float x) {
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    acc[2 * i] += __uint_as_float(words[i] << 16) * x;
-    acc[2 * i + 1] += __uint_as_float(words[i] & 0xffff0000u) * x;
-  }
-}
-
-enum Mode { kParts = 0, kNorm = 1, kSwiglu = 2, kAttn = 3 };
-
-struct Prologue {
-  const float* xp;              // parts: [n_parts, x_stride]; swiglu: [n_parts, x_stride = 2F]
-  int n_parts, x_stride;
-  const __nv_bfloat16* x;       // norm
-  const float* ss;              // norm: n_chunks sums of squares of x's chunks
-  int n_chunks, k_total;
-  float eps;
-  const __nv_bfloat16* vec;     // norm: scale [K]; swiglu: bias [2F] or null
-  const float* acc;             // attn: [Hkv, splits, gp, dh]
-  const float* ml;              // attn: [Hkv, splits, 2, gp]
-  int splits, gp, dh, group;
-};
-
-__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
-
-template <int MODE>
-__device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) {
-  if (MODE == kNorm) {
-    const float xn = round_bf16(__bfloat162float(p.x[k]) * rstd);
-    return round_bf16(xn * __bfloat162float(p.vec[k]));
-  }
-  if (MODE == kAttn) {   // flash-decoding's combine of the head's splits, as decode_fused's "attn" prologue
-    const int h = k / p.dh, d = k % p.dh, j = h / p.group, r = h % p.group;
-    const float* ml = p.ml + static_cast<size_t>(j) * p.splits * 2 * p.gp;
-    float mx = -INFINITY;
-    for (int c = 0; c < p.splits; ++c) mx = fmaxf(mx, ml[c * 2 * p.gp + r]);
-    float num = 0.f, den = 0.f;
-    for (int c = 0; c < p.splits; ++c) {
-      const float wgt = expf(ml[c * 2 * p.gp + r] - mx);
-      den += wgt * ml[c * 2 * p.gp + p.gp + r];
-      num += wgt * p.acc[((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d];
-    }
-    return round_bf16(num / fmaxf(den, 1e-30f));
-  }
-  const int f = p.x_stride / 2;
-  float g = 0.f, u = 0.f;
-  for (int q = 0; q < p.n_parts; ++q) {
-    g += p.xp[static_cast<size_t>(q) * p.x_stride + k];
-    u += p.xp[static_cast<size_t>(q) * p.x_stride + f + k];
-  }
-  g = round_bf16(g);
-  u = round_bf16(u);
-  if (p.vec != nullptr) {
-    g = round_bf16(g + __bfloat162float(p.vec[k]));
-    u = round_bf16(u + __bfloat162float(p.vec[f + k]));
-  }
-  const float sig = round_bf16(1.f / (1.f + expf(-g)));   // jax.nn.silu in bf16: g * sigmoid(g)
-  const float act = round_bf16(g * sig);
-  return round_bf16(act * u);
-}
-
-template <int TPR, int U, int MODE>
-__global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, const __nv_bfloat16* __restrict__ w, int n,
-                                                         int ks, float* __restrict__ y, int y_stride, int pdl) {
-  constexpr int kGroups = kThreads / TPR;   // row groups
-  constexpr int kCols = 8 * TPR;            // output columns per block
-  extern __shared__ float xs[];             // the input slice, summed and rounded: ks floats
-  __shared__ float red[kGroups][kCols + 1];
-
-  const int group = threadIdx.x / TPR, lane = threadIdx.x % TPR;
-  const int k0 = blockIdx.y * ks;
-  const int col = blockIdx.x * kCols + lane * 8;
-  const __nv_bfloat16* wp = w + static_cast<size_t>(k0) * n + col;
-
-  if (pdl) release_dependents();
-  uint4 pre[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int r = group + u * kGroups;
-    pre[u] = r < ks ? load_stream(wp + static_cast<size_t>(r) * n) : make_uint4(0, 0, 0, 0);
-  }
-  if (pdl) wait_for_producer();
-  if (MODE == kParts) {
-    for (int i = threadIdx.x; i < ks; i += kThreads) {
-      float v = 0.f;
-      for (int q = 0; q < pro.n_parts; ++q) v += pro.xp[static_cast<size_t>(q) * pro.x_stride + k0 + i];
-      xs[i] = round_bf16(v);
-    }
-  } else {
-    float rstd = 0.f;
-    if (MODE == kNorm) {
-      float sum = 0.f;
-      for (int c = 0; c < pro.n_chunks; ++c) sum += pro.ss[c];
-      rstd = rsqrtf(sum / pro.k_total + pro.eps);
-    }
-    for (int i = threadIdx.x; i < ks; i += kThreads) xs[i] = input_at<MODE>(pro, k0 + i, rstd);
-  }
-  __syncthreads();
-
-  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int r = group + u * kGroups;
-    if (r < ks) fma8(acc, pre[u], xs[r]);
-  }
-  for (int r0 = group + U * kGroups; r0 < ks; r0 += U * kGroups) {
-    uint4 v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int r = r0 + u * kGroups;
-      v[u] = r < ks ? load_stream(wp + static_cast<size_t>(r) * n) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int r = r0 + u * kGroups;
-      if (r < ks) fma8(acc, v[u], xs[r]);
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < 8; ++j) red[group][lane * 8 + j] = acc[j];
-  __syncthreads();
-  for (int c = threadIdx.x; c < kCols; c += kThreads) {
-    float s = 0.f;
-#pragma unroll 8
-    for (int g = 0; g < kGroups; ++g) s += red[g][c];
-    y[static_cast<size_t>(blockIdx.y) * y_stride + blockIdx.x * kCols + c] = s;
-  }
-}
+using cudaperf_matvec::kThreads;
+using cudaperf_matvec::matvec_kernel;
+using cudaperf_matvec::Prologue;
+using cudaperf_matvec::kParts;
+using cudaperf_matvec::kNorm;
+using cudaperf_matvec::kSwiglu;
+using cudaperf_matvec::kAttn;
 
 template <int TPR, int MODE>
 cudaError_t launch(cudaStream_t stream, const Prologue& pro, const __nv_bfloat16* w, int k, int n, int split, float* y,
