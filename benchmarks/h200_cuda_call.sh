@@ -17,11 +17,11 @@ export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; which nvcc; nvcc --version | tail -1
 timeout 150 env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= \
   tests/cudaperf_jax/models/test_cuda_matvec_gpu.py 2>&1 | tail -15
-OUT=$OUT/gemv timeout 150 python3 benchmarks/decode_gemv.py --shapes=qwen2.5-1.5b --cuda 2>&1 | grep -v Warning | tail -40
+OUT=$OUT/gemv timeout 120 python3 benchmarks/decode_gemv.py --shapes=qwen2.5-1.5b --cuda 2>&1 | grep -v Warning | tail -40
 echo '{}' > /tmp/none.json
-# off, on with default splits, on with fewer qkv/down splits (CUDAPERF_CUDA_SPLIT), off again (drift check)
+# off, on with default splits, on with fewer and with more splits (CUDAPERF_CUDA_SPLIT), off again (drift check)
 i=0
-for run in off:: on:: on:1536x2048=6,8960x1536=28 off2::; do
+for run in off:: on:: on:1536x2048=6,8960x1536=28 on:1536x17920=8,8960x1536=112,1536x1536=48 off2::; do
   c=${run%%:*}; splits=${run#*:}; splits=${splits#:}; i=$((i + 1))
   OUT=$OUT/step_${i}_$c CUDAPERF_DECODE_CUDA=${c%2} CUDAPERF_CUDA_SPLIT=$splits timeout 50 python3 benchmarks/decode_tune.py \
     --new_tokens 64 --candidates /tmp/none.json 2>&1 | grep -E "^baseline \(" | sed "s/^/cuda $c [$splits]: /"
