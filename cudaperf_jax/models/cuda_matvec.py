@@ -44,9 +44,17 @@ class BuildError(RuntimeError):
     """nvcc could not build the FFI library; the message holds its output."""
 
 
+def cmd_buffer() -> bool:
+    """CUDAPERF_CUDA_CMDBUF (on by default): the handlers declare themselves command-buffer compatible, so XLA may
+    capture them into its CUDA graphs together with the kernels around them; `off` builds without that trait."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_CMDBUF", "on", ("off", "on")) == "on"
+
+
 def _nvcc_cmd(out: Path) -> list[str]:
     from kernels_harness.build.nvcc import find_nvcc
-    return [str(find_nvcc()), "-O3", "-std=c++17", f"-gencode=arch=compute_{ARCH[3:]},code={ARCH}", "-Xcompiler",
+    flags = [] if cmd_buffer() else ["-DMATVEC_NO_CMD_BUFFER"]
+    return [str(find_nvcc()), "-O3", *flags, "-std=c++17", f"-gencode=arch=compute_{ARCH[3:]},code={ARCH}", "-Xcompiler",
             "-fPIC", "-shared", "-cudart", "static", "-diag-suppress", "940,2473", f"-I{jax.ffi.include_dir()}",
             str(SOURCE), "-o", str(out)]
 
@@ -57,6 +65,7 @@ def build(cache: Path | None = None) -> Path:
     from kernels_harness.build.nvcc import find_nvcc
     version = subprocess.run([str(find_nvcc()), "--version"], check=False, capture_output=True, text=True).stdout
     h = hashlib.sha256(SOURCE.read_bytes() + KERNEL.read_bytes() + str(jax.ffi.include_dir()).encode() + version.encode()
+                       + bytes([cmd_buffer()])
                        + (Path(jax.ffi.include_dir()) / "xla/ffi/api/api.h").read_bytes()).hexdigest()[:16]
     out = (cache or cache_dir() / "cuda_ffi") / f"matvec_{ARCH}_{h}.so"
     if out.exists():

@@ -42,6 +42,15 @@
 
 namespace ffi = xla::ffi;
 
+// The handlers only launch kernels on the given stream, so XLA may capture them into its command buffers (CUDA
+// graphs) with the kernels around them; cuda_matvec.py builds without this (-DMATVEC_NO_CMD_BUFFER) when
+// CUDAPERF_CUDA_CMDBUF=off.
+#ifdef MATVEC_NO_CMD_BUFFER
+#define MATVEC_TRAITS {}
+#else
+#define MATVEC_TRAITS {ffi::Traits::kCmdBufferCompatible}
+#endif
+
 namespace {
 
 using cudaperf_matvec::kThreads;
@@ -176,7 +185,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecAttn, AttnImpl,
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<int64_t>("split_k")
                                   .Attr<int64_t>("pdl")
-                                  .Attr<int64_t>("group"));
+                                  .Attr<int64_t>("group"),
+                              MATVEC_TRAITS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvec, PartsImpl,
                               ffi::Ffi::Bind()
@@ -185,7 +195,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvec, PartsImpl,
                                   .Arg<ffi::Buffer<ffi::BF16>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<int64_t>("split_k")
-                                  .Attr<int64_t>("pdl"));
+                                  .Attr<int64_t>("pdl"),
+                              MATVEC_TRAITS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecNorm, NormImpl,
                               ffi::Ffi::Bind()
@@ -198,7 +209,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecNorm, NormImpl,
                                   .Attr<int64_t>("split_k")
                                   .Attr<int64_t>("pdl")
                                   .Attr<int64_t>("n_chunks")
-                                  .Attr<float>("eps"));
+                                  .Attr<float>("eps"),
+                              MATVEC_TRAITS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecSwiglu, SwigluImpl,
                               ffi::Ffi::Bind()
@@ -209,4 +221,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecSwiglu, SwigluImpl,
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<int64_t>("split_k")
                                   .Attr<int64_t>("pdl")
-                                  .Attr<int64_t>("has_bias"));
+                                  .Attr<int64_t>("has_bias"),
+                              MATVEC_TRAITS);
