@@ -24,8 +24,10 @@ i=0
 for run in off:: on:: on:1536x2048=6,8960x1536=28 on:1536x17920=8,8960x1536=112,1536x1536=48 off2::; do
   c=${run%%:*}; splits=${run#*:}; splits=${splits#:}; i=$((i + 1))
   OUT=$OUT/step_${i}_$c CUDAPERF_DECODE_CUDA=${c%2} CUDAPERF_CUDA_SPLIT=$splits timeout 50 python3 benchmarks/decode_tune.py \
-    --new_tokens 64 --candidates /tmp/none.json 2>&1 | grep -E "^baseline \(" | sed "s/^/cuda $c [$splits]: /"
+    --new_tokens 64 --candidates /tmp/none.json 2>&1 | grep -E "^baseline \(|rror" | sed "s/^/cuda $c [$splits]: /"
 done
+OUT=$OUT/step_nocmdbuf CUDAPERF_DECODE_CUDA=on CUDAPERF_CUDA_CMDBUF=off timeout 50 python3 benchmarks/decode_tune.py \
+  --new_tokens 64 --candidates /tmp/none.json 2>&1 | grep -E "^baseline \(|rror" | sed "s/^/cuda on, no command buffers: /"
 export CUDAPERF_DECODE_CUDA=on
 OUT=$OUT/gen timeout 70 python3 benchmarks/generation.py --models=qwen2.5-1.5b-random --gguf=/nonexistent --batches=1 \
   --no_hf --greedy_check_tokens=0 2>&1 | grep -E "decode|HBM|rror" | tail -4
