@@ -112,23 +112,42 @@ def bench_shape(k, n, transposed, sweep, cuda=False):
     return res
 
 
+def cuda_tilings(k: int, n: int, sms: int = 132, per_cols: int = 4) -> list[tuple[int, int, int]]:
+    """(split, cols, unroll) to try for one shape: the default, and per column width the splits whose grids
+    spread most evenly over the SMs (between 1 and 10 blocks per SM, >= 32 rows per slice), each at unroll 4
+    and 8."""
+    from cudaperf_jax.models import cuda_matvec as cm
+    out = {(cm.default_split(k, n), cm.default_cols(n), 4)} if cm.supported(k, n, 1) else set()
+    for cols in cm.COLS:
+        if n % cols:
+            continue
+        cand = []
+        for s in range(1, k // 32 + 1):
+            b = (n // cols) * s
+            if k % s == 0 and sms <= b <= 10 * sms and cm.supported(k, n, s, cols):
+                cand.append((-(b / (sms * -(-b // sms))), s))   # fullness of the last wave
+        for _, s in sorted(cand)[:per_cols]:
+            out.update({(s, cols, 4), (s, cols, 8)})
+    return sorted(out)
+
+
 def cuda_shape(x, ws, want, total):
-    """The CUDA FFI matvec (cudaperf_jax.models.cuda_matvec) on one shape: its default split and neighbours,
-    launched plainly and with programmatic dependent launch (back to back, so PDL can overlap them)."""
+    """The CUDA FFI matvec (cudaperf_jax.models.cuda_matvec) on one shape: cuda_tilings, each launched with
+    programmatic dependent launch back to back over the copies of the weight (as the decode step chains them)."""
     from cudaperf_jax.models import cuda_matvec as cm
     k, n = ws[0].shape
-    d = cm.default_split(k, n)
-    splits = sorted({s for s in (d, d // 2, d * 2, 1) if s >= 1 and k % s == 0 and cm.supported(k, n, s)})
     xf = x.astype(jnp.float32)[None, :]
     tried = []
-    for s, pdl in itertools.product(splits, (False, True)):
+    for s, cols, u in cuda_tilings(k, n):
         try:
-            f = jax.jit(lambda x, ws, s=s, pdl=pdl: jnp.stack([cm.matvec(x, w, split_k=s, pdl=pdl).sum(axis=0) for w in ws]))
+            f = jax.jit(lambda x, ws, s=s, c=cols, u=u: jnp.stack(
+                [cm.matvec(x, w, split_k=s, cols=c, unroll=u, pdl=True).sum(axis=0) for w in ws]))
             got = np.asarray(f(xf, ws)[0], np.float32)
             err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-6))
-            tried.append({"split_k": s, "pdl": pdl, "tb_s": total / timed(f, xf, ws) / 1e12, "rel_err": err})
+            tried.append({"split_k": s, "cols": cols, "unroll": u, "pdl": True, "tb_s": total / timed(f, xf, ws) / 1e12,
+                          "rel_err": err})
         except Exception as e:  # noqa: BLE001
-            tried.append({"split_k": s, "pdl": pdl, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            tried.append({"split_k": s, "cols": cols, "unroll": u, "pdl": True, "error": f"{type(e).__name__}: {str(e)[:300]}"})
     return tried
 
 
@@ -199,12 +218,14 @@ def main(argv=None):
     ap.add_argument("--table_out", default="", help="write the best tiling per shape here (CUDAPERF_GEMV_TABLE format)")
     ap.add_argument("--cuda", action=argparse.BooleanOptionalAction, default=jax.default_backend() == "gpu",
                     help="also time the CUDA FFI matvec (per shape, and its weight-stream chain with and without PDL)")
+    ap.add_argument("--cuda_spec_out", default="", help="write the fastest CUDA tiling per shape here "
+                    "(CUDAPERF_CUDA_SPLIT format)")
     args = ap.parse_args(argv)
     out = Path(os.environ.get("OUT", "out"))
     out.mkdir(parents=True, exist_ok=True)
     results = {"device": str(jax.devices()[0]), "jax": jax.__version__, "xla_flags": os.environ.get("XLA_FLAGS", ""),
                "shapes": {}, "chain": {}}
-    table = []
+    table, spec = [], []
     for model in args.shapes.split(","):
         for name, k, n, tr in SHAPES[model]:
             t0 = time.time()
@@ -224,9 +245,18 @@ def main(argv=None):
                   f"pallas-default {dflt.get('tb_s', float('nan')):.2f} {dflt.get('error', '')[:300]}  "
                   f"pallas-best {best.get('tb_s', float('nan')):.2f} {best.get('config', '')}  ({r['seconds']} s) "
                   f"{r.get('error', '')}", flush=True)
-            for t in r.get("cuda_tried", []):
-                print(f"    cuda split {t['split_k']:3d} pdl {int(t['pdl'])}: "
+            tried = r.get("cuda_tried", [])
+            for t in sorted(tried, key=lambda t: -t.get("tb_s", 0))[:6] + [t for t in tried if "error" in t][:2]:
+                print(f"    cuda split {t['split_k']:3d} cols {t['cols']:3d} unroll {t['unroll']}: "
                       + (f"{t['tb_s']:.2f} TB/s (rel err {t['rel_err']:.1e})" if "tb_s" in t else t["error"]), flush=True)
+            if r.get("cuda_best"):
+                b = r["cuda_best"]
+                spec.append(f"{k}x{n}={b['split_k']}:{b['cols']}:{b['unroll']}")
+        if spec:   # the fastest CUDA tiling per shape, as decode_fused reads it
+            results["cuda_split_spec"] = ",".join(spec)
+            print(f"CUDAPERF_CUDA_SPLIT={results['cuda_split_spec']}", flush=True)
+            if args.cuda_spec_out:
+                Path(args.cuda_spec_out).write_text(results["cuda_split_spec"])
         if args.table_out:  # the chain below (and later processes given the variable) use these tilings
             Path(args.table_out).write_text(json.dumps(table, indent=1))
             os.environ["CUDAPERF_GEMV_TABLE"] = str(Path(args.table_out).resolve())

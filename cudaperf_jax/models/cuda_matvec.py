@@ -93,60 +93,110 @@ def register() -> Path:
     return path
 
 
-def supported(k: int, n: int, split_k: int) -> bool:
-    """Shapes the kernel takes: N a multiple of 64, split_k dividing K, a K slice that fits shared memory."""
-    return n % 64 == 0 and split_k >= 1 and k % split_k == 0 and (k // split_k) * 4 <= 200 * 1024
+def supported(k: int, n: int, split_k: int, cols: int | None = None) -> bool:
+    """Shapes the kernel takes: N a multiple of 64 (of cols, the columns per block, when given), split_k
+    dividing K, a K slice that fits shared memory."""
+    return (n % 64 == 0 and (cols is None or (cols in COLS and n % cols == 0)) and split_k >= 1 and k % split_k == 0
+            and (k // split_k) * 4 <= 200 * 1024)
 
 
-def _call(kind: str, w: jax.Array, args: list, split_k: int, pdl: bool, out_cols: int | None, **attrs):
+COLS = (64, 128, 256)          # output columns per block (32, 16 or 8 threads per weight row)
+EPILOGUES = ("partials", "sum", "residual")
+_DUMMY_BF16 = np.zeros((1,), jnp.bfloat16)
+
+
+def default_cols(n: int) -> int:
+    return 256 if n % 256 == 0 else 128 if n % 128 == 0 else 64
+
+
+def _unroll() -> int:
+    """CUDAPERF_CUDA_UNROLL: 16-byte weight loads each thread keeps in flight, 4 (default) or 8."""
+    from cudaperf_jax.models.ops import env_choice
+    return int(env_choice("CUDAPERF_CUDA_UNROLL", "4", ("4", "8")))
+
+
+def _call(kind: str, w: jax.Array, args: list, split_k: int, pdl: bool, out_cols: int | None, *,
+          epilogue: str = "partials", residual=None, cols: int | None = None, unroll: int | None = None, **attrs):
     k, n = w.shape
-    if w.dtype != jnp.bfloat16 or not supported(k, n, split_k) or (out_cols or n) < n:
-        raise ValueError(f"cuda_matvec: needs w bf16 [K, N] with N % 64 == 0, split_k dividing K (K / split_k <= "
-                         f"51200) and out_cols >= N; got w {w.dtype}{list(w.shape)}, split_k {split_k}, out_cols {out_cols}")
+    cols = cols or default_cols(n)
+    if w.dtype != jnp.bfloat16 or not supported(k, n, split_k, cols) or (out_cols or n) < n:
+        raise ValueError(f"cuda_matvec: needs w bf16 [K, N] with N a multiple of cols (64, 128 or 256), split_k "
+                         f"dividing K (K / split_k <= 51200) and out_cols >= N; got w {w.dtype}{list(w.shape)}, "
+                         f"split_k {split_k}, cols {cols}, out_cols {out_cols}")
+    if epilogue not in EPILOGUES or (epilogue == "residual") != (residual is not None):
+        raise ValueError(f"cuda_matvec: epilogue must be one of {EPILOGUES}, with residual=(x, bias) exactly when "
+                         f"it is 'residual'; got {epilogue!r}")
+    if epilogue == "residual" and (residual[0].shape != (n,) or (residual[1] is not None and residual[1].shape != (n,))):
+        raise ValueError(f"cuda_matvec: the residual stream and its bias must be [N={n}]; got "
+                         f"{residual[0].shape} and {None if residual[1] is None else residual[1].shape}")
     if jax.default_backend() != "gpu":
         raise RuntimeError(f"cuda_matvec runs on an NVIDIA GPU only; JAX's backend here is {jax.default_backend()}")
     register()
-    call = jax.ffi.ffi_call(TARGETS[kind][0], jax.ShapeDtypeStruct((split_k, out_cols or n), jnp.float32))
-    return call(*args, w, split_k=np.int64(split_k), pdl=np.int64(int(pdl)), **attrs)
+    width = out_cols or n
+    rx, rb = (_DUMMY_BF16, _DUMMY_BF16) if residual is None else (
+        residual[0].astype(jnp.bfloat16), _DUMMY_BF16 if residual[1] is None else residual[1].astype(jnp.bfloat16))
+    shapes = [jax.ShapeDtypeStruct((split_k, width), jnp.float32),
+              jax.ShapeDtypeStruct((width if epilogue == "sum" else 1,), jnp.float32),
+              jax.ShapeDtypeStruct((n if epilogue == "residual" else 1,), jnp.bfloat16),
+              jax.ShapeDtypeStruct((n // cols if epilogue == "residual" else 1,), jnp.float32)]
+    y, total, xo, ss = jax.ffi.ffi_call(TARGETS[kind][0], shapes)(
+        *args, w, rx, rb, split_k=np.int64(split_k), pdl=np.int64(int(pdl)), epi=np.int64(EPILOGUES.index(epilogue)),
+        has_rbias=np.int64(residual is not None and residual[1] is not None), unroll=np.int64(unroll or _unroll()),
+        cols=np.int64(cols), **attrs)
+    if epilogue == "sum":
+        return total[None, :]
+    if epilogue == "residual":
+        return xo, ss
+    return y
 
 
-def matvec(xp: jax.Array, w: jax.Array, *, split_k: int = 1, pdl: bool = False, out_cols: int | None = None) -> jax.Array:
-    """float32 split-K partials [split_k, out_cols or N] (columns past N unwritten) of round_bf16(xp.sum(0)[:K]) @ w
-    for xp [P, >= K] float32 (a vector [>= K] is taken as P = 1) and w [K, N] bf16. pdl=True launches with
-    programmatic dependent launch: only for weights that no kernel of the same program writes (weights passed
-    into the jitted function as they are, not converted or sliced inside it)."""
+_DOC_EPILOGUE = """
+    epilogue: "partials" (the default) returns the float32 split-K partials [split_k, out_cols or N] (columns
+    past N unwritten); "sum" returns them summed, [1, out_cols or N], by the last block of each column tile;
+    "residual" (with residual=(x [N], bias [N] or None)) returns (x + round(round(y) + bias) in bf16 [N], its
+    sums of squares per column tile [N / cols]) with decode_fused.finish's roundings. cols: output columns per
+    block, 64, 128 or 256 (default the largest dividing N); unroll: 16-byte weight loads in flight per thread, 4
+    or 8 (default CUDAPERF_CUDA_UNROLL, else 4)."""
+
+
+def matvec(xp: jax.Array, w: jax.Array, *, split_k: int = 1, pdl: bool = False, out_cols: int | None = None,
+           **epilogue):
+    """round_bf16(xp.sum(0)[:K]) @ w for xp [P, >= K] float32 (a vector [>= K] is taken as P = 1) and w [K, N]
+    bf16. pdl=True launches with programmatic dependent launch: only for weights that no kernel of the same
+    program writes (weights passed into the jitted function as they are, not converted or sliced inside it)."""
     if xp.ndim == 1:
         xp = xp[None, :]
     if xp.shape[1] < w.shape[0]:
         raise ValueError(f"cuda_matvec: xp must be [P, >= K]; got xp {list(xp.shape)} for w {list(w.shape)}")
-    return _call("parts", w, [xp.astype(jnp.float32)], split_k, pdl, out_cols)
+    return _call("parts", w, [xp.astype(jnp.float32)], split_k, pdl, out_cols, **epilogue)
 
 
 def matvec_norm(x: jax.Array, ss: jax.Array, scale: jax.Array, w: jax.Array, *, n_chunks: int, eps: float,
-                split_k: int = 1, pdl: bool = False, out_cols: int | None = None) -> jax.Array:
+                split_k: int = 1, pdl: bool = False, out_cols: int | None = None, **epilogue):
     """As `matvec`, the input RMSNorm(x) * scale from x bf16 [K] and the first n_chunks entries of ss (its
     chunks' sums of squares, decode_fused.finish); the roundings of decode_fused's "norm" prologue."""
     if x.shape != (w.shape[0],) or scale.shape != x.shape or ss.shape[0] < n_chunks:
         raise ValueError(f"cuda_matvec_norm: x and scale must be [K] and ss >= n_chunks; got {x.shape}, {scale.shape}, "
                          f"{ss.shape} for w {list(w.shape)}")
     return _call("norm", w, [x.astype(jnp.bfloat16), ss.astype(jnp.float32), scale.astype(jnp.bfloat16)], split_k, pdl,
-                 out_cols, n_chunks=np.int64(n_chunks), eps=np.float32(eps))
+                 out_cols, n_chunks=np.int64(n_chunks), eps=np.float32(eps), **epilogue)
 
 
 def matvec_swiglu(parts: jax.Array, bias: jax.Array | None, w: jax.Array, *, split_k: int = 1, pdl: bool = False,
-                  out_cols: int | None = None) -> jax.Array:
+                  out_cols: int | None = None, **epilogue):
     """As `matvec`, the input silu(gate) * up from gate/up split-K partials [P, 2K] float32 (+ bias [2K]); the
     roundings of decode_fused's "swiglu" prologue."""
     k = w.shape[0]
     if parts.ndim != 2 or parts.shape[1] != 2 * k or (bias is not None and bias.shape != (2 * k,)):
         raise ValueError(f"cuda_matvec_swiglu: parts must be [P, 2K] and bias [2K]; got {parts.shape}, "
                          f"{None if bias is None else bias.shape} for w {list(w.shape)}")
-    b = jnp.zeros((1,), jnp.bfloat16) if bias is None else bias.astype(jnp.bfloat16)
-    return _call("swiglu", w, [parts.astype(jnp.float32), b], split_k, pdl, out_cols, has_bias=np.int64(bias is not None))
+    b = _DUMMY_BF16 if bias is None else bias.astype(jnp.bfloat16)
+    return _call("swiglu", w, [parts.astype(jnp.float32), b], split_k, pdl, out_cols,
+                 has_bias=np.int64(bias is not None), **epilogue)
 
 
 def matvec_attn(acc: jax.Array, ml: jax.Array, w: jax.Array, *, group: int, split_k: int = 1, pdl: bool = False,
-                out_cols: int | None = None) -> jax.Array:
+                out_cols: int | None = None, **epilogue):
     """As `matvec`, the input the attention output merged from decode_fused.attend's splits (acc [Hkv, S, Gp, Dh],
     ml [Hkv, S, 2, Gp]; group heads per KV head); the roundings of decode_fused's "attn" prologue."""
     if acc.ndim != 4 or ml.shape != (acc.shape[0], acc.shape[1], 2, acc.shape[2]) or \
@@ -154,13 +204,17 @@ def matvec_attn(acc: jax.Array, ml: jax.Array, w: jax.Array, *, group: int, spli
         raise ValueError(f"cuda_matvec_attn: acc must be [Hkv, S, Gp, Dh], ml [Hkv, S, 2, Gp] and Hkv * group * Dh "
                          f"== K; got {acc.shape}, {ml.shape}, group {group} for w {list(w.shape)}")
     return _call("attn", w, [acc.astype(jnp.float32), ml.astype(jnp.float32)], split_k, pdl, out_cols,
-                 group=np.int64(group))
+                 group=np.int64(group), **epilogue)
 
 
-def default_split(k: int, n: int, sms: int = 132, min_rows: int = 64) -> int:
-    """The smallest split giving >= 2 blocks per SM (a block owns 256, 128 or 64 columns) with >= min_rows rows
-    per slice, else the largest split that keeps min_rows."""
-    cols = 256 if n % 256 == 0 else 128 if n % 128 == 0 else 64
+for _f in (matvec, matvec_norm, matvec_swiglu, matvec_attn):
+    _f.__doc__ += _DOC_EPILOGUE
+
+
+def default_split(k: int, n: int, sms: int = 132, min_rows: int = 64, cols: int | None = None) -> int:
+    """The smallest split giving >= 2 blocks per SM (a block owns `cols` columns, default_cols(n) by default)
+    with >= min_rows rows per slice, else the largest split that keeps min_rows."""
+    cols = cols or default_cols(n)
     best = 1
     for s in range(1, k // min_rows + 1):
         if k % s:
@@ -171,23 +225,40 @@ def default_split(k: int, n: int, sms: int = 132, min_rows: int = 64) -> int:
     return best
 
 
-def split_for(k: int, n: int) -> int:
-    """The split for a [K, N] weight: CUDAPERF_CUDA_SPLIT ("KxN=S,..." entries, e.g. "8960x1536=28") if it names
-    this shape, else default_split."""
+def tiling_for(k: int, n: int) -> tuple[int, int, int]:
+    """(split_k, cols, unroll) for a [K, N] weight: CUDAPERF_CUDA_SPLIT ("KxN=S", "KxN=S:C" or "KxN=S:C:U" entries,
+    comma-separated, e.g. "8960x1536=28:64:8") if it names this shape, else (default_split, default_cols,
+    CUDAPERF_CUDA_UNROLL)."""
     spec = os.environ.get("CUDAPERF_CUDA_SPLIT", "").strip()
     for entry in filter(None, (e.strip() for e in spec.split(","))):
         try:
-            shape, split = entry.split("=")
+            shape, tiling = entry.split("=")
             kk, nn = (int(v) for v in shape.lower().split("x"))
-            split = int(split)
+            fields = [int(v) for v in tiling.split(":")]
+            if not 1 <= len(fields) <= 3:
+                raise ValueError
+            split, cols, u = fields + [default_cols(n), _unroll()][len(fields) - 1:]
         except ValueError:
-            raise ValueError(f"CUDAPERF_CUDA_SPLIT entry {entry!r}: write KxN=S, e.g. 8960x1536=28") from None
+            raise ValueError(f"CUDAPERF_CUDA_SPLIT entry {entry!r}: write KxN=S, KxN=S:C or KxN=S:C:U, e.g. "
+                             f"8960x1536=28:64:8") from None
         if (kk, nn) == (k, n):
-            if not supported(k, n, split):
-                raise ValueError(f"CUDAPERF_CUDA_SPLIT {entry!r}: split {split} does not divide K={k} "
-                                 f"(or N is not a multiple of 64)")
-            return split
-    return default_split(k, n)
+            if not supported(k, n, split, cols) or u not in (4, 8):
+                raise ValueError(f"CUDAPERF_CUDA_SPLIT {entry!r}: split {split} must divide K={k}, cols (64, 128 "
+                                 f"or 256) must divide N={n}, and the unroll is 4 or 8")
+            return split, cols, u
+    return default_split(k, n), default_cols(n), _unroll()
+
+
+def split_for(k: int, n: int) -> int:
+    """The split of tiling_for."""
+    return tiling_for(k, n)[0]
+
+
+def epilogues() -> str:
+    """CUDAPERF_CUDA_EPILOGUE: `fused` (default; qkv sums its splits for attention, o and down add into the
+    residual stream themselves, so no finish kernel runs) or `partials` (finish kernels as the Pallas path)."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_EPILOGUE", "fused", ("fused", "partials"))
 
 
 def mode() -> str:

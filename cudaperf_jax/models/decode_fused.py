@@ -565,29 +565,36 @@ def _project_residual(w, kind, xr, res_bias, **prologue):
 
 
 def _cuda_kernels(dt):
-    """A function (kind, weight param, prologue inputs, out_cols) -> the CUDA FFI matvec's float32 partials
-    (cuda_matvec.py) with CUDAPERF_DECODE_CUDA=on (bf16 compute, not the interpreter), or None (off, or a shape
-    that kernel does not take: the Pallas matvec runs). Weights that need no dtype conversion are launched with
-    programmatic dependent launch (no kernel of the step writes them)."""
+    """A function (kind, weight param, prologue inputs, out_cols, epilogue, residual) -> the CUDA FFI matvec's
+    result (cuda_matvec.py: float32 partials, their sum [1, cols], or with epilogue "residual" the new residual
+    stream and its sums of squares) with CUDAPERF_DECODE_CUDA=on (bf16 compute, not the interpreter), or None
+    (off, or a shape that kernel does not take: the Pallas matvec runs). Weights that need no dtype conversion
+    are launched with programmatic dependent launch (no kernel of the step writes them)."""
     from cudaperf_jax.models import cuda_matvec as cm
     on = cm.mode() == "on" and dt == jnp.bfloat16 and not _interpret(None)
 
-    def run(kind, w, inputs, out_cols=None):
+    def run(kind, w, inputs, out_cols=None, epilogue="partials", residual=None):
         k, n = w.shape
         if not on:
             return None
-        split = cm.split_for(k, n)
-        if not cm.supported(k, n, split):
+        split, cols, unroll = cm.tiling_for(k, n)
+        if not cm.supported(k, n, split, cols):
             return None
-        pdl = w.dtype == dt
+        keep = residual
+        if cm.epilogues() == "partials":
+            epilogue, residual = "partials", None
+        opts = dict(split_k=split, pdl=w.dtype == dt, out_cols=out_cols, cols=cols, unroll=unroll, epilogue=epilogue,
+                    residual=residual)
         if kind == "norm":
-            return cm.matvec_norm(inputs["x"], inputs["ss"], inputs["scale"], w.astype(dt), eps=inputs["eps"],
-                                  n_chunks=inputs["ss_count"] or finish_count(k), split_k=split, pdl=pdl,
-                                  out_cols=out_cols)
-        if kind == "attn":
-            return cm.matvec_attn(*inputs["attn"], w.astype(dt), group=inputs["group"], split_k=split, pdl=pdl,
-                                  out_cols=out_cols)
-        return cm.matvec_swiglu(inputs["parts"], inputs["bias"], w.astype(dt), split_k=split, pdl=pdl, out_cols=out_cols)
+            out = cm.matvec_norm(inputs["x"], inputs["ss"], inputs["scale"], w.astype(dt), eps=inputs["eps"],
+                                 n_chunks=inputs["ss_count"] or finish_count(k), **opts)
+        elif kind == "attn":
+            out = cm.matvec_attn(*inputs["attn"], w.astype(dt), group=inputs["group"], **opts)
+        else:
+            out = cm.matvec_swiglu(inputs["parts"], inputs["bias"], w.astype(dt), **opts)
+        if keep is not None and residual is None:   # CUDAPERF_CUDA_EPILOGUE=partials: the finish kernel
+            return (*finish(keep[0], out, keep[1]), None)
+        return (*out, n // cols) if epilogue == "residual" else out
     return run
 
 
@@ -616,7 +623,7 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
         a, mlp = layer.attn, layer.mlp
         extra = (_pow2_at_least(g, 16) - g) * hd
         norm_in = {"x": x, "ss": ss, "ss_count": count, "scale": layer.attn_norm.scale[...], "eps": layer.attn_norm.eps}
-        qkv_parts = cuda("norm", a.qkv[...], norm_in, out_cols=a.qkv.shape[1] + extra)
+        qkv_parts = cuda("norm", a.qkv[...], norm_in, out_cols=a.qkv.shape[1] + extra, epilogue="sum")
         if qkv_parts is None:
             qkv_parts = matvec(a.qkv[...].astype(dt), "norm", extra_cols=extra, **norm_in)
         attn, kc, vc = attend(qkv_parts, cache.k[i], cache.v[i], kvm, cache_index, cos, sin, num_heads=cfg.num_heads,
@@ -624,20 +631,19 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
                               k_norm=None if a.k_norm is None else a.k_norm.scale[...], eps=cfg.rms_norm_eps, dtype=dt)
         new_k.append(kc)
         new_v.append(vc)
-        o_parts = cuda("attn", a.o[...], {"attn": attn, "group": g})
-        if o_parts is not None:
-            x, ss = finish(x, o_parts, val(a.o_bias))
-            count = None
+        o_res = cuda("attn", a.o[...], {"attn": attn, "group": g}, epilogue="residual", residual=(x, val(a.o_bias)))
+        if o_res is not None:
+            x, ss, count = o_res
         else:
             x, ss, count = _project_residual(a.o[...].astype(dt), "attn", x, val(a.o_bias), attn=attn, group=g)
         gu_w = mlp.gate_up[...].astype(dt).reshape(cfg.hidden_size, -1)
         gu_bias = None if mlp.gate_up_bias is None else val(mlp.gate_up_bias).reshape(-1)
         norm_in = {"x": x, "ss": ss, "ss_count": count, "scale": layer.mlp_norm.scale[...], "eps": layer.mlp_norm.eps}
         gu_parts = cuda("norm", mlp.gate_up[...].reshape(cfg.hidden_size, -1), norm_in)
-        down_parts = None if gu_parts is None else cuda("swiglu", mlp.down[...], {"parts": gu_parts, "bias": gu_bias})
-        if down_parts is not None:
-            x, ss = finish(x, down_parts, val(mlp.down_bias))
-            count = None
+        down_res = None if gu_parts is None else cuda("swiglu", mlp.down[...], {"parts": gu_parts, "bias": gu_bias},
+                                                      epilogue="residual", residual=(x, val(mlp.down_bias)))
+        if down_res is not None:
+            x, ss, count = down_res
         elif swiglu_in_gate_up(cfg):  # gate_up writes the activation; down reads it as a plain vector
             act = matvec(gu_w, "norm", swiglu_out=True, bias=gu_bias, **norm_in)
             x, ss, count = _project_residual(mlp.down[...].astype(dt), "plain", x, val(mlp.down_bias), x=act)

@@ -56,18 +56,18 @@ namespace {
 using cudaperf_matvec::kThreads;
 using cudaperf_matvec::matvec_kernel;
 using cudaperf_matvec::Prologue;
+using cudaperf_matvec::Epilogue;
 using cudaperf_matvec::kParts;
 using cudaperf_matvec::kNorm;
 using cudaperf_matvec::kSwiglu;
 using cudaperf_matvec::kAttn;
 
-template <int TPR, int MODE>
-cudaError_t launch(cudaStream_t stream, const Prologue& pro, const __nv_bfloat16* w, int k, int n, int split, float* y,
-                   int y_stride, bool pdl) {
-  constexpr int kUnroll = 4;
+template <int TPR, int U, int MODE>
+cudaError_t launch(cudaStream_t stream, const Prologue& pro, const Epilogue& epi, const __nv_bfloat16* w, int k, int n,
+                   int split, float* y, int y_stride, bool pdl) {
   const int ks = k / split;
   const size_t smem = static_cast<size_t>(ks) * sizeof(float);
-  auto kernel = matvec_kernel<TPR, kUnroll, MODE>;
+  auto kernel = matvec_kernel<TPR, U, MODE>;
   if (smem > 40 * 1024) {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != cudaSuccess) return e;
@@ -82,38 +82,88 @@ cudaError_t launch(cudaStream_t stream, const Prologue& pro, const __nv_bfloat16
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, pro, w, n, ks, y, y_stride, static_cast<int>(pdl));
+  return cudaLaunchKernelEx(&cfg, kernel, pro, epi, w, n, ks, y, y_stride, static_cast<int>(pdl));
 }
 
+template <int TPR, int MODE>
+cudaError_t launch_unrolled(int unroll, cudaStream_t stream, const Prologue& pro, const Epilogue& epi,
+                            const __nv_bfloat16* w, int k, int n, int split, float* y, int y_stride, bool pdl) {
+  if (unroll == 8) return launch<TPR, 8, MODE>(stream, pro, epi, w, k, n, split, y, y_stride, pdl);
+  return launch<TPR, 4, MODE>(stream, pro, epi, w, k, n, split, y, y_stride, pdl);
+}
+
+// The outputs every handler returns: y [split, >= N] float32 partials (scratch unless epi == 0), sum [>= N]
+// float32 (epi 1), xo [N] bf16 and ss [N / cols] float32 (epi 2); the unused ones may be 1-element dummies.
+struct Outputs {
+  ffi::Result<ffi::Buffer<ffi::F32>> y, sum;
+  ffi::Result<ffi::Buffer<ffi::BF16>> xo;
+  ffi::Result<ffi::Buffer<ffi::F32>> ss;
+};
+
+struct Options {
+  int64_t split_k, pdl, epi, has_rbias, unroll, cols;
+};
+
 template <int MODE>
-ffi::Error dispatch(cudaStream_t stream, const Prologue& pro, ffi::Buffer<ffi::BF16>& w, ffi::Result<ffi::Buffer<ffi::F32>>& y,
-                    int64_t split_k, int64_t pdl) {
-  auto wd = w.dimensions(), yd = y->dimensions();
+ffi::Error dispatch(cudaStream_t stream, const Prologue& pro, ffi::Buffer<ffi::BF16>& w, ffi::Buffer<ffi::BF16>& rx,
+                    ffi::Buffer<ffi::BF16>& rb, Outputs& out, const Options& opt) {
+  auto wd = w.dimensions(), yd = out.y->dimensions();
   if (wd.size() != 2 || yd.size() != 2) return ffi::Error::InvalidArgument("cudaperf_matvec: w and y must be 2-D");
-  const int64_t k = wd[0], n = wd[1];
+  const int64_t k = wd[0], n = wd[1], split_k = opt.split_k;
   if (split_k < 1 || k % split_k || yd[0] != split_k || yd[1] < n)
     return ffi::Error::InvalidArgument("cudaperf_matvec: split_k must divide K and y must be [split_k, >= N]");
   if ((k / split_k) * 4 > 200 * 1024)
     return ffi::Error::InvalidArgument("cudaperf_matvec: K / split_k is too long for the shared input slice");
+  const int64_t cols = opt.cols;
+  if ((cols != 64 && cols != 128 && cols != 256) || n % cols)
+    return ffi::Error::InvalidArgument("cudaperf_matvec: cols (columns per block) must be 64, 128 or 256 and divide N");
+  Epilogue epi = {};
+  epi.mode = static_cast<int>(opt.epi);
+  if (opt.epi < 0 || opt.epi > 2) return ffi::Error::InvalidArgument("cudaperf_matvec: epi must be 0, 1 or 2");
+  if (opt.epi != 0 && split_k > 1 && n / cols > cudaperf_matvec::kMaxTiles)
+    return ffi::Error::InvalidArgument("cudaperf_matvec: too many column tiles for the split-K epilogue");
+  if (opt.epi == 1) {
+    if (static_cast<int64_t>(out.sum->element_count()) < n)
+      return ffi::Error::InvalidArgument("cudaperf_matvec: sum must have >= N entries");
+    epi.sum = out.sum->typed_data();
+  }
+  if (opt.epi == 2) {
+    if (static_cast<int64_t>(rx.element_count()) != n || static_cast<int64_t>(out.xo->element_count()) != n
+        || static_cast<int64_t>(out.ss->element_count()) != n / cols
+        || (opt.has_rbias && static_cast<int64_t>(rb.element_count()) != n))
+      return ffi::Error::InvalidArgument("cudaperf_matvec: the residual epilogue needs rx, rb, xo [N] and ss [N / cols]");
+    epi.rx = reinterpret_cast<const __nv_bfloat16*>(rx.typed_data());
+    epi.rb = opt.has_rbias ? reinterpret_cast<const __nv_bfloat16*>(rb.typed_data()) : nullptr;
+    epi.xo = reinterpret_cast<__nv_bfloat16*>(out.xo->typed_data());
+    epi.ss = out.ss->typed_data();
+  }
   const auto* wptr = reinterpret_cast<const __nv_bfloat16*>(w.typed_data());
-  float* yptr = y->typed_data();
+  float* yptr = out.y->typed_data();
   const int ys = static_cast<int>(yd[1]);
+  const int u = static_cast<int>(opt.unroll);
+  const bool pdl = opt.pdl != 0;
   cudaError_t e;
-  if (n % 256 == 0) {
-    e = launch<32, MODE>(stream, pro, wptr, k, n, split_k, yptr, ys, pdl != 0);
-  } else if (n % 128 == 0) {
-    e = launch<16, MODE>(stream, pro, wptr, k, n, split_k, yptr, ys, pdl != 0);
-  } else if (n % 64 == 0) {
-    e = launch<8, MODE>(stream, pro, wptr, k, n, split_k, yptr, ys, pdl != 0);
+  if (cols == 256) {
+    e = launch_unrolled<32, MODE>(u, stream, pro, epi, wptr, k, n, split_k, yptr, ys, pdl);
+  } else if (cols == 128) {
+    e = launch_unrolled<16, MODE>(u, stream, pro, epi, wptr, k, n, split_k, yptr, ys, pdl);
   } else {
-    return ffi::Error::InvalidArgument("cudaperf_matvec: N must be a multiple of 64");
+    e = launch_unrolled<8, MODE>(u, stream, pro, epi, wptr, k, n, split_k, yptr, ys, pdl);
   }
   if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_matvec: ") + cudaGetErrorString(e));
   return ffi::Error::Success();
 }
 
-ffi::Error PartsImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> xp, ffi::Buffer<ffi::BF16> w,
-                     ffi::Result<ffi::Buffer<ffi::F32>> y, int64_t split_k, int64_t pdl) {
+#define MATVEC_OUTPUTS                                                                                  \
+  ffi::Buffer<ffi::BF16> rx, ffi::Buffer<ffi::BF16> rb, ffi::Result<ffi::Buffer<ffi::F32>> y,          \
+      ffi::Result<ffi::Buffer<ffi::F32>> sum, ffi::Result<ffi::Buffer<ffi::BF16>> xo,                   \
+      ffi::Result<ffi::Buffer<ffi::F32>> ss, int64_t split_k, int64_t pdl, int64_t epi, int64_t has_rbias, \
+      int64_t unroll, int64_t cols
+#define MATVEC_DISPATCH(MODE) \
+  Outputs out{y, sum, xo, ss}; \
+  return dispatch<MODE>(stream, pro, w, rx, rb, out, Options{split_k, pdl, epi, has_rbias, unroll, cols})
+
+ffi::Error PartsImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> xp, ffi::Buffer<ffi::BF16> w, MATVEC_OUTPUTS) {
   auto xd = xp.dimensions();
   if (xd.size() != 2 || w.dimensions().size() != 2 || xd[1] < w.dimensions()[0])
     return ffi::Error::InvalidArgument("cudaperf_matvec: xp must be [P, >= K]");
@@ -121,29 +171,27 @@ ffi::Error PartsImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> xp, ffi::Buffer<
   pro.xp = xp.typed_data();
   pro.n_parts = static_cast<int>(xd[0]);
   pro.x_stride = static_cast<int>(xd[1]);
-  return dispatch<kParts>(stream, pro, w, y, split_k, pdl);
+  MATVEC_DISPATCH(kParts);
 }
 
-ffi::Error NormImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::BF16> scale,
-                    ffi::Buffer<ffi::BF16> w, ffi::Result<ffi::Buffer<ffi::F32>> y, int64_t split_k, int64_t pdl,
-                    int64_t n_chunks, float eps) {
+ffi::Error NormImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss_in,
+                    ffi::Buffer<ffi::BF16> scale, ffi::Buffer<ffi::BF16> w, MATVEC_OUTPUTS, int64_t n_chunks, float eps) {
   const int64_t k = w.dimensions().size() == 2 ? w.dimensions()[0] : -1;
   if (x.element_count() != k || scale.element_count() != k || n_chunks < 1
-      || static_cast<int64_t>(ss.element_count()) < n_chunks)
+      || static_cast<int64_t>(ss_in.element_count()) < n_chunks)
     return ffi::Error::InvalidArgument("cudaperf_matvec_norm: x and scale must have K entries and ss >= n_chunks");
   Prologue pro = {};
   pro.x = reinterpret_cast<const __nv_bfloat16*>(x.typed_data());
-  pro.ss = ss.typed_data();
+  pro.ss = ss_in.typed_data();
   pro.n_chunks = static_cast<int>(n_chunks);
   pro.k_total = static_cast<int>(k);
   pro.eps = eps;
   pro.vec = reinterpret_cast<const __nv_bfloat16*>(scale.typed_data());
-  return dispatch<kNorm>(stream, pro, w, y, split_k, pdl);
+  MATVEC_DISPATCH(kNorm);
 }
 
 ffi::Error SwigluImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> parts, ffi::Buffer<ffi::BF16> bias,
-                      ffi::Buffer<ffi::BF16> w, ffi::Result<ffi::Buffer<ffi::F32>> y, int64_t split_k, int64_t pdl,
-                      int64_t has_bias) {
+                      ffi::Buffer<ffi::BF16> w, MATVEC_OUTPUTS, int64_t has_bias) {
   auto pd = parts.dimensions();
   const int64_t k = w.dimensions().size() == 2 ? w.dimensions()[0] : -1;
   if (pd.size() != 2 || pd[1] != 2 * k || (has_bias && static_cast<int64_t>(bias.element_count()) != 2 * k))
@@ -153,11 +201,11 @@ ffi::Error SwigluImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> parts, ffi::Buf
   pro.n_parts = static_cast<int>(pd[0]);
   pro.x_stride = static_cast<int>(pd[1]);
   pro.vec = has_bias ? reinterpret_cast<const __nv_bfloat16*>(bias.typed_data()) : nullptr;
-  return dispatch<kSwiglu>(stream, pro, w, y, split_k, pdl);
+  MATVEC_DISPATCH(kSwiglu);
 }
 
 ffi::Error AttnImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> acc, ffi::Buffer<ffi::F32> ml, ffi::Buffer<ffi::BF16> w,
-                    ffi::Result<ffi::Buffer<ffi::F32>> y, int64_t split_k, int64_t pdl, int64_t group) {
+                    MATVEC_OUTPUTS, int64_t group) {
   auto ad = acc.dimensions(), md = ml.dimensions();
   const int64_t k = w.dimensions().size() == 2 ? w.dimensions()[0] : -1;
   if (ad.size() != 4 || md.size() != 4 || md[0] != ad[0] || md[1] != ad[1] || md[2] != 2 || md[3] != ad[2]
@@ -171,55 +219,56 @@ ffi::Error AttnImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> acc, ffi::Buffer<
   pro.gp = static_cast<int>(ad[2]);
   pro.dh = static_cast<int>(ad[3]);
   pro.group = static_cast<int>(group);
-  return dispatch<kAttn>(stream, pro, w, y, split_k, pdl);
+  MATVEC_DISPATCH(kAttn);
 }
 
 }  // namespace
 
+// Arguments after the prologue's and w: rx, rb (bf16); results y, sum, xo, ss; attributes split_k, pdl, epi,
+// has_rbias, unroll, cols, then the prologue's.
+#define MATVEC_COMMON(BINDING)                                                                                 \
+  BINDING.Arg<ffi::Buffer<ffi::BF16>>()                                                                        \
+      .Arg<ffi::Buffer<ffi::BF16>>()                                                                           \
+      .Arg<ffi::Buffer<ffi::BF16>>()                                                                           \
+      .Ret<ffi::Buffer<ffi::F32>>()                                                                            \
+      .Ret<ffi::Buffer<ffi::F32>>()                                                                            \
+      .Ret<ffi::Buffer<ffi::BF16>>()                                                                           \
+      .Ret<ffi::Buffer<ffi::F32>>()                                                                            \
+      .Attr<int64_t>("split_k")                                                                                \
+      .Attr<int64_t>("pdl")                                                                                    \
+      .Attr<int64_t>("epi")                                                                                    \
+      .Attr<int64_t>("has_rbias")                                                                              \
+      .Attr<int64_t>("unroll")                                                                                 \
+      .Attr<int64_t>("cols")
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecAttn, AttnImpl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::BF16>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Attr<int64_t>("split_k")
-                                  .Attr<int64_t>("pdl")
+                              MATVEC_COMMON(ffi::Ffi::Bind()
+                                                .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                                .Arg<ffi::Buffer<ffi::F32>>()
+                                                .Arg<ffi::Buffer<ffi::F32>>())
                                   .Attr<int64_t>("group"),
                               MATVEC_TRAITS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvec, PartsImpl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::BF16>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Attr<int64_t>("split_k")
-                                  .Attr<int64_t>("pdl"),
+                              MATVEC_COMMON(ffi::Ffi::Bind()
+                                                .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                                .Arg<ffi::Buffer<ffi::F32>>()),
                               MATVEC_TRAITS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecNorm, NormImpl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::Buffer<ffi::BF16>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::BF16>>()
-                                  .Arg<ffi::Buffer<ffi::BF16>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Attr<int64_t>("split_k")
-                                  .Attr<int64_t>("pdl")
+                              MATVEC_COMMON(ffi::Ffi::Bind()
+                                                .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                                .Arg<ffi::Buffer<ffi::BF16>>()
+                                                .Arg<ffi::Buffer<ffi::F32>>()
+                                                .Arg<ffi::Buffer<ffi::BF16>>())
                                   .Attr<int64_t>("n_chunks")
                                   .Attr<float>("eps"),
                               MATVEC_TRAITS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecSwiglu, SwigluImpl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::BF16>>()
-                                  .Arg<ffi::Buffer<ffi::BF16>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Attr<int64_t>("split_k")
-                                  .Attr<int64_t>("pdl")
+                              MATVEC_COMMON(ffi::Ffi::Bind()
+                                                .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                                .Arg<ffi::Buffer<ffi::F32>>()
+                                                .Arg<ffi::Buffer<ffi::BF16>>())
                                   .Attr<int64_t>("has_bias"),
                               MATVEC_TRAITS);

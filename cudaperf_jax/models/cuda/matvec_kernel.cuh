@@ -44,6 +44,30 @@ struct Prologue {
   int splits, gp, dh, group;
 };
 
+// What a block does with its column sums. kEpiPartials: y[split, col] (the consumer sums the splits). With
+// kEpiSum and kEpiResidual the last block of each column tile to finish (a self-resetting arrival counter per
+// tile) sums the tile's splits, in split order, itself:
+//   kEpiSum       sum[col] = sum_s y[s, col]                                     (float32)
+//   kEpiResidual  xo[col] = round(rx[col] + round(round(sum_s y[s, col]) + rb[col]))  (bf16, decode_fused.finish's
+//                 roundings; rb optional) and ss[tile] = sum over the tile of xo^2 (the next norm's input)
+// With one split no counter is used. y is scratch then (still written when split > 1).
+enum EpilogueMode { kEpiPartials = 0, kEpiSum = 1, kEpiResidual = 2 };
+
+struct Epilogue {
+  int mode;
+  float* sum;                   // kEpiSum: [>= N]
+  const __nv_bfloat16* rx;      // kEpiResidual: the residual stream [N]
+  const __nv_bfloat16* rb;      // kEpiResidual: bias [N] or null
+  __nv_bfloat16* xo;            // kEpiResidual: the new residual stream [N]
+  float* ss;                    // kEpiResidual: [N / columns per block]
+};
+
+constexpr int kMaxTiles = 4096;
+// Arrival counters, one per column tile; every launch that uses them leaves them at zero. Launches on one
+// stream never use them at the same time: a PDL launch touches them only after griddepcontrol.wait, which
+// returns once the previous grid has finished.
+__device__ unsigned int g_tile_arrivals[kMaxTiles];
+
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
 
 template <int MODE>
@@ -83,8 +107,8 @@ __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) 
 }
 
 template <int TPR, int U, int MODE>
-__global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, const __nv_bfloat16* __restrict__ w, int n,
-                                                         int ks, float* __restrict__ y, int y_stride, int pdl) {
+__global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue epi, const __nv_bfloat16* __restrict__ w,
+                                                         int n, int ks, float* __restrict__ y, int y_stride, int pdl) {
   constexpr int kGroups = kThreads / TPR;   // row groups
   constexpr int kCols = 8 * TPR;            // output columns per block
   extern __shared__ float xs[];             // the input slice, summed and rounded: ks floats
@@ -142,11 +166,51 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, const __
 #pragma unroll
   for (int j = 0; j < 8; ++j) red[group][lane * 8 + j] = acc[j];
   __syncthreads();
-  for (int c = threadIdx.x; c < kCols; c += kThreads) {
-    float s = 0.f;
+  static_assert(kCols <= kThreads, "one column per thread in the epilogue");
+  const int c = threadIdx.x, oc = blockIdx.x * kCols + c;   // this thread's output column
+  float s = 0.f;
+  if (c < kCols) {
 #pragma unroll 8
     for (int g = 0; g < kGroups; ++g) s += red[g][c];
-    y[static_cast<size_t>(blockIdx.y) * y_stride + blockIdx.x * kCols + c] = s;
+  }
+  if (epi.mode == kEpiPartials || gridDim.y > 1) {
+    if (c < kCols) y[static_cast<size_t>(blockIdx.y) * y_stride + oc] = s;
+    if (epi.mode == kEpiPartials) return;
+    __shared__ int last;
+    __threadfence();   // this block's partials are visible before its arrival is counted
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&g_tile_arrivals[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (c < kCols) {
+      s = 0.f;
+#pragma unroll 8
+      for (unsigned sp = 0; sp < gridDim.y; ++sp) s += __ldcg(y + static_cast<size_t>(sp) * y_stride + oc);
+    }
+    if (threadIdx.x == 0) g_tile_arrivals[blockIdx.x] = 0;
+  }
+  if (epi.mode == kEpiSum) {
+    if (c < kCols) epi.sum[oc] = s;
+    return;
+  }
+  float sq = 0.f;
+  if (c < kCols) {
+    float v = round_bf16(s);
+    if (epi.rb != nullptr) v = round_bf16(v + __bfloat162float(epi.rb[oc]));
+    const float xn = round_bf16(__bfloat162float(epi.rx[oc]) + v);
+    epi.xo[oc] = __float2bfloat16(xn);
+    sq = xn * xn;
+  }
+  __shared__ float warp_sq[kThreads / 32];
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) sq += __shfl_down_sync(0xffffffffu, sq, off);
+  if (threadIdx.x % 32 == 0) warp_sq[threadIdx.x / 32] = sq;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0.f;
+    for (int i = 0; i < kThreads / 32; ++i) t += warp_sq[i];
+    epi.ss[blockIdx.x] = t;
   }
 }
 

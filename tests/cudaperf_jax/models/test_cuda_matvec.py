@@ -41,8 +41,17 @@ def test_register_loads_the_handler_for_cuda(monkeypatch, tmp_path):
 
 def test_shapes_the_kernel_cannot_take_are_refused():
     x = jnp.ones((3, 128), jnp.float32)
-    with pytest.raises(ValueError, match="N % 64"):
+    with pytest.raises(ValueError, match="N a multiple of cols"):
         cm.matvec(x, jnp.ones((128, 96), jnp.bfloat16))
+    with pytest.raises(ValueError, match="N a multiple of cols"):
+        cm.matvec(x, jnp.ones((128, 192), jnp.bfloat16), cols=128)
+    with pytest.raises(ValueError, match="epilogue must be one of"):
+        cm.matvec(x, jnp.ones((128, 128), jnp.bfloat16), epilogue="residual")
+    with pytest.raises(ValueError, match="epilogue must be one of"):
+        cm.matvec(x, jnp.ones((128, 128), jnp.bfloat16), epilogue="sum", residual=(x[0], None))
+    with pytest.raises(ValueError, match=r"residual stream and its bias must be \[N=128\]"):
+        cm.matvec(x, jnp.ones((128, 128), jnp.bfloat16), epilogue="residual",
+                  residual=(jnp.ones((128,), jnp.bfloat16), jnp.ones((64,), jnp.bfloat16)))
     with pytest.raises(ValueError, match="split_k dividing K"):
         cm.matvec(x, jnp.ones((128, 128), jnp.bfloat16), split_k=3)
     with pytest.raises(ValueError, match="bf16"):
@@ -50,6 +59,7 @@ def test_shapes_the_kernel_cannot_take_are_refused():
     with pytest.raises(ValueError, match=r"must be \[P, >= K\]"):
         cm.matvec(x, jnp.ones((256, 128), jnp.bfloat16))
     assert cm.supported(8960, 1536, 14) and not cm.supported(8960, 1536, 3)
+    assert cm.supported(8960, 1536, 14, 64) and not cm.supported(8960, 1536, 14, 1024)
 
 
 @pytest.mark.parametrize("k,n,want", [(1536, 17920, 4), (8960, 1536, 56), (1536, 1536, 24), (576, 960, 9)])
@@ -75,9 +85,20 @@ def test_splits_can_be_set_per_shape(monkeypatch):
     monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960x1536=28, 1536x2048=12")
     assert cm.split_for(8960, 1536) == 28 and cm.split_for(1536, 2048) == 12
     assert cm.split_for(1536, 17920) == cm.default_split(1536, 17920)
+    assert cm.tiling_for(8960, 1536) == (28, 256, 4) and cm.tiling_for(1536, 17920)[1:] == (256, 4)
+    monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960x1536=14:64,1536x1536=12:128:8")
+    assert cm.tiling_for(8960, 1536) == (14, 64, 4) and cm.tiling_for(1536, 1536) == (12, 128, 8)
+    monkeypatch.setenv("CUDAPERF_CUDA_UNROLL", "8")
+    assert cm.tiling_for(8960, 1536) == (14, 64, 8) and cm.tiling_for(1536, 17920)[2] == 8
+    monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960x1536=14:64:6")
+    with pytest.raises(ValueError, match="unroll is 4 or 8"):
+        cm.tiling_for(8960, 1536)
     monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960x1536=27")
-    with pytest.raises(ValueError, match="does not divide"):
+    with pytest.raises(ValueError, match="must divide K=8960"):
         cm.split_for(8960, 1536)
+    monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960x1536=28:96")
+    with pytest.raises(ValueError, match="cols"):
+        cm.tiling_for(8960, 1536)
     monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960:1536")
     with pytest.raises(ValueError, match="write KxN=S"):
         cm.split_for(8960, 1536)

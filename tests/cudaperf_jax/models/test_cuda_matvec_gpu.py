@@ -39,7 +39,7 @@ def test_a_chain_of_launches_reads_each_producers_finished_partials(pdl):
     d, steps = 1536, 12
     # separate arrays: slicing one stacked array would make each weight the output of a copy kernel just
     # before the launch, which the PDL prefetch may not read (cuda_matvec.matvec's contract)
-    ws = tuple(jax.random.normal(k, (d, d), jnp.bfloat16) * (1.0 / np.sqrt(d))
+    ws = tuple(jax.random.normal(k, (d, d), jnp.bfloat16) * float(1.0 / np.sqrt(d))
                for k in jax.random.split(jax.random.key(0), steps))
     x0 = jax.random.normal(jax.random.key(1), (1, d), jnp.float32)
 
@@ -121,3 +121,77 @@ def test_the_attention_merge_prologue_is_decode_fuseds():
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-3, atol=2e-3 * float(jnp.abs(want).max()))
     np.testing.assert_allclose(np.asarray(got), np.asarray(pallas.sum(axis=0)), rtol=2e-3,
                                atol=2e-3 * float(jnp.abs(want).max()))
+
+
+@pytest.mark.parametrize("split,cols", [(1, 256), (12, 64), (24, 256)])
+def test_the_sum_epilogue_is_the_partials_summed(split, cols):
+    k, n = 1536, 2048
+    ks = jax.random.split(jax.random.key(split + cols), 2)
+    xp = jax.random.normal(ks[0], (2, k), jnp.float32)
+    w = jax.random.normal(ks[1], (k, n), jnp.bfloat16)
+    f = jax.jit(lambda a, b, e: cm.matvec(a, b, split_k=split, cols=cols, pdl=True, out_cols=n + 128, epilogue=e),
+                static_argnums=2)
+    total, parts = f(xp, w, "sum"), f(xp, w, "partials")
+    assert total.shape == (1, n + 128)
+    np.testing.assert_allclose(np.asarray(total[0, :n]), np.asarray(parts[:, :n].sum(axis=0)), rtol=1e-5, atol=1e-3)
+    for _ in range(3):   # the arrival counters are left at zero: launches agree
+        np.testing.assert_array_equal(np.asarray(f(xp, w, "sum")[:, :n]), np.asarray(total[:, :n]))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("split,cols", [(1, 64), (14, 64), (56, 256)])
+def test_the_residual_epilogue_is_finish(split, cols, bias):
+    """matvec_swiglu(..., epilogue="residual") against decode_fused.finish of the same kernel's partials."""
+    from cudaperf_jax.models import decode_fused as df
+    k, n = 8960, 1536
+    ks = jax.random.split(jax.random.key(split + cols + bias), 4)
+    parts = jax.random.normal(ks[0], (4, 2 * k), jnp.float32)
+    w = jax.random.normal(ks[1], (k, n), jnp.bfloat16) * 0.02
+    x = jax.random.normal(ks[2], (n,), jnp.bfloat16)
+    b = jax.random.normal(ks[3], (n,), jnp.bfloat16) if bias else None
+    xo, ss = jax.jit(lambda p, w, x: cm.matvec_swiglu(p, None, w, split_k=split, cols=cols, pdl=True,
+                                                      epilogue="residual", residual=(x, b)))(parts, w, x)
+    want_x, _ = jax.jit(lambda p, w, x: df.finish(x, cm.matvec_swiglu(p, None, w, split_k=split, cols=cols), b))(
+        parts, w, x)
+    assert xo.shape == (n,) and xo.dtype == jnp.bfloat16 and ss.shape == (n // cols,)
+    # the same sums in another order at most flip the last bf16 bit of a few entries
+    diff = np.abs(np.asarray(xo, np.float32) - np.asarray(want_x, np.float32))
+    assert (diff > 0).mean() < 0.05 and diff.max() <= 0.02 * float(jnp.abs(want_x.astype(jnp.float32)).max())
+    xf = np.asarray(xo, np.float32).reshape(-1, cols)
+    np.testing.assert_allclose(np.asarray(ss), (xf ** 2).sum(axis=1), rtol=1e-4)
+
+
+def test_a_residual_chain_with_pdl_matches_xla():
+    """o -> gate_up -> down as the fused step chains them: each launch's norm prologue reads the previous
+    residual epilogue's stream and sums of squares, launched with PDL."""
+    d, f, steps = 1536, 8960, 4
+    keys = jax.random.split(jax.random.key(3), 3 * steps + 1)
+    ws = [(jax.random.normal(keys[3 * i], (d, 2 * f), jnp.bfloat16) * float(1 / np.sqrt(d)),
+           jax.random.normal(keys[3 * i + 1], (f, d), jnp.bfloat16) * float(1 / np.sqrt(f)),
+           jax.random.normal(keys[3 * i + 2], (d,), jnp.bfloat16)) for i in range(steps)]
+    x0 = jax.random.normal(keys[-1], (d,), jnp.bfloat16)
+
+    @jax.jit
+    def chain(x, ws):
+        from cudaperf_jax.models import decode_fused as df
+        x, ss = df.finish(x, None, None)
+        count = df.finish_count(d)
+        for gu, down, scale in ws:
+            parts = cm.matvec_norm(x, ss, scale, gu, n_chunks=count, eps=1e-6, split_k=8, pdl=True)
+            x, ss = cm.matvec_swiglu(parts, None, down, split_k=28, cols=64, pdl=True, epilogue="residual",
+                                     residual=(x, None))
+            count = d // 64
+        return x
+
+    @jax.jit
+    def reference(x, ws):
+        for gu, down, scale in ws:
+            xf = x.astype(jnp.float32)
+            h = (xf * jax.lax.rsqrt(jnp.mean(xf * xf) + 1e-6)).astype(jnp.bfloat16) * scale
+            gu_out = (h.astype(jnp.float32) @ gu.astype(jnp.float32)).astype(jnp.bfloat16)
+            act = (jax.nn.silu(gu_out[:f]) * gu_out[f:]).astype(jnp.bfloat16)
+            x = x + (act.astype(jnp.float32) @ down.astype(jnp.float32)).astype(jnp.bfloat16)
+        return x
+
+    got, want = np.asarray(chain(x0, ws), np.float32), np.asarray(reference(x0, ws), np.float32)
+    np.testing.assert_allclose(got, want, rtol=3e-2, atol=3e-2 * np.abs(want).max())
