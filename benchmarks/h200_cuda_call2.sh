@@ -21,14 +21,14 @@ SPEC=$(cat $OUT/cuda_spec 2>/dev/null)
 echo '{}' > /tmp/none.json
 step() {  # name, then env assignments
   local name=$1; shift
-  env OUT=$OUT/step_$name "$@" timeout 45 python3 benchmarks/decode_tune.py --new_tokens 64 --candidates /tmp/none.json \
+  env OUT=/tmp/step_$name "$@" timeout 45 python3 benchmarks/decode_tune.py --new_tokens 64 --candidates /tmp/none.json \
     2>&1 | grep -E "^baseline \(|rror" | sed "s/^/$name: /"
 }
 step off CUDAPERF_DECODE_CUDA=off
 step on_default CUDAPERF_DECODE_CUDA=on
 step on_tuned CUDAPERF_DECODE_CUDA=on CUDAPERF_CUDA_SPLIT=$SPEC
 step on_tuned_finish CUDAPERF_DECODE_CUDA=on CUDAPERF_CUDA_SPLIT=$SPEC CUDAPERF_CUDA_EPILOGUE=partials
-step on_tuned_u8 CUDAPERF_DECODE_CUDA=on CUDAPERF_CUDA_UNROLL=8
+step on_default_u8 CUDAPERF_DECODE_CUDA=on CUDAPERF_CUDA_UNROLL=8
 step off_again CUDAPERF_DECODE_CUDA=off
 export CUDAPERF_DECODE_CUDA=on CUDAPERF_CUDA_SPLIT=$SPEC
 OUT=$OUT/gen timeout 70 python3 benchmarks/generation.py --models=qwen2.5-1.5b-random --gguf=/nonexistent --batches=1 \
