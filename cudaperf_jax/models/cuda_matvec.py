@@ -29,6 +29,7 @@ import hashlib
 import os
 import subprocess
 import uuid
+import warnings
 from pathlib import Path
 
 import jax
@@ -225,10 +226,15 @@ def default_split(k: int, n: int, sms: int = 132, min_rows: int = 64, cols: int 
     return best
 
 
+# (K, N) -> (split_k, cols, unroll): the fastest per-shape tilings of benchmarks/decode_gemv.py's CUDA sweep on
+# the H200 (2026-12-03, benchmarks/results/decode_gemv_cuda_h200_1p5b.json; Qwen2.5-1.5B's shapes)
+TUNED = {(1536, 2048): (12, 64, 8), (1536, 1536): (16, 64, 4), (1536, 17920): (3, 128, 4), (8960, 1536): (40, 128, 8)}
+
+
 def tiling_for(k: int, n: int) -> tuple[int, int, int]:
     """(split_k, cols, unroll) for a [K, N] weight: CUDAPERF_CUDA_SPLIT ("KxN=S", "KxN=S:C" or "KxN=S:C:U" entries,
-    comma-separated, e.g. "8960x1536=28:64:8") if it names this shape, else (default_split, default_cols,
-    CUDAPERF_CUDA_UNROLL)."""
+    comma-separated, e.g. "8960x1536=28:64:8") if it names this shape, else TUNED's, else (default_split,
+    default_cols, CUDAPERF_CUDA_UNROLL)."""
     spec = os.environ.get("CUDAPERF_CUDA_SPLIT", "").strip()
     for entry in filter(None, (e.strip() for e in spec.split(","))):
         try:
@@ -246,7 +252,7 @@ def tiling_for(k: int, n: int) -> tuple[int, int, int]:
                 raise ValueError(f"CUDAPERF_CUDA_SPLIT {entry!r}: split {split} must divide K={k}, cols (64, 128 "
                                  f"or 256) must divide N={n}, and the unroll is 4 or 8")
             return split, cols, u
-    return default_split(k, n), default_cols(n), _unroll()
+    return TUNED.get((k, n)) or (default_split(k, n), default_cols(n), _unroll())
 
 
 def split_for(k: int, n: int) -> int:
@@ -254,15 +260,39 @@ def split_for(k: int, n: int) -> int:
     return tiling_for(k, n)[0]
 
 
-def epilogues() -> str:
-    """CUDAPERF_CUDA_EPILOGUE: `fused` (default; qkv sums its splits for attention, o and down add into the
-    residual stream themselves, so no finish kernel runs) or `partials` (finish kernels as the Pallas path)."""
-    from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_EPILOGUE", "fused", ("fused", "partials"))
-
-
 def mode() -> str:
-    """CUDAPERF_DECODE_CUDA: `off` (default until measured on a GPU) or `on` - the fused decode path's qkv, o,
-    gate_up and down matvecs run this kernel (bf16 weights only), with PDL when the weights need no conversion."""
+    """CUDAPERF_DECODE_CUDA: `auto` (default: on for compute capability 9.x GPUs when nvcc builds the library),
+    `on` or `off` - whether the fused decode path's qkv, o, gate_up and down matvecs run this kernel (bf16
+    weights only), with PDL when the weights need no conversion."""
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_DECODE_CUDA", "off", ("off", "on"))
+    return env_choice("CUDAPERF_DECODE_CUDA", "auto", ("off", "auto", "on"))
+
+
+def enabled() -> bool:
+    """mode() resolved: `auto` is on when the first JAX device is a GPU of compute capability 9.x (the library is
+    built for sm_90) and the library builds and registers; otherwise (with a warning for a failed build) off."""
+    m = mode()
+    return m == "on" or (m == "auto" and _auto())
+
+
+@functools.cache
+def _auto() -> bool:
+    dev = jax.devices()[0]
+    if dev.platform != "gpu" or not str(getattr(dev, "compute_capability", "")).startswith("9."):
+        return False
+    try:
+        register()
+    except Exception as e:  # noqa: BLE001 - no nvcc, a failed build: the Pallas matvecs still work
+        warnings.warn(f"cuda_matvec: the CUDA decode matvecs are off ({type(e).__name__}: {str(e)[:300]}); set "
+                      f"CUDAPERF_DECODE_CUDA=off to silence this, or install the CUDA toolkit's nvcc", stacklevel=2)
+        return False
+    return True
+
+
+def epilogues() -> str:
+    """CUDAPERF_CUDA_EPILOGUE: how the fused step combines split-K partials. `partials` (default; measured best on
+    the H200, 2026-12-03): qkv's go to attention as they are, o's and down's through decode_fused.finish;
+    `fused`: qkv sums its splits for attention and o and down add into the residual stream in their own last
+    blocks (no finish kernels); `qkv`: only qkv's sum epilogue."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_EPILOGUE", "partials", ("partials", "fused", "qkv"))

@@ -567,11 +567,13 @@ def _project_residual(w, kind, xr, res_bias, **prologue):
 def _cuda_kernels(dt):
     """A function (kind, weight param, prologue inputs, out_cols, epilogue, residual) -> the CUDA FFI matvec's
     result (cuda_matvec.py: float32 partials, their sum [1, cols], or with epilogue "residual" the new residual
-    stream and its sums of squares) with CUDAPERF_DECODE_CUDA=on (bf16 compute, not the interpreter), or None
-    (off, or a shape that kernel does not take: the Pallas matvec runs). Weights that need no dtype conversion
+    stream and its sums of squares; CUDAPERF_CUDA_EPILOGUE says which epilogues run, the others are done by
+    finish) when cuda_matvec.enabled() (bf16 compute, not the interpreter), or None (off, or a shape that kernel
+    does not take: the Pallas matvec runs). Weights that need no dtype conversion
     are launched with programmatic dependent launch (no kernel of the step writes them)."""
     from cudaperf_jax.models import cuda_matvec as cm
-    on = cm.mode() == "on" and dt == jnp.bfloat16 and not _interpret(None)
+    on = cm.mode() != "off" and dt == jnp.bfloat16 and not _interpret(None) and cm.enabled()   # (checks the value)
+    epi = cm.epilogues() if on else "partials"
 
     def run(kind, w, inputs, out_cols=None, epilogue="partials", residual=None):
         k, n = w.shape
@@ -581,7 +583,7 @@ def _cuda_kernels(dt):
         if not cm.supported(k, n, split, cols):
             return None
         keep = residual
-        if cm.epilogues() == "partials":
+        if epi == "partials" or (epi == "qkv" and epilogue == "residual"):
             epilogue, residual = "partials", None
         opts = dict(split_k=split, pdl=w.dtype == dt, out_cols=out_cols, cols=cols, unroll=unroll, epilogue=epilogue,
                     residual=residual)

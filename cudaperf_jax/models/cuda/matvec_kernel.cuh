@@ -46,7 +46,7 @@ struct Prologue {
 
 // What a block does with its column sums. kEpiPartials: y[split, col] (the consumer sums the splits). With
 // kEpiSum and kEpiResidual the last block of each column tile to finish (a self-resetting arrival counter per
-// tile) sums the tile's splits, in split order, itself:
+// tile) sums the tile's splits itself (all its threads load them at once):
 //   kEpiSum       sum[col] = sum_s y[s, col]                                     (float32)
 //   kEpiResidual  xo[col] = round(rx[col] + round(round(sum_s y[s, col]) + rb[col]))  (bf16, decode_fused.finish's
 //                 roundings; rb optional) and ss[tile] = sum over the tile of xo^2 (the next norm's input)
@@ -183,10 +183,25 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
     __syncthreads();
     if (!last) return;
     __threadfence();
+    // kThreads / kCols thread groups each sum every kSpan-th split (independent loads, issued together), then
+    // the groups' sums meet in shared memory (red is free again)
+    constexpr int kSpan = kThreads / kCols;
+    const int tc = threadIdx.x % kCols, tg = threadIdx.x / kCols;
+    const float* yp = y + static_cast<size_t>(blockIdx.x) * kCols + tc;
+    float part[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (unsigned sp0 = tg; sp0 < gridDim.y; sp0 += 8 * kSpan) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const unsigned sp = sp0 + j * kSpan;
+        if (sp < gridDim.y) part[j] += __ldcg(yp + static_cast<size_t>(sp) * y_stride);
+      }
+    }
+    float t = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+    red[tg][tc] = t;
+    __syncthreads();
     if (c < kCols) {
       s = 0.f;
-#pragma unroll 8
-      for (unsigned sp = 0; sp < gridDim.y; ++sp) s += __ldcg(y + static_cast<size_t>(sp) * y_stride + oc);
+      for (int g = 0; g < kSpan; ++g) s += red[g][c];
     }
     if (threadIdx.x == 0) g_tile_arrivals[blockIdx.x] = 0;
   }

@@ -3,6 +3,7 @@ exports the handler, JAX registers it, and bad shapes are refused before any lau
 import ctypes
 import subprocess
 
+import jax
 import jax.numpy as jnp
 import pytest
 
@@ -84,12 +85,13 @@ def test_the_norm_and_swiglu_prologues_check_their_inputs():
 def test_splits_can_be_set_per_shape(monkeypatch):
     monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960x1536=28, 1536x2048=12")
     assert cm.split_for(8960, 1536) == 28 and cm.split_for(1536, 2048) == 12
-    assert cm.split_for(1536, 17920) == cm.default_split(1536, 17920)
-    assert cm.tiling_for(8960, 1536) == (28, 256, 4) and cm.tiling_for(1536, 17920)[1:] == (256, 4)
+    assert cm.split_for(576, 960) == cm.default_split(576, 960)
+    assert cm.tiling_for(8960, 1536) == (28, 256, 4) and cm.tiling_for(1536, 17920) == cm.TUNED[1536, 17920]
+    assert cm.tiling_for(576, 960) == (cm.default_split(576, 960), 64, 4)
     monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960x1536=14:64,1536x1536=12:128:8")
     assert cm.tiling_for(8960, 1536) == (14, 64, 4) and cm.tiling_for(1536, 1536) == (12, 128, 8)
     monkeypatch.setenv("CUDAPERF_CUDA_UNROLL", "8")
-    assert cm.tiling_for(8960, 1536) == (14, 64, 8) and cm.tiling_for(1536, 17920)[2] == 8
+    assert cm.tiling_for(8960, 1536) == (14, 64, 8) and cm.tiling_for(576, 960)[2] == 8
     monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960x1536=14:64:6")
     with pytest.raises(ValueError, match="unroll is 4 or 8"):
         cm.tiling_for(8960, 1536)
@@ -111,3 +113,17 @@ def test_the_attention_merge_prologue_checks_its_inputs():
         cm.matvec_attn(acc, ml, w, group=5)
     with pytest.raises(ValueError, match=r"ml \[Hkv, S, 2, Gp\]"):
         cm.matvec_attn(acc, ml[:, :2], w, group=6)
+
+
+def test_auto_mode_is_off_without_a_hopper_gpu_and_settings_are_checked(monkeypatch):
+    monkeypatch.delenv("CUDAPERF_DECODE_CUDA", raising=False)
+    assert cm.mode() == "auto" and cm.enabled() is (jax.devices()[0].platform == "gpu" and cm._auto())
+    if jax.default_backend() == "cpu":
+        assert not cm.enabled()
+    monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "off")
+    assert not cm.enabled()
+    monkeypatch.setenv("CUDAPERF_CUDA_EPILOGUE", "qkv")
+    assert cm.epilogues() == "qkv"
+    monkeypatch.setenv("CUDAPERF_CUDA_EPILOGUE", "all")
+    with pytest.raises(ValueError, match="CUDAPERF_CUDA_EPILOGUE"):
+        cm.epilogues()

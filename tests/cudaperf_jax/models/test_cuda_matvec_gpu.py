@@ -89,8 +89,11 @@ def test_the_swiglu_prologue_is_decode_fuseds(bias):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-3, atol=2e-3 * float(jnp.abs(want).max()))
 
 
-def test_the_fused_decoder_with_cuda_matvecs_agrees_with_the_pallas_one(monkeypatch):
-    """CUDAPERF_DECODE_CUDA=on: qkv, o, gate_up and down of the fused bf16 decode step run the CUDA kernel."""
+@pytest.mark.parametrize("epilogue", ["partials", "fused", "qkv"])
+def test_the_fused_decoder_with_cuda_matvecs_agrees_with_the_pallas_one(monkeypatch, epilogue):
+    """CUDAPERF_DECODE_CUDA=on: qkv, o, gate_up and down of the fused bf16 decode step run the CUDA kernel, with
+    each CUDAPERF_CUDA_EPILOGUE."""
+    monkeypatch.setenv("CUDAPERF_CUDA_EPILOGUE", epilogue)
     from tests.cudaperf_jax.models import tiny
     from tests.cudaperf_jax.models.test_decode_fused_gpu import _model
     model = _model("qwen2.5-1.5b", jnp.bfloat16)
