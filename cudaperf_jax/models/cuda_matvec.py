@@ -13,13 +13,18 @@ for that kernel's results only before reading its input.
     y = matvec_attn(acc, ml, w_o, group=6)                      # decode_fused's "attn" prologue
 
 The input is the sum of xp's P rows over the first K columns, rounded to bf16 (a producer's split-K partials
-pass straight through); the result is float32 split-K partials (sum them, or feed them to the next matvec).
+pass straight through); the result is float32 split-K partials (sum them, or feed them to the next matvec), or
+with epilogue="sum"/"residual" the splits summed by the last block of each column tile (see _DOC_EPILOGUE).
 The shared library is built with nvcc (kernels_harness.build.nvcc.find_nvcc) on first use, into
-$CUDAPERF_CACHE/cuda_ffi/, keyed by the source, the FFI headers and the nvcc version.
+$CUDAPERF_CACHE/cuda_ffi/, keyed by the source, the FFI headers, the nvcc version and CUDAPERF_CUDA_CMDBUF.
 
-Status (2026-12-02): builds here (sm_90) and registers; NOT yet run on a GPU. CUDAPERF_DECODE_CUDA=on (`mode`)
-puts it into the fused decode step (decode_fused._cuda_kernels); benchmarks/h200_cuda_call.sh is its first GPU
-call (tests/cudaperf_jax/models/test_cuda_matvec_gpu.py, benchmarks/decode_gemv.py's CUDA columns, the step).
+Status (H200, 2026-12-03; WORKSPACE_NOTES.md): correct (35 GPU tests, the fused decoder's 57), and on by default
+on compute capability 9.x GPUs (CUDAPERF_DECODE_CUDA=auto): the batch-1 step of the random Qwen2.5-1.5B takes
+1.475-1.486 ms against 1.559 with the Pallas matvecs (generation.py: 1.556 ms/step, 0.41 of the HBM
+datasheet). Per shape it streams gate_up at 2.95 TB/s, down 2.41, qkv 1.40, o 0.94 (Pallas 2.24/2.14/1.01/0.81).
+The split-K epilogues are correct but slower in the step than decode_fused.finish (1.601 vs 1.475 ms: the
+last block's serial fence/atomic/load chain costs more than a finish launch), so CUDAPERF_CUDA_EPILOGUE
+defaults to partials.
 """
 from __future__ import annotations
 
