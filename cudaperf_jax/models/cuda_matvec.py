@@ -86,7 +86,8 @@ def build(cache: Path | None = None) -> Path:
 
 
 TARGETS = {"parts": ("cudaperf_matvec", "CudaperfMatvec"), "norm": ("cudaperf_matvec_norm", "CudaperfMatvecNorm"),
-           "swiglu": ("cudaperf_matvec_swiglu", "CudaperfMatvecSwiglu"), "attn": ("cudaperf_matvec_attn", "CudaperfMatvecAttn")}
+           "swiglu": ("cudaperf_matvec_swiglu", "CudaperfMatvecSwiglu"), "attn": ("cudaperf_matvec_attn", "CudaperfMatvecAttn"),
+           "finish": ("cudaperf_finish", "CudaperfFinish")}
 
 
 @functools.cache
@@ -211,6 +212,38 @@ def matvec_attn(acc: jax.Array, ml: jax.Array, w: jax.Array, *, group: int, spli
                          f"== K; got {acc.shape}, {ml.shape}, group {group} for w {list(w.shape)}")
     return _call("attn", w, [acc.astype(jnp.float32), ml.astype(jnp.float32)], split_k, pdl, out_cols,
                  group=np.int64(group), **epilogue)
+
+
+FINISH_CHUNK = 128   # entries of the residual stream per finish block (decode_fused.FINISH_CHUNK)
+
+
+def finish(x: jax.Array, parts: jax.Array | None, bias: jax.Array | None, *, pdl: bool = True):
+    """decode_fused.finish as a CUDA kernel (same roundings): (x + round(round(sum(parts)) + bias) in bf16 [N], its
+    sums of squares per 128 entries [N / 128]) for x [N] (N % 128 == 0), float32 partials [P, >= N] or None and
+    bias [N] or None. With pdl (the default; it reads nothing before waiting) the kernel after it may launch at
+    once and prefetch its weights while this one runs."""
+    n = x.shape[0]
+    if x.ndim != 1 or n % FINISH_CHUNK or (parts is not None and (parts.ndim != 2 or parts.shape[1] < n)) or \
+            (bias is not None and bias.shape != (n,)):
+        raise ValueError(f"cuda_matvec.finish: needs x [N] with N % {FINISH_CHUNK} == 0, parts [P, >= N] and bias [N]; "
+                         f"got {x.shape}, {None if parts is None else parts.shape}, {None if bias is None else bias.shape}")
+    if jax.default_backend() != "gpu":
+        raise RuntimeError(f"cuda_matvec runs on an NVIDIA GPU only; JAX's backend here is {jax.default_backend()}")
+    register()
+    p = jnp.zeros((1, 1), jnp.float32) if parts is None else parts.astype(jnp.float32)
+    b = _DUMMY_BF16 if bias is None or parts is None else bias.astype(jnp.bfloat16)
+    shapes = [jax.ShapeDtypeStruct((n,), jnp.bfloat16), jax.ShapeDtypeStruct((n // FINISH_CHUNK,), jnp.float32)]
+    xo, ss = jax.ffi.ffi_call(TARGETS["finish"][0], shapes)(
+        x.astype(jnp.bfloat16), p, b, n_parts=np.int64(0 if parts is None else parts.shape[0]),
+        has_bias=np.int64(bias is not None and parts is not None), pdl=np.int64(int(pdl)))
+    return xo, ss
+
+
+def finish_enabled() -> bool:
+    """CUDAPERF_CUDA_FINISH: `on` (default) - with the CUDA matvecs on, the fused step's finish kernels are
+    cuda_matvec.finish (PDL) instead of decode_fused's Pallas one; `off` keeps the Pallas finish."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_FINISH", "on", ("off", "on")) == "on"
 
 
 for _f in (matvec, matvec_norm, matvec_swiglu, matvec_attn):

@@ -574,6 +574,7 @@ def _cuda_kernels(dt):
     from cudaperf_jax.models import cuda_matvec as cm
     on = cm.mode() != "off" and dt == jnp.bfloat16 and not _interpret(None) and cm.enabled()   # (checks the value)
     epi = cm.epilogues() if on else "partials"
+    cuda_finish = on and cm.finish_enabled()
 
     def run(kind, w, inputs, out_cols=None, epilogue="partials", residual=None):
         k, n = w.shape
@@ -595,7 +596,10 @@ def _cuda_kernels(dt):
         else:
             out = cm.matvec_swiglu(inputs["parts"], inputs["bias"], w.astype(dt), **opts)
         if keep is not None and residual is None:   # CUDAPERF_CUDA_EPILOGUE=partials: the finish kernel
-            return (*finish(keep[0], out, keep[1]), None)
+            xr = keep[0]
+            if cuda_finish and xr.shape[0] % cm.FINISH_CHUNK == 0:   # CUDA, with PDL: the next matvec prefetches
+                return (*cm.finish(xr, out, keep[1]), None)
+            return (*finish(xr, out, keep[1]), None)
         return (*out, n // cols) if epilogue == "residual" else out
     return run
 

@@ -154,6 +154,35 @@ ffi::Error dispatch(cudaStream_t stream, const Prologue& pro, ffi::Buffer<ffi::B
   return ffi::Error::Success();
 }
 
+ffi::Error FinishImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> parts,
+                      ffi::Buffer<ffi::BF16> bias, ffi::Result<ffi::Buffer<ffi::BF16>> xo,
+                      ffi::Result<ffi::Buffer<ffi::F32>> ss, int64_t n_parts, int64_t has_bias, int64_t pdl) {
+  constexpr int kChunk = cudaperf_matvec::kFinishChunk;
+  const int64_t n = x.element_count();
+  auto pd = parts.dimensions();
+  if (n % kChunk || static_cast<int64_t>(xo->element_count()) != n
+      || static_cast<int64_t>(ss->element_count()) != n / kChunk || pd.size() != 2
+      || (n_parts > 0 && (pd[0] != n_parts || pd[1] < n)) || (has_bias && static_cast<int64_t>(bias.element_count()) != n))
+    return ffi::Error::InvalidArgument(
+        "cudaperf_finish: x and xo must be [N] with N % 128 == 0, parts [n_parts, >= N], bias [N], ss [N / 128]");
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(n / kChunk), 1, 1);
+  cfg.blockDim = dim3(kChunk, 1, 1);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  cudaError_t e = cudaLaunchKernelEx(
+      &cfg, cudaperf_matvec::finish_kernel, reinterpret_cast<const __nv_bfloat16*>(x.typed_data()),
+      static_cast<const float*>(parts.typed_data()), static_cast<int>(n_parts), static_cast<int>(pd[1]),
+      has_bias ? reinterpret_cast<const __nv_bfloat16*>(bias.typed_data()) : nullptr,
+      reinterpret_cast<__nv_bfloat16*>(xo->typed_data()), ss->typed_data(), static_cast<int>(pdl));
+  if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_finish: ") + cudaGetErrorString(e));
+  return ffi::Error::Success();
+}
+
 #define MATVEC_OUTPUTS                                                                                  \
   ffi::Buffer<ffi::BF16> rx, ffi::Buffer<ffi::BF16> rb, ffi::Result<ffi::Buffer<ffi::F32>> y,          \
       ffi::Result<ffi::Buffer<ffi::F32>> sum, ffi::Result<ffi::Buffer<ffi::BF16>> xo,                   \
@@ -271,4 +300,17 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecSwiglu, SwigluImpl,
                                                 .Arg<ffi::Buffer<ffi::F32>>()
                                                 .Arg<ffi::Buffer<ffi::BF16>>())
                                   .Attr<int64_t>("has_bias"),
+                              MATVEC_TRAITS);
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfFinish, FinishImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::Buffer<ffi::BF16>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::BF16>>()
+                                  .Ret<ffi::Buffer<ffi::BF16>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("n_parts")
+                                  .Attr<int64_t>("has_bias")
+                                  .Attr<int64_t>("pdl"),
                               MATVEC_TRAITS);

@@ -229,4 +229,44 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
   }
 }
 
+// decode_fused.finish as a CUDA kernel, so that it can take part in programmatic dependent launch: one block of
+// kFinishChunk threads per chunk of the residual stream x [N]:
+//   xo[i] = round(x[i] + round(round(sum_p parts[p, i]) + bias[i]))   (bias optional; P = 0: xo = x)
+//   ss[chunk] = sum over the chunk of xo^2
+// With pdl it lets the next kernel launch at once (that kernel prefetches its weights meanwhile) and waits for the
+// previous kernel before reading anything.
+constexpr int kFinishChunk = 128;
+
+__global__ void __launch_bounds__(kFinishChunk) finish_kernel(const __nv_bfloat16* __restrict__ x,
+                                                              const float* __restrict__ parts, int n_parts,
+                                                              int stride, const __nv_bfloat16* __restrict__ bias,
+                                                              __nv_bfloat16* __restrict__ xo, float* __restrict__ ss,
+                                                              int pdl) {
+  if (pdl) {
+    MATVEC_RELEASE_DEPENDENTS();
+    MATVEC_WAIT_FOR_PRODUCER();
+  }
+  const int i = blockIdx.x * kFinishChunk + threadIdx.x;
+  float xn = __bfloat162float(x[i]);
+  if (n_parts > 0) {
+    float y = 0.f;
+    for (int p = 0; p < n_parts; ++p) y += parts[static_cast<size_t>(p) * stride + i];
+    y = round_bf16(y);
+    if (bias != nullptr) y = round_bf16(y + __bfloat162float(bias[i]));
+    xn = round_bf16(xn + y);
+  }
+  xo[i] = __float2bfloat16(xn);
+  float sq = xn * xn;
+  __shared__ float warp_sq[kFinishChunk / 32];
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) sq += __shfl_down_sync(0xffffffffu, sq, off);
+  if (threadIdx.x % 32 == 0) warp_sq[threadIdx.x / 32] = sq;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0.f;
+    for (int w = 0; w < kFinishChunk / 32; ++w) t += warp_sq[w];
+    ss[blockIdx.x] = t;
+  }
+}
+
 }  // namespace cudaperf_matvec

@@ -127,3 +127,16 @@ def test_auto_mode_is_off_without_a_hopper_gpu_and_settings_are_checked(monkeypa
     monkeypatch.setenv("CUDAPERF_CUDA_EPILOGUE", "all")
     with pytest.raises(ValueError, match="CUDAPERF_CUDA_EPILOGUE"):
         cm.epilogues()
+
+
+def test_finish_checks_its_inputs_and_can_be_switched_off(monkeypatch):
+    x = jnp.ones((256,), jnp.bfloat16)
+    with pytest.raises(ValueError, match="N % 128 == 0"):
+        cm.finish(jnp.ones((192,), jnp.bfloat16), None, None)
+    with pytest.raises(ValueError, match=r"parts \[P, >= N\]"):
+        cm.finish(x, jnp.ones((2, 128)), None)
+    with pytest.raises(ValueError, match=r"bias \[N\]"):
+        cm.finish(x, jnp.ones((2, 256)), jnp.ones((128,), jnp.bfloat16))
+    assert cm.finish_enabled()
+    monkeypatch.setenv("CUDAPERF_CUDA_FINISH", "off")
+    assert not cm.finish_enabled()

@@ -50,6 +50,13 @@ extern "C" int entry(int mode, const float* xp, int n_parts, int x_stride, const
     default: return pick<kAttn>(cols, unroll, pro, epi, w, k, n, split, y, y_stride);
   }
 }
+
+extern "C" int finish(const __nv_bfloat16* x, const float* parts, int n_parts, int stride, const __nv_bfloat16* bias,
+                      __nv_bfloat16* xo, float* ss, int n) {
+  finish_kernel<<<n / kFinishChunk, kFinishChunk>>>(x, parts, n_parts, stride, bias, xo, ss, 1);
+  cudaDeviceSynchronize();
+  return (int)cudaGetLastError();
+}
 '''
 MODES = {"parts": 0, "norm": 1, "swiglu": 2, "attn": 3}
 BF16 = jnp.bfloat16
@@ -218,3 +225,26 @@ def test_the_residual_epilogue_is_decode_fuseds_finish(lib, split, cols, bias):
     np.testing.assert_allclose(ss, (want.reshape(-1, cols) ** 2).sum(axis=1), rtol=1e-5)
     # and the projection itself is right
     _check(s[None, :], _r(xp[0]), w)
+
+
+@pytest.mark.parametrize("n_parts,bias", [(0, False), (1, False), (5, True)])
+def test_the_finish_kernel_is_decode_fuseds(lib, n_parts, bias):
+    lib_, _ = lib
+    fn = lib_.entry("finish")
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                   ctypes.c_void_p, ctypes.c_int]
+    rng = np.random.default_rng(n_parts)
+    n = 384
+    x = _bf(rng.standard_normal(n))
+    parts = rng.standard_normal((max(n_parts, 1), n + 32)).astype(np.float32)
+    b = _bf(rng.standard_normal(n)) if bias else None
+    xo, ss = np.zeros(n, BF16), np.full(n // 128, np.nan, np.float32)
+    assert fn(_ptr(x), _ptr(parts), n_parts, n + 32, _ptr(b), _ptr(xo), _ptr(ss), n) == 0, lib_.last_error()
+    want = x.astype(np.float32)
+    if n_parts:
+        v = _r(_ordered(parts[:n_parts, :n]))
+        if bias:
+            v = _r(v + b.astype(np.float32))
+        want = _r(want + v)
+    np.testing.assert_array_equal(xo.astype(np.float32), want)
+    np.testing.assert_allclose(ss, (want.reshape(-1, 128) ** 2).sum(axis=1), rtol=1e-5)

@@ -198,3 +198,17 @@ def test_a_residual_chain_with_pdl_matches_xla():
 
     got, want = np.asarray(chain(x0, ws), np.float32), np.asarray(reference(x0, ws), np.float32)
     np.testing.assert_allclose(got, want, rtol=3e-2, atol=3e-2 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("n_parts,bias", [(0, False), (1, False), (40, True)])
+def test_the_cuda_finish_is_decode_fuseds(n_parts, bias):
+    from cudaperf_jax.models import decode_fused as df
+    n = 1536
+    ks = jax.random.split(jax.random.key(n_parts), 3)
+    x = jax.random.normal(ks[0], (n,), jnp.bfloat16)
+    parts = jax.random.normal(ks[1], (n_parts, n + 64), jnp.float32) if n_parts else None
+    b = jax.random.normal(ks[2], (n,), jnp.bfloat16) if bias else None
+    xo, ss = jax.jit(lambda x, p: cm.finish(x, p, b))(x, parts)
+    want_x, want_ss = jax.jit(lambda x, p: df.finish(x, None if p is None else p[:, :n], b))(x, parts)
+    np.testing.assert_array_equal(np.asarray(xo, np.float32), np.asarray(want_x, np.float32))
+    np.testing.assert_allclose(np.asarray(ss), np.asarray(want_ss)[: n // 128], rtol=1e-5)
