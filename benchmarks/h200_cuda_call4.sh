@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One device call (~6 min): the CUDA finish kernel (cuda_matvec.finish, PDL) in the fused step.
+# 1. the CUDA matvec's GPU tests; 2. decode steps: default (CUDA finish) against the Pallas finish, twice each,
+# interleaved; 3. generation.py and the profile with the defaults; 4. the fused decoder's GPU tests.
+set -u
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null
+export PYTHONPATH=/tmp/site:$PWD
+timeout 100 env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= \
+  tests/cudaperf_jax/models/test_cuda_matvec_gpu.py 2>&1 | tail -6
+echo '{}' > /tmp/none.json
+step() {  # name, then env assignments
+  local name=$1; shift
+  env OUT=/tmp/step_$name "$@" timeout 45 python3 benchmarks/decode_tune.py --new_tokens 64 --candidates /tmp/none.json \
+    2>&1 | grep -E "^baseline \(|rror" | sed "s/^/$name: /"
+}
+step cuda_finish
+step pallas_finish CUDAPERF_CUDA_FINISH=off
+step cuda_finish_2
+step pallas_finish_2 CUDAPERF_CUDA_FINISH=off
+OUT=$OUT/gen timeout 70 python3 benchmarks/generation.py --models=qwen2.5-1.5b-random --gguf=/nonexistent --batches=1 \
+  --no_hf --greedy_check_tokens=0 2>&1 | grep -E "decode|HBM|rror" | tail -4
+OUT=$OUT/prof timeout 80 python3 benchmarks/decode_profile.py --variants=fused --top 12 2>&1 | grep -v Warning | tail -16
+timeout 130 env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= \
+  tests/cudaperf_jax/models/test_decode_fused_gpu.py 2>&1 | tail -4
