@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One device call (~6 min): the CUDA finish kernel (cuda_matvec.finish, PDL) in the fused step.
+# One device call (~3 min; FULL=1 adds the profile and the fused decoder's GPU tests, ~6 min): the CUDA finish kernel (cuda_matvec.finish, PDL) in the fused step.
 # 1. the CUDA matvec's GPU tests; 2. decode steps: default (CUDA finish) against the Pallas finish, twice each,
-# interleaved; 3. generation.py and the profile with the defaults; 4. the fused decoder's GPU tests.
+# interleaved; 3. generation.py with the defaults.
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -22,6 +22,7 @@ step cuda_finish_2
 step pallas_finish_2 CUDAPERF_CUDA_FINISH=off
 OUT=$OUT/gen timeout 70 python3 benchmarks/generation.py --models=qwen2.5-1.5b-random --gguf=/nonexistent --batches=1 \
   --no_hf --greedy_check_tokens=0 2>&1 | grep -E "decode|HBM|rror" | tail -4
-OUT=$OUT/prof timeout 80 python3 benchmarks/decode_profile.py --variants=fused --top 12 2>&1 | grep -v Warning | tail -16
-timeout 130 env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= \
-  tests/cudaperf_jax/models/test_decode_fused_gpu.py 2>&1 | tail -4
+[ "${FULL:-0}" = 1 ] && OUT=$OUT/prof timeout 80 python3 benchmarks/decode_profile.py --variants=fused --top 12 2>&1 \
+  | grep -v Warning | tail -16
+[ "${FULL:-0}" = 1 ] && timeout 130 env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cacheprovider \
+  -o addopts= tests/cudaperf_jax/models/test_decode_fused_gpu.py 2>&1 | tail -4
