@@ -16,10 +16,11 @@ step() {  # name, then env assignments
   env OUT=/tmp/step_$name "$@" timeout 45 python3 benchmarks/decode_tune.py --new_tokens 64 --candidates /tmp/none.json \
     2>&1 | grep -E "^baseline \(|rror" | sed "s/^/$name: /"
 }
-step cuda_finish
+step cuda_finish CUDAPERF_CUDA_FINISH=on
 step pallas_finish CUDAPERF_CUDA_FINISH=off
-step cuda_finish_2
+step cuda_finish_2 CUDAPERF_CUDA_FINISH=on
 step pallas_finish_2 CUDAPERF_CUDA_FINISH=off
+export CUDAPERF_CUDA_FINISH=${GEN_FINISH:-on}
 OUT=$OUT/gen timeout 70 python3 benchmarks/generation.py --models=qwen2.5-1.5b-random --gguf=/nonexistent --batches=1 \
   --no_hf --greedy_check_tokens=0 2>&1 | grep -E "decode|HBM|rror" | tail -4
 [ "${FULL:-0}" = 1 ] && OUT=$OUT/prof timeout 80 python3 benchmarks/decode_profile.py --variants=fused --top 12 2>&1 \

@@ -137,6 +137,10 @@ def test_finish_checks_its_inputs_and_can_be_switched_off(monkeypatch):
         cm.finish(x, jnp.ones((2, 128)), None)
     with pytest.raises(ValueError, match=r"bias \[N\]"):
         cm.finish(x, jnp.ones((2, 256)), jnp.ones((128,), jnp.bfloat16))
+    monkeypatch.setenv("CUDAPERF_CUDA_FINISH", "on")
     assert cm.finish_enabled()
     monkeypatch.setenv("CUDAPERF_CUDA_FINISH", "off")
     assert not cm.finish_enabled()
+    monkeypatch.setenv("CUDAPERF_CUDA_FINISH", "yes")
+    with pytest.raises(ValueError, match="CUDAPERF_CUDA_FINISH"):
+        cm.finish_enabled()
