@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (~3 min; FULL=1 adds the profile and the fused decoder's GPU tests, ~6 min): the CUDA finish kernel (cuda_matvec.finish, PDL) in the fused step.
+# One device call (~3.5 min; also the CUDA top-k in the step; FULL=1 adds the profile and the fused decoder's GPU tests, ~6 min): the CUDA finish kernel (cuda_matvec.finish, PDL) in the fused step.
 # 1. the CUDA matvec's GPU tests; 2. decode steps: default (CUDA finish) against the Pallas finish, twice each,
 # interleaved; 3. generation.py with the defaults.
 set -u
@@ -20,6 +20,7 @@ step cuda_finish CUDAPERF_CUDA_FINISH=on
 step pallas_finish CUDAPERF_CUDA_FINISH=off
 step cuda_finish_2 CUDAPERF_CUDA_FINISH=on
 step pallas_finish_2 CUDAPERF_CUDA_FINISH=off
+step cuda_finish_topk CUDAPERF_CUDA_FINISH=on CUDAPERF_CUDA_TOPK=on
 export CUDAPERF_CUDA_FINISH=${GEN_FINISH:-on}
 OUT=$OUT/gen timeout 70 python3 benchmarks/generation.py --models=qwen2.5-1.5b-random --gguf=/nonexistent --batches=1 \
   --no_hf --greedy_check_tokens=0 2>&1 | grep -E "decode|HBM|rror" | tail -4

@@ -25,13 +25,19 @@ def top_k(x: jax.Array, k: int, method: str | None = None) -> tuple[jax.Array, j
     No sort ever runs over a full vocabulary row (XLA lowers a top-k over 150k entries to a slow full-row
     sort on GPUs). For V > 4 * CHUNK, method "chunks" takes the top k of each CHUNK-sized slice, then the
     top k of those; "maxes" takes each PREFILTER-sized slice's maximum, keeps the k slices with the largest
-    maxima (every top-k entry lies in one of them) and takes the top k of their entries. Both give
-    lax.top_k's values; among equal values the indices may differ.
+    maxima (every top-k entry lies in one of them) and takes the top k of their entries; "cuda" runs
+    cuda_matvec.top_k (two CUDA kernels, no XLA sort; "auto" picks it with CUDAPERF_CUDA_TOPK=on on a GPU
+    where the CUDA kernels are enabled). All give lax.top_k's values; among equal values the indices may
+    differ.
     """
     b, v = x.shape
     method = method or TOPK_METHOD
     if method == "auto":
-        method = "chunks" if b == 1 else "maxes"
+        method = "cuda" if _cuda_top_k(v, k) else "chunks" if b == 1 else "maxes"
+    if method == "cuda":   # cudaperf_jax/models/cuda/topk_kernel.cuh, through the XLA FFI
+        from cudaperf_jax.models import cuda_matvec
+        vals, idx = cuda_matvec.top_k(x.astype(jnp.float32), k)
+        return vals.astype(x.dtype), idx
     if v <= 4 * CHUNK or k > CHUNK:
         return jax.lax.top_k(x, k)
     if method == "maxes" and -(-v // PREFILTER) >= k:
@@ -49,6 +55,13 @@ def top_k(x: jax.Array, k: int, method: str | None = None) -> tuple[jax.Array, j
     idx = idx + (jnp.arange(n, dtype=idx.dtype) * CHUNK)[None, :, None]
     vals2, pos = jax.lax.top_k(vals.reshape(b, n * k), k)
     return vals2, jnp.take_along_axis(idx.reshape(b, n * k), pos, axis=-1)
+
+
+def _cuda_top_k(v: int, k: int) -> bool:
+    """Whether "auto" picks the CUDA top-k: CUDAPERF_CUDA_TOPK=on, a long row it takes, and the CUDA kernels on."""
+    from cudaperf_jax.models import cuda_matvec
+    return (v > 4 * CHUNK and cuda_matvec.topk_enabled() and cuda_matvec.topk_supported(v, k)
+            and cuda_matvec.enabled())
 
 
 def top_k_mask(logits: jax.Array, k: int) -> jax.Array:

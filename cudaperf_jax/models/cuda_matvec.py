@@ -43,6 +43,7 @@ import numpy as np
 
 SOURCE = Path(__file__).with_name("cuda") / "matvec.cu"
 KERNEL = SOURCE.with_name("matvec_kernel.cuh")   # the kernel alone (matvec.cu includes it; tests emulate it)
+TOPK_KERNEL = SOURCE.with_name("topk_kernel.cuh")
 ARCH = "sm_90"
 
 
@@ -70,7 +71,7 @@ def build(cache: Path | None = None) -> Path:
     from cudaperf_jax.assets import cache_dir
     from kernels_harness.build.nvcc import find_nvcc
     version = subprocess.run([str(find_nvcc()), "--version"], check=False, capture_output=True, text=True).stdout
-    h = hashlib.sha256(SOURCE.read_bytes() + KERNEL.read_bytes() + str(jax.ffi.include_dir()).encode() + version.encode()
+    h = hashlib.sha256(SOURCE.read_bytes() + KERNEL.read_bytes() + TOPK_KERNEL.read_bytes() + str(jax.ffi.include_dir()).encode() + version.encode()
                        + bytes([cmd_buffer()])
                        + (Path(jax.ffi.include_dir()) / "xla/ffi/api/api.h").read_bytes()).hexdigest()[:16]
     out = (cache or cache_dir() / "cuda_ffi") / f"matvec_{ARCH}_{h}.so"
@@ -87,7 +88,7 @@ def build(cache: Path | None = None) -> Path:
 
 TARGETS = {"parts": ("cudaperf_matvec", "CudaperfMatvec"), "norm": ("cudaperf_matvec_norm", "CudaperfMatvecNorm"),
            "swiglu": ("cudaperf_matvec_swiglu", "CudaperfMatvecSwiglu"), "attn": ("cudaperf_matvec_attn", "CudaperfMatvecAttn"),
-           "finish": ("cudaperf_finish", "CudaperfFinish")}
+           "finish": ("cudaperf_finish", "CudaperfFinish"), "topk": ("cudaperf_topk", "CudaperfTopk")}
 
 
 @functools.cache
@@ -237,6 +238,41 @@ def finish(x: jax.Array, parts: jax.Array | None, bias: jax.Array | None, *, pdl
         x.astype(jnp.bfloat16), p, b, n_parts=np.int64(0 if parts is None else parts.shape[0]),
         has_bias=np.int64(bias is not None and parts is not None), pdl=np.int64(int(pdl)))
     return xo, ss
+
+
+TOPK_SLICE, TOPK_MAX_K, TOPK_MERGE_MAX = 2048, 64, 8192   # topk_kernel.cuh's kSlice, kMaxK, kMergeMax
+
+
+def topk_supported(v: int, k: int) -> bool:
+    """Rows the CUDA top-k takes: 1 <= k <= 64, k <= V, and ceil(V / 2048) * k candidates fitting one merge block."""
+    n_cand = -(-v // TOPK_SLICE) * k
+    return 1 <= k <= TOPK_MAX_K and k <= v and 1 << max(n_cand - 1, 0).bit_length() <= TOPK_MERGE_MAX
+
+
+def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """lax.top_k(x, k) for float32 x [B, V] without XLA's sorts (cuda/topk_kernel.cuh: each 2048-entry slice's k
+    best, then the k best of those): (values [B, k] descending, int32 indices [B, k]); among equal values the
+    smaller index first."""
+    if x.ndim != 2 or not topk_supported(x.shape[1], k):
+        raise ValueError(f"cuda_matvec.top_k: needs x [B, V] with 1 <= k <= 64, k <= V and ceil(V / 2048) * k <= 8192; "
+                         f"got x {x.shape}, k {k}")
+    if jax.default_backend() != "gpu":
+        raise RuntimeError(f"cuda_matvec runs on an NVIDIA GPU only; JAX's backend here is {jax.default_backend()}")
+    register()
+    b, v = x.shape
+    n_cand = -(-v // TOPK_SLICE) * k
+    shapes = [jax.ShapeDtypeStruct((b, k), jnp.float32), jax.ShapeDtypeStruct((b, k), jnp.int32),
+              jax.ShapeDtypeStruct((b, n_cand), jnp.float32), jax.ShapeDtypeStruct((b, n_cand), jnp.int32)]
+    vals, idx, _, _ = jax.ffi.ffi_call(TARGETS["topk"][0], shapes)(x.astype(jnp.float32), k=np.int64(k))
+    return vals, idx
+
+
+def topk_enabled() -> bool:
+    """CUDAPERF_CUDA_TOPK: `on` - the sampler's top-k of long rows (generation.sampling.top_k) runs cuda_matvec.top_k
+    when the CUDA kernels are enabled(); `off` (default until it is timed on a GPU; written and tested on the CPU
+    emulation, not yet run on a GPU) keeps the chunked lax.top_k."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_TOPK", "off", ("off", "on")) == "on"
 
 
 def finish_enabled() -> bool:

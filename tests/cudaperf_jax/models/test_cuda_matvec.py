@@ -5,6 +5,7 @@ import subprocess
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from cudaperf_jax.models import cuda_matvec as cm
@@ -144,3 +145,21 @@ def test_finish_checks_its_inputs_and_can_be_switched_off(monkeypatch):
     monkeypatch.setenv("CUDAPERF_CUDA_FINISH", "yes")
     with pytest.raises(ValueError, match="CUDAPERF_CUDA_FINISH"):
         cm.finish_enabled()
+
+
+def test_top_k_checks_its_inputs_and_stays_off_on_the_cpu(monkeypatch):
+    from cudaperf_jax.generation import sampling
+    assert cm.topk_supported(151936, 50) and cm.topk_supported(151936, 64)
+    assert not cm.topk_supported(151936, 65) and not cm.topk_supported(40, 50) and not cm.topk_supported(600000, 64)
+    with pytest.raises(ValueError, match="1 <= k <= 64"):
+        cm.top_k(jnp.ones((1, 151936)), 65)
+    with pytest.raises(ValueError, match=r"x \[B, V\]"):
+        cm.top_k(jnp.ones((151936,)), 50)
+    monkeypatch.setenv("CUDAPERF_CUDA_TOPK", "on")
+    assert cm.topk_enabled()
+    if jax.default_backend() == "cpu":   # asked for, but no GPU: the sampler keeps its own top-k
+        assert not sampling._cuda_top_k(151936, 50)
+        x = jax.random.normal(jax.random.key(0), (1, 20000))
+        np.testing.assert_array_equal(np.asarray(sampling.top_k(x, 50)[0]), np.asarray(jax.lax.top_k(x, 50)[0]))
+    monkeypatch.setenv("CUDAPERF_CUDA_TOPK", "off")
+    assert not cm.topk_enabled() and not sampling._cuda_top_k(151936, 50)

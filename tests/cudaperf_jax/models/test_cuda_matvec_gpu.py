@@ -212,3 +212,22 @@ def test_the_cuda_finish_is_decode_fuseds(n_parts, bias):
     want_x, want_ss = jax.jit(lambda x, p: df.finish(x, None if p is None else p[:, :n], b))(x, parts)
     np.testing.assert_array_equal(np.asarray(xo, np.float32), np.asarray(want_x, np.float32))
     np.testing.assert_allclose(np.asarray(ss), np.asarray(want_ss)[: n // 128], rtol=1e-5)
+
+
+@pytest.mark.parametrize("b,v,k", [(1, 151936, 50), (4, 151936, 64), (1, 49152, 1), (2, 5000, 16)])
+def test_the_cuda_top_k_is_lax_top_k(b, v, k):
+    x = jax.random.normal(jax.random.key(v + k), (b, v), jnp.float32)
+    vals, idx = jax.jit(lambda x: cm.top_k(x, k))(x)
+    want_v, want_i = jax.lax.top_k(x, k)
+    np.testing.assert_array_equal(np.asarray(vals), np.asarray(want_v))
+    np.testing.assert_array_equal(np.asarray(idx), np.asarray(want_i))
+
+
+def test_the_sampler_picks_the_cuda_top_k_when_asked(monkeypatch):
+    from cudaperf_jax.generation import sampling
+    x = jax.random.normal(jax.random.key(5), (1, 151936), jnp.float32)
+    monkeypatch.setenv("CUDAPERF_CUDA_TOPK", "on")
+    assert sampling._cuda_top_k(151936, 50)
+    got = jax.jit(lambda x: sampling.top_k(x, 50))(x)
+    want = jax.lax.top_k(x, 50)
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
