@@ -44,6 +44,7 @@ import numpy as np
 SOURCE = Path(__file__).with_name("cuda") / "matvec.cu"
 KERNEL = SOURCE.with_name("matvec_kernel.cuh")   # the kernel alone (matvec.cu includes it; tests emulate it)
 TOPK_KERNEL = SOURCE.with_name("topk_kernel.cuh")
+LAYER_KERNEL = SOURCE.with_name("layer_kernel.cuh")   # one decoder layer in one persistent kernel
 ARCH = "sm_90"
 
 
@@ -71,7 +72,7 @@ def build(cache: Path | None = None) -> Path:
     from cudaperf_jax.assets import cache_dir
     from kernels_harness.build.nvcc import find_nvcc
     version = subprocess.run([str(find_nvcc()), "--version"], check=False, capture_output=True, text=True).stdout
-    h = hashlib.sha256(SOURCE.read_bytes() + KERNEL.read_bytes() + TOPK_KERNEL.read_bytes() + str(jax.ffi.include_dir()).encode() + version.encode()
+    h = hashlib.sha256(SOURCE.read_bytes() + KERNEL.read_bytes() + TOPK_KERNEL.read_bytes() + LAYER_KERNEL.read_bytes() + str(jax.ffi.include_dir()).encode() + version.encode()
                        + bytes([cmd_buffer()])
                        + (Path(jax.ffi.include_dir()) / "xla/ffi/api/api.h").read_bytes()).hexdigest()[:16]
     out = (cache or cache_dir() / "cuda_ffi") / f"matvec_{ARCH}_{h}.so"
@@ -88,7 +89,8 @@ def build(cache: Path | None = None) -> Path:
 
 TARGETS = {"parts": ("cudaperf_matvec", "CudaperfMatvec"), "norm": ("cudaperf_matvec_norm", "CudaperfMatvecNorm"),
            "swiglu": ("cudaperf_matvec_swiglu", "CudaperfMatvecSwiglu"), "attn": ("cudaperf_matvec_attn", "CudaperfMatvecAttn"),
-           "finish": ("cudaperf_finish", "CudaperfFinish"), "topk": ("cudaperf_topk", "CudaperfTopk")}
+           "finish": ("cudaperf_finish", "CudaperfFinish"), "topk": ("cudaperf_topk", "CudaperfTopk"),
+           "layer": ("cudaperf_layer", "CudaperfLayer")}
 
 
 @functools.cache
@@ -371,3 +373,147 @@ def epilogues() -> str:
     blocks (no finish kernels); `qkv`: only qkv's sum epilogue."""
     from cudaperf_jax.models.ops import env_choice
     return env_choice("CUDAPERF_CUDA_EPILOGUE", "partials", ("partials", "fused", "qkv"))
+
+
+# ------------------------------------------------------------------------------------------ one layer, one kernel
+LAYER_MAX_GROUP, LAYER_MAX_SMEM = 16, 200 * 1024   # layer_kernel.cuh's kMaxGroup; the handler's shared-memory cap
+LAYER_RED_FLOATS, LAYER_THREADS = 2080, 256
+
+
+def layer_mode() -> str:
+    """CUDAPERF_CUDA_LAYER: `on` - with the CUDA matvecs on, each decoder layer of the batch-1 step is ONE persistent
+    kernel (cuda/layer_kernel.cuh: the seven phases of decode_fused separated by grid barriers); `phases` - the
+    same kernel launched once per phase (no grid barrier; a cross-check); `off` (default until timed on a GPU)."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_LAYER", "off", ("off", "on", "phases"))
+
+
+def layer_blocks_per_sm() -> int:
+    """CUDAPERF_CUDA_LAYER_BLOCKS: resident blocks per SM of the layer kernel's grid (default 3, what it is compiled
+    for: layer_kernel.cuh's kLayerMinBlocks; the handler takes fewer if the occupancy calculator says so)."""
+    v = os.environ.get("CUDAPERF_CUDA_LAYER_BLOCKS", "3")
+    if not v.isdigit() or not 1 <= int(v) <= 8:
+        raise ValueError(f"CUDAPERF_CUDA_LAYER_BLOCKS={v!r}: give an integer from 1 to 8")
+    return int(v)
+
+
+def sm_count() -> int:
+    """Streaming multiprocessors of the first JAX device (132 on an H200; 132 when JAX does not say)."""
+    return int(getattr(jax.devices()[0], "core_count", 0) or 132)
+
+
+def _grid_tiling(k: int, n: int, grid: int) -> tuple[int, int]:
+    """(split, cols) with the most work items (column tiles x K slices) that still fit one wave of `grid` blocks,
+    K slices of >= 32 rows; among equals the wider tile. If even one slice per tile overflows the grid: (1, 128|64)."""
+    best = None
+    for cols in (128, 64):
+        if n % cols:
+            continue
+        tiles = n // cols
+        for split in range(1, k // 32 + 1):
+            if k % split or tiles * split > grid:
+                continue
+            if best is None or tiles * split > best[0]:
+                best = (tiles * split, split, cols)
+    if best is None:
+        return 1, 128 if n % 128 == 0 else 64
+    return best[1], best[2]
+
+
+def layer_tiling(d: int, n_qkv: int, hdh: int, f: int, grid: int | None = None) -> tuple[tuple[int, int], ...]:
+    """((split, cols) of qkv, o, gate_up, down) for the layer kernel: CUDAPERF_CUDA_LAYER_TILING ("S:C,S:C,S:C,S:C")
+    if set, else for each matvec the most work items that fit one wave of the grid (SMs x layer_blocks_per_sm()):
+    a second wave would leave most blocks idle while a few finish it."""
+    shapes = ((d, n_qkv), (hdh, d), (d, 2 * f), (f, d))
+    spec = os.environ.get("CUDAPERF_CUDA_LAYER_TILING", "").strip()
+    if spec:
+        try:
+            out = tuple(tuple(int(v) for v in e.split(":")) for e in spec.split(","))
+            assert len(out) == 4 and all(len(t) == 2 for t in out)
+        except (ValueError, AssertionError):
+            raise ValueError(f"CUDAPERF_CUDA_LAYER_TILING={spec!r}: write four split:cols pairs for qkv, o, gate_up and "
+                             f"down, e.g. 12:64,16:64,2:128,32:128") from None
+        return out
+    grid = grid or sm_count() * layer_blocks_per_sm()
+    return tuple(_grid_tiling(k, n, grid) for k, n in shapes)
+
+
+def layer_attn_splits() -> int:
+    """CUDAPERF_CUDA_LAYER_ATTN_SPLITS: cache splits per KV head in the layer kernel's attention (default 4)."""
+    v = os.environ.get("CUDAPERF_CUDA_LAYER_ATTN_SPLITS", "4")
+    if not v.isdigit() or int(v) < 1:
+        raise ValueError(f"CUDAPERF_CUDA_LAYER_ATTN_SPLITS={v!r}: give a positive integer")
+    return int(v)
+
+
+def layer_supported(d: int, heads: int, kv_heads: int, head_dim: int, f: int, s_len: int, chunk: int,
+                    tiling=None, attn_splits: int | None = None) -> bool:
+    """Shapes the layer kernel takes (as its FFI handler checks them)."""
+    g = heads // max(kv_heads, 1)
+    if kv_heads < 1 or heads % kv_heads or g > LAYER_MAX_GROUP or head_dim < 32 or head_dim > 256 or \
+            head_dim & (head_dim - 1) or chunk < 1 or chunk > 256 or d % chunk:
+        return False
+    n_qkv = (heads + 2 * kv_heads) * head_dim
+    tiling = tiling or layer_tiling(d, n_qkv, heads * head_dim, f)
+    ks, ns = (d, heads * head_dim, d, f), (n_qkv, d, 2 * f, d)
+    if any(s < 1 or k % s or c not in (64, 128) or n % c for (s, c), k, n in zip(tiling, ks, ns)):
+        return False
+    span = -(-s_len // (attn_splits or layer_attn_splits()))
+    att = (g + 2) * head_dim + (g + 1) * head_dim + 32 + 3 * LAYER_MAX_GROUP + g * (span + 1) + \
+        (LAYER_THREADS // head_dim) * g * head_dim
+    need = max([att] + [LAYER_RED_FLOATS + k // s for (s, _), k in zip(tiling, ks)])
+    return need * 4 <= LAYER_MAX_SMEM
+
+
+def layer(x, ss, *, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, sin, kv_mask, cache_index, k_cache,
+          v_cache, w_o, b_o, w_gu, b_gu, w_down, b_down, heads: int, chunk: int, eps_attn: float, eps_mlp: float,
+          eps_qk: float, tiling=None, attn_splits: int | None = None, pdl: bool = True, per_phase: bool = False,
+          blocks_per_sm: int | None = None):
+    """One decoder layer of a batch-1 decode step as one CUDA kernel (cuda/layer_kernel.cuh), with decode_fused's
+    roundings: (x_out bf16 [D], its per-chunk sums of squares [D / chunk], new k cache, new v cache).
+
+    x bf16 [D] and ss (its sums of squares per `chunk` entries, decode_fused.finish's) are the layer's input; weights
+    bf16 w_qkv [D, (H + 2 Hkv) Dh], w_o [H Dh, D], w_gu [D, 2F] (gate, then up), w_down [F, D]; biases, q_norm and
+    k_norm may be None; cos/sin float32 [Dh] of the new token's position; kv_mask [S]; cache_index int32 (the new
+    token's slot); caches [1, Hkv, S, Dh] bf16, updated in place (donate them). pdl: the kernel prefetches its first
+    weights before waiting for the previous kernel, so no kernel of the same program may write the weights (pass them
+    as the jitted function receives them). per_phase: seven launches without the grid barrier (a cross-check)."""
+    d = x.shape[0]
+    _, hkv, s_len, dh = k_cache.shape
+    f = w_down.shape[0]
+    splits = attn_splits or layer_attn_splits()
+    tiling = tiling or layer_tiling(d, w_qkv.shape[1], w_o.shape[0], f)
+    if not layer_supported(d, heads, hkv, dh, f, s_len, chunk, tiling, splits):
+        raise ValueError(f"cuda_matvec.layer: shapes not taken (D {d}, heads {heads}/{hkv}, head dim {dh}, F {f}, cache "
+                         f"{s_len}, chunk {chunk}, tiling {tiling}, attention splits {splits}); check layer_supported")
+    if jax.default_backend() != "gpu":
+        raise RuntimeError(f"cuda_matvec runs on an NVIDIA GPU only; JAX's backend here is {jax.default_backend()}")
+    register()
+    g, n_qkv = heads // hkv, w_qkv.shape[1]
+    bf = jnp.bfloat16
+
+    def opt(a):
+        return _DUMMY_BF16 if a is None else a.astype(bf)
+    f32 = jnp.float32
+    shapes = [jax.ShapeDtypeStruct((d,), bf), jax.ShapeDtypeStruct((d // chunk,), f32),
+              jax.ShapeDtypeStruct(k_cache.shape, bf), jax.ShapeDtypeStruct(v_cache.shape, bf),
+              jax.ShapeDtypeStruct((tiling[0][0] * n_qkv,), f32), jax.ShapeDtypeStruct((hkv * splits * g * dh,), f32),
+              jax.ShapeDtypeStruct((hkv * splits * 2 * g,), f32), jax.ShapeDtypeStruct((tiling[1][0] * d,), f32),
+              jax.ShapeDtypeStruct((d,), bf), jax.ShapeDtypeStruct((d // chunk,), f32),
+              jax.ShapeDtypeStruct((tiling[2][0] * 2 * f,), f32), jax.ShapeDtypeStruct((tiling[3][0] * d,), f32)]
+    ints = [heads, splits, *(s for s, _ in tiling), *(c for _, c in tiling), chunk, b_qkv is not None,
+            q_norm is not None, b_o is not None, b_gu is not None, b_down is not None, pdl and not per_phase,
+            per_phase, blocks_per_sm or layer_blocks_per_sm()]
+    args = [x.astype(bf), ss.astype(f32), attn_scale.astype(bf), mlp_scale.astype(bf), w_qkv.astype(bf), opt(b_qkv),
+            opt(q_norm), opt(k_norm), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
+            jnp.asarray(cache_index, jnp.int32).reshape(1), k_cache, v_cache, w_o.astype(bf), opt(b_o), w_gu.astype(bf),
+            opt(b_gu), w_down.astype(bf), opt(b_down)]
+    out = jax.ffi.ffi_call(TARGETS["layer"][0], shapes, input_output_aliases={12: 2, 13: 3})(
+        *args, ints=np.asarray(ints, np.int64),
+        floats=np.asarray([eps_attn, eps_mlp, eps_qk, head_dim_scale(dh)], np.float32))
+    return out[0], out[1], out[2], out[3]
+
+
+def head_dim_scale(dh: int) -> float:
+    """The attention scale decode_fused.attend uses (dh ** -0.5)."""
+    return dh ** -0.5

@@ -604,6 +604,40 @@ def _cuda_kernels(dt):
     return run
 
 
+def _cuda_layer(model, dt, k_cache):
+    """A function running one whole layer as ONE CUDA kernel (cuda_matvec.layer, CUDAPERF_CUDA_LAYER=on|phases) when
+    the CUDA matvecs are on, the compute and cache dtype is bf16 and the shapes fit; else None (seven kernels)."""
+    from cudaperf_jax.models import cuda_matvec as cm
+    cfg = model.cfg
+    lm = cm.layer_mode()
+    if lm == "off" or dt != jnp.bfloat16 or k_cache.dtype != jnp.bfloat16 or _interpret(None) or cm.mode() == "off" \
+            or not cm.enabled():
+        return None
+    d = cfg.hidden_size
+    chunk = _pow2_divisor(d, FINISH_CHUNK)
+    if not cm.layer_supported(d, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size,
+                              k_cache.shape[2], chunk):
+        return None
+
+    def val(v):
+        return None if v is None else v[...].astype(dt)
+
+    def run(layer, x, ss, kc, vc, kvm, cache_index, cos, sin):
+        a, mlp = layer.attn, layer.mlp
+        ws = (a.qkv[...], a.o[...], mlp.gate_up[...], mlp.down[...])
+        gu_b = val(mlp.gate_up_bias)
+        return cm.layer(
+            x, ss, attn_scale=layer.attn_norm.scale[...], mlp_scale=layer.mlp_norm.scale[...], w_qkv=ws[0].astype(dt),
+            b_qkv=val(a.qkv_bias), q_norm=None if a.q_norm is None else a.q_norm.scale[...],
+            k_norm=None if a.k_norm is None else a.k_norm.scale[...], cos=cos, sin=sin, kv_mask=kvm,
+            cache_index=cache_index, k_cache=kc, v_cache=vc, w_o=ws[1].astype(dt), b_o=val(a.o_bias),
+            w_gu=ws[2].astype(dt).reshape(d, -1), b_gu=None if gu_b is None else gu_b.reshape(-1),
+            w_down=ws[3].astype(dt), b_down=val(mlp.down_bias), heads=cfg.num_heads, chunk=chunk,
+            eps_attn=layer.attn_norm.eps, eps_mlp=layer.mlp_norm.eps, eps_qk=cfg.rms_norm_eps,
+            pdl=all(w.dtype == dt for w in ws), per_phase=lm == "phases")
+    return run
+
+
 def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
     """Decoder.hidden for one token of one sequence with a cache: (final-normed h [1, 1, D], new cache)."""
     from cudaperf_jax.models.decoder import KVCache
@@ -625,7 +659,13 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
         return None if p is None else p[...].astype(dt)
 
     cuda = _cuda_kernels(dt)
+    one_kernel = _cuda_layer(model, dt, cache.k[0])
     for i, layer in enumerate(model.layers):
+        if one_kernel is not None:   # the whole layer in one persistent CUDA kernel
+            x, ss, kc, vc = one_kernel(layer, x, ss, cache.k[i], cache.v[i], kvm, cache_index, cos, sin)
+            new_k.append(kc)
+            new_v.append(vc)
+            continue
         a, mlp = layer.attn, layer.mlp
         extra = (_pow2_at_least(g, 16) - g) * hd
         norm_in = {"x": x, "ss": ss, "ss_count": count, "scale": layer.attn_norm.scale[...], "eps": layer.attn_norm.eps}

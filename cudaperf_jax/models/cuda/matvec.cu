@@ -40,6 +40,7 @@
 #endif
 #include "matvec_kernel.cuh"
 #include "topk_kernel.cuh"
+#include "layer_kernel.cuh"
 
 namespace ffi = xla::ffi;
 
@@ -282,6 +283,134 @@ ffi::Error AttnImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> acc, ffi::Buffer<
   MATVEC_DISPATCH(kAttn);
 }
 
+
+// One decoder layer as one persistent kernel (layer_kernel.cuh). ints: heads, attn_splits, split x4 (qkv, o,
+// gate_up, down), cols x4, chunk, has_b_qkv, has_qk_norm, has_b_o, has_b_gu, has_b_down, pdl, launch (0: one
+// persistent launch, 1: one launch per phase), blocks_per_sm (0: the occupancy calculator's). floats: eps_attn,
+// eps_mlp, eps_qk, scale.
+ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::BF16> attn_scale,
+                     ffi::Buffer<ffi::BF16> mlp_scale, ffi::Buffer<ffi::BF16> w_qkv, ffi::Buffer<ffi::BF16> b_qkv,
+                     ffi::Buffer<ffi::BF16> q_norm, ffi::Buffer<ffi::BF16> k_norm, ffi::Buffer<ffi::F32> cos,
+                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
+                     ffi::Buffer<ffi::BF16> k_cache, ffi::Buffer<ffi::BF16> v_cache, ffi::Buffer<ffi::BF16> w_o,
+                     ffi::Buffer<ffi::BF16> b_o, ffi::Buffer<ffi::BF16> w_gu, ffi::Buffer<ffi::BF16> b_gu,
+                     ffi::Buffer<ffi::BF16> w_down, ffi::Buffer<ffi::BF16> b_down,
+                     ffi::Result<ffi::Buffer<ffi::BF16>> x_out, ffi::Result<ffi::Buffer<ffi::F32>> ss_out,
+                     ffi::Result<ffi::Buffer<ffi::BF16>> k_out, ffi::Result<ffi::Buffer<ffi::BF16>> v_out,
+                     ffi::Result<ffi::Buffer<ffi::F32>> qkv_parts, ffi::Result<ffi::Buffer<ffi::F32>> acc,
+                     ffi::Result<ffi::Buffer<ffi::F32>> ml, ffi::Result<ffi::Buffer<ffi::F32>> o_parts,
+                     ffi::Result<ffi::Buffer<ffi::BF16>> x_mid, ffi::Result<ffi::Buffer<ffi::F32>> ss_mid,
+                     ffi::Result<ffi::Buffer<ffi::F32>> gu_parts, ffi::Result<ffi::Buffer<ffi::F32>> down_parts,
+                     ffi::Span<const int64_t> ints, ffi::Span<const float> floats) {
+  using namespace cudaperf_layer;
+  auto bad = [](const char* what) { return ffi::Error::InvalidArgument(std::string("cudaperf_layer: ") + what); };
+  if (ints.size() != 19 || floats.size() != 4) return bad("needs 19 int and 4 float attributes");
+  auto kd = k_cache.dimensions(), qd = w_qkv.dimensions(), od = w_o.dimensions(), gd = w_gu.dimensions(),
+       dd = w_down.dimensions();
+  if (kd.size() != 4 || kd[0] != 1 || qd.size() != 2 || od.size() != 2 || gd.size() != 2 || dd.size() != 2)
+    return bad("caches must be [1, Hkv, S, Dh] and weights 2-D");
+  LayerParams p = {};
+  p.d = static_cast<int>(x.element_count());
+  p.h = static_cast<int>(ints[0]);
+  p.hkv = static_cast<int>(kd[1]);
+  p.s_len = static_cast<int>(kd[2]);
+  p.dh = static_cast<int>(kd[3]);
+  p.f = static_cast<int>(dd[0]);
+  p.attn_splits = static_cast<int>(ints[1]);
+  for (int i = 0; i < 4; ++i) {
+    p.split[i] = static_cast<int>(ints[2 + i]);
+    p.cols[i] = static_cast<int>(ints[6 + i]);
+  }
+  p.chunk = static_cast<int>(ints[10]);
+  const int g = p.hkv > 0 ? p.h / p.hkv : 0, n_qkv = (p.h + 2 * p.hkv) * p.dh;
+  if (p.hkv < 1 || p.h % p.hkv || g > kMaxGroup || p.dh < 32 || p.dh > kMaxHeadDim || (p.dh & (p.dh - 1)))
+    return bad("needs heads a multiple of the KV heads (<= 16 per KV head) and a power-of-two head dim in [32, 256]");
+  if (qd[0] != p.d || qd[1] != n_qkv || od[0] != p.h * p.dh || od[1] != p.d || gd[0] != p.d || gd[1] != 2 * p.f
+      || dd[1] != p.d)
+    return bad("weights must be qkv [D, (H + 2 Hkv) Dh], o [H Dh, D], gate_up [D, 2F], down [F, D]");
+  const int ks[4] = {p.d, p.h * p.dh, p.d, p.f}, ns[4] = {n_qkv, p.d, 2 * p.f, p.d};
+  for (int i = 0; i < 4; ++i)
+    if (p.split[i] < 1 || ks[i] % p.split[i] || (p.cols[i] != 64 && p.cols[i] != 128) || ns[i] % p.cols[i])
+      return bad("each split must divide its K and each cols (64 or 128) its N");
+  if (p.chunk < 1 || p.chunk > kThreads || p.d % p.chunk || p.attn_splits < 1)
+    return bad("chunk must divide D and be <= 256, attn_splits >= 1");
+  p.span_max = (p.s_len + p.attn_splits - 1) / p.attn_splits;
+  p.eps_attn = floats[0];
+  p.eps_mlp = floats[1];
+  p.eps_qk = floats[2];
+  p.scale = floats[3];
+  auto bf = [](ffi::Buffer<ffi::BF16>& b) { return reinterpret_cast<const __nv_bfloat16*>(b.typed_data()); };
+  auto bfo = [](ffi::Result<ffi::Buffer<ffi::BF16>>& b) { return reinterpret_cast<__nv_bfloat16*>(b->typed_data()); };
+  p.x = bf(x);
+  p.ss = ss.typed_data();
+  p.attn_scale = bf(attn_scale);
+  p.mlp_scale = bf(mlp_scale);
+  p.w_qkv = bf(w_qkv);
+  p.b_qkv = ints[11] ? bf(b_qkv) : nullptr;
+  p.q_norm = ints[12] ? bf(q_norm) : nullptr;
+  p.k_norm = ints[12] ? bf(k_norm) : nullptr;
+  p.cos = cos.typed_data();
+  p.sin = sin.typed_data();
+  p.kv_mask = kv_mask.typed_data();
+  p.cache_index = cache_index.typed_data();
+  p.k_cache = bfo(k_out);
+  p.v_cache = bfo(v_out);
+  p.w_o = bf(w_o);
+  p.b_o = ints[13] ? bf(b_o) : nullptr;
+  p.w_gu = bf(w_gu);
+  p.b_gu = ints[14] ? bf(b_gu) : nullptr;
+  p.w_down = bf(w_down);
+  p.b_down = ints[15] ? bf(b_down) : nullptr;
+  p.qkv_parts = qkv_parts->typed_data();
+  p.acc = acc->typed_data();
+  p.ml = ml->typed_data();
+  p.o_parts = o_parts->typed_data();
+  p.x_mid = bfo(x_mid);
+  p.ss_mid = ss_mid->typed_data();
+  p.gu_parts = gu_parts->typed_data();
+  p.down_parts = down_parts->typed_data();
+  p.x_out = bfo(x_out);
+  p.ss_out = ss_out->typed_data();
+  if (k_out->typed_data() != k_cache.typed_data() || v_out->typed_data() != v_cache.typed_data())
+    return bad("the caches must be aliased to their outputs (input_output_aliases)");
+  if (qkv_parts->element_count() < static_cast<size_t>(p.split[0]) * n_qkv
+      || acc->element_count() < static_cast<size_t>(p.hkv) * p.attn_splits * g * p.dh
+      || ml->element_count() < static_cast<size_t>(p.hkv) * p.attn_splits * 2 * g
+      || o_parts->element_count() < static_cast<size_t>(p.split[1]) * p.d
+      || gu_parts->element_count() < static_cast<size_t>(p.split[2]) * 2 * p.f
+      || down_parts->element_count() < static_cast<size_t>(p.split[3]) * p.d
+      || x_out->element_count() != static_cast<size_t>(p.d) || x_mid->element_count() != static_cast<size_t>(p.d)
+      || ss_out->element_count() != static_cast<size_t>(p.d / p.chunk)
+      || ss_mid->element_count() != static_cast<size_t>(p.d / p.chunk) || ss.element_count() < static_cast<size_t>(p.d / p.chunk))
+    return bad("a scratch or output buffer is too small");
+  const size_t smem = layer_smem_bytes(p);
+  if (smem > 200 * 1024) return bad("the attention split or a K slice is too long for shared memory");
+  cudaError_t e = cudaFuncSetAttribute(layer_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  int dev = 0, sms = 0, per_sm = 0;
+  if (e == cudaSuccess) e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layer_kernel, kThreads, smem);
+  if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
+  if (per_sm < 1) return bad("the kernel does not fit on an SM with this much shared memory");
+  if (ints[18] > 0 && ints[18] < per_sm) per_sm = static_cast<int>(ints[18]);
+  const bool pdl = ints[16] != 0, per_phase = ints[17] != 0;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(sms * per_sm), 1, 1);
+  cfg.blockDim = dim3(kThreads, 1, 1);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  for (int lo = 0; lo < kPhases && e == cudaSuccess; lo += per_phase ? 1 : kPhases) {
+    const int hi = per_phase ? lo + 1 : kPhases;
+    cfg.numAttrs = pdl && !per_phase ? 1 : 0;
+    e = cudaLaunchKernelEx(&cfg, layer_kernel, p, lo, hi, static_cast<int>(pdl && !per_phase));
+  }
+  if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
+  return ffi::Error::Success();
+}
 }  // namespace
 
 // Arguments after the prologue's and w: rx, rb (bf16); results y, sum, xo, ss; attributes split_k, pdl, epi,
@@ -355,4 +484,43 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfTopk, TopkImpl,
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::S32>>()
                                   .Attr<int64_t>("k"),
+                              MATVEC_TRAITS);
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfLayer, LayerImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // x
+                                  .Arg<ffi::Buffer<ffi::F32>>()     // ss
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // attn_scale
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // mlp_scale
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // w_qkv
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // b_qkv
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // q_norm
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // k_norm
+                                  .Arg<ffi::Buffer<ffi::F32>>()     // cos
+                                  .Arg<ffi::Buffer<ffi::F32>>()     // sin
+                                  .Arg<ffi::Buffer<ffi::S32>>()     // kv_mask
+                                  .Arg<ffi::Buffer<ffi::S32>>()     // cache_index
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // k_cache
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // v_cache
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // w_o
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // b_o
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // w_gu
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // b_gu
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // w_down
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // b_down
+                                  .Ret<ffi::Buffer<ffi::BF16>>()    // x_out
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // ss_out
+                                  .Ret<ffi::Buffer<ffi::BF16>>()    // k_cache (aliased)
+                                  .Ret<ffi::Buffer<ffi::BF16>>()    // v_cache (aliased)
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // qkv_parts
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // acc
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // ml
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // o_parts
+                                  .Ret<ffi::Buffer<ffi::BF16>>()    // x_mid
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // ss_mid
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // gu_parts
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // down_parts
+                                  .Attr<ffi::Span<const int64_t>>("ints")
+                                  .Attr<ffi::Span<const float>>("floats"),
                               MATVEC_TRAITS);

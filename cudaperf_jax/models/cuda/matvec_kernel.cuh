@@ -73,27 +73,27 @@ __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(_
 template <int MODE>
 __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) {
   if (MODE == kNorm) {
-    const float xn = round_bf16(__bfloat162float(p.x[k]) * rstd);
+    const float xn = round_bf16(__bfloat162float(__ldcg(p.x + k)) * rstd);
     return round_bf16(xn * __bfloat162float(p.vec[k]));
   }
   if (MODE == kAttn) {   // flash-decoding's combine of the head's splits, as decode_fused's "attn" prologue
     const int h = k / p.dh, d = k % p.dh, j = h / p.group, r = h % p.group;
     const float* ml = p.ml + static_cast<size_t>(j) * p.splits * 2 * p.gp;
     float mx = -INFINITY;
-    for (int c = 0; c < p.splits; ++c) mx = fmaxf(mx, ml[c * 2 * p.gp + r]);
+    for (int c = 0; c < p.splits; ++c) mx = fmaxf(mx, __ldcg(ml + c * 2 * p.gp + r));
     float num = 0.f, den = 0.f;
     for (int c = 0; c < p.splits; ++c) {
-      const float wgt = expf(ml[c * 2 * p.gp + r] - mx);
-      den += wgt * ml[c * 2 * p.gp + p.gp + r];
-      num += wgt * p.acc[((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d];
+      const float wgt = expf(__ldcg(ml + c * 2 * p.gp + r) - mx);
+      den += wgt * __ldcg(ml + c * 2 * p.gp + p.gp + r);
+      num += wgt * __ldcg(p.acc + ((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d);
     }
     return round_bf16(num / fmaxf(den, 1e-30f));
   }
   const int f = p.x_stride / 2;
   float g = 0.f, u = 0.f;
   for (int q = 0; q < p.n_parts; ++q) {
-    g += p.xp[static_cast<size_t>(q) * p.x_stride + k];
-    u += p.xp[static_cast<size_t>(q) * p.x_stride + f + k];
+    g += __ldcg(p.xp + static_cast<size_t>(q) * p.x_stride + k);
+    u += __ldcg(p.xp + static_cast<size_t>(q) * p.x_stride + f + k);
   }
   g = round_bf16(g);
   u = round_bf16(u);
@@ -106,38 +106,40 @@ __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) 
   return round_bf16(act * u);
 }
 
-template <int TPR, int U, int MODE>
-__global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue epi, const __nv_bfloat16* __restrict__ w,
-                                                         int n, int ks, float* __restrict__ y, int y_stride, int pdl) {
+// One block's share of a matvec: the columns of column tile `tile` over K slice `split` (ks rows). Issues the first U
+// weight rows, calls wait() (the caller's dependency wait: PDL's griddepcontrol.wait, the layer kernel's grid
+// barrier, or nothing), fills xs [ks] with the prologue's input, streams the rest of the slice, and returns the
+// column sum of thread c = threadIdx.x (c < 8 * TPR; others get 0). red: (kThreads / TPR) x (8 * TPR + 1) floats
+// of shared memory. Activations are read with __ldcg (L2): in the layer kernel they are written by other blocks
+// of the same launch, which the non-coherent path would not see.
+template <int TPR, int U, int MODE, typename Wait>
+__device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_bfloat16* __restrict__ w, int n,
+                                                int ks, int tile, int split, float* xs, float* red, Wait wait) {
   constexpr int kGroups = kThreads / TPR;   // row groups
   constexpr int kCols = 8 * TPR;            // output columns per block
-  extern __shared__ float xs[];             // the input slice, summed and rounded: ks floats
-  __shared__ float red[kGroups][kCols + 1];
-
   const int group = threadIdx.x / TPR, lane = threadIdx.x % TPR;
-  const int k0 = blockIdx.y * ks;
-  const int col = blockIdx.x * kCols + lane * 8;
+  const int k0 = split * ks;
+  const int col = tile * kCols + lane * 8;
   const __nv_bfloat16* wp = w + static_cast<size_t>(k0) * n + col;
 
-  if (pdl) MATVEC_RELEASE_DEPENDENTS();
   uint4 pre[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int r = group + u * kGroups;
     pre[u] = r < ks ? load_stream(wp + static_cast<size_t>(r) * n) : make_uint4(0, 0, 0, 0);
   }
-  if (pdl) MATVEC_WAIT_FOR_PRODUCER();
+  wait();
   if (MODE == kParts) {
     for (int i = threadIdx.x; i < ks; i += kThreads) {
       float v = 0.f;
-      for (int q = 0; q < pro.n_parts; ++q) v += pro.xp[static_cast<size_t>(q) * pro.x_stride + k0 + i];
+      for (int q = 0; q < pro.n_parts; ++q) v += __ldcg(pro.xp + static_cast<size_t>(q) * pro.x_stride + k0 + i);
       xs[i] = round_bf16(v);
     }
   } else {
     float rstd = 0.f;
     if (MODE == kNorm) {
       float sum = 0.f;
-      for (int c = 0; c < pro.n_chunks; ++c) sum += pro.ss[c];
+      for (int c = 0; c < pro.n_chunks; ++c) sum += __ldcg(pro.ss + c);
       rstd = rsqrtf(sum / pro.k_total + pro.eps);
     }
     for (int i = threadIdx.x; i < ks; i += kThreads) xs[i] = input_at<MODE>(pro, k0 + i, rstd);
@@ -164,15 +166,30 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
     }
   }
 #pragma unroll
-  for (int j = 0; j < 8; ++j) red[group][lane * 8 + j] = acc[j];
+  for (int j = 0; j < 8; ++j) red[group * (kCols + 1) + lane * 8 + j] = acc[j];
   __syncthreads();
+  float s = 0.f;
+  if (threadIdx.x < kCols) {
+#pragma unroll 8
+    for (int g = 0; g < kGroups; ++g) s += red[g * (kCols + 1) + threadIdx.x];
+  }
+  return s;
+}
+
+template <int TPR, int U, int MODE>
+__global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue epi, const __nv_bfloat16* __restrict__ w,
+                                                         int n, int ks, float* __restrict__ y, int y_stride, int pdl) {
+  constexpr int kGroups = kThreads / TPR;   // row groups
+  constexpr int kCols = 8 * TPR;            // output columns per block
+  extern __shared__ float xs[];             // the input slice, summed and rounded: ks floats
+  __shared__ float red[kGroups][kCols + 1];
+
+  if (pdl) MATVEC_RELEASE_DEPENDENTS();
+  float s = matvec_columns<TPR, U, MODE>(pro, w, n, ks, blockIdx.x, blockIdx.y, xs, &red[0][0], [&] {
+    if (pdl) MATVEC_WAIT_FOR_PRODUCER();
+  });
   static_assert(kCols <= kThreads, "one column per thread in the epilogue");
   const int c = threadIdx.x, oc = blockIdx.x * kCols + c;   // this thread's output column
-  float s = 0.f;
-  if (c < kCols) {
-#pragma unroll 8
-    for (int g = 0; g < kGroups; ++g) s += red[g][c];
-  }
   if (epi.mode == kEpiPartials || gridDim.y > 1) {
     if (c < kCols) y[static_cast<size_t>(blockIdx.y) * y_stride + oc] = s;
     if (epi.mode == kEpiPartials) return;

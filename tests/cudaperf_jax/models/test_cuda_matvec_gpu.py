@@ -231,3 +231,27 @@ def test_the_sampler_picks_the_cuda_top_k_when_asked(monkeypatch):
     got = jax.jit(lambda x: sampling.top_k(x, 50))(x)
     want = jax.lax.top_k(x, 50)
     np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-1.5b", "smollm2-135m", "qwen3"])
+def test_the_one_kernel_layer_agrees_with_the_fused_step(monkeypatch, name):
+    """CUDAPERF_CUDA_LAYER=on: each layer of the bf16 step is one persistent kernel with grid barriers; =phases: the
+    same kernel launched once per phase. Both against the seven-kernel fused step, and bit-equal to each other."""
+    from cudaperf_jax.models import decode_fused as df
+    from tests.cudaperf_jax.models import tiny
+    from tests.cudaperf_jax.models.test_decode_fused_gpu import _model
+    model = _model(name, jnp.bfloat16)
+    toks = jnp.asarray([[5, 17, 3, 60, 11, 900, 4000, 2, 8, 9]], jnp.int32)
+    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "on")
+    monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "on")
+    monkeypatch.setenv("CUDAPERF_CUDA_LAYER", "off")
+    want = tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
+    got = {}
+    for mode in ("phases", "on"):
+        monkeypatch.setenv("CUDAPERF_CUDA_LAYER", mode)
+        assert df._cuda_layer(model, jnp.bfloat16, jnp.zeros((1, model.cfg.num_kv_heads, 16, model.cfg.head_dim),
+                                                             jnp.bfloat16)) is not None
+        got[mode] = tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
+        assert (np.argmax(got[mode], -1) == np.argmax(want, -1)).mean() >= 0.9
+        np.testing.assert_allclose(got[mode], want, atol=0.1 * float(np.abs(want).max()))
+    np.testing.assert_array_equal(got["on"], got["phases"])   # the barrier changes nothing but the launch count

@@ -1,0 +1,376 @@
+// One whole decoder layer of a batch-1 decode step in ONE persistent kernel (cuda_matvec.layer; matvec.cu launches it
+// through the XLA FFI). decode_fused.py runs a layer as seven kernels (qkv, attend, o, finish, gate_up, down,
+// finish), each paying its launch, ramp and tail; here the same seven phases run back to back inside one grid of
+// (SMs x resident blocks per SM) blocks, separated by a grid-wide barrier. Before a block waits at a barrier it has
+// already issued the first weight rows of its next matvec item, so the weight stream never stops for long.
+//
+//   0 qkv      split-K partials of RMSNorm(x) @ w_qkv                       (matvec_columns, "norm" prologue)
+//   1 attend   (KV head, cache split) items: sum the qkv partials (+ bias), Qwen3's q/k norms, RoPE; split 0 writes
+//              the new key and value into the cache; unnormalised softmax over the split's slots (flash-decoding)
+//   2 o        split-K partials of merge(attention splits) @ w_o              ("attn" prologue)
+//   3 finish   x_mid = x + round(sum o partials) + bias, sums of squares per chunk
+//   4 gate_up  split-K partials of RMSNorm(x_mid) @ w_gu                      ("norm" prologue)
+//   5 down     split-K partials of swiglu(gate_up partials) @ w_down          ("swiglu" prologue)
+//   6 finish   x_out = x_mid + round(sum down partials) + bias, sums of squares per chunk
+//
+// The roundings are decode_fused's (and its matvec prologues', shared through matvec_kernel.cuh), so the step gives
+// the tokens of the fused path up to summation order. layer_kernel(p, lo, hi, pdl) runs phases [lo, hi): one launch
+// with (0, 7) on the GPU, or one launch per phase (no barrier at all: the CPU emulation in tests, and
+// CUDAPERF_CUDA_LAYER=phases on a GPU as a cross-check).
+//
+// The grid barrier needs every block of the grid resident at once: the host launches at most the occupancy
+// calculator's blocks per SM times the SM count. With pdl, the next layer's kernel may launch while this one runs
+// (its blocks take free slots and wait in griddepcontrol.wait before touching the barrier), so the barrier state is
+// only used after that wait.
+#pragma once
+#include "matvec_kernel.cuh"
+
+namespace cudaperf_layer {
+
+using cudaperf_matvec::kThreads;
+using cudaperf_matvec::Prologue;
+using cudaperf_matvec::round_bf16;
+
+constexpr int kPhases = 7;
+constexpr int kRedFloats = 2080;   // max over TPR 8/16 of (kThreads / TPR) * (8 * TPR + 1): matvec_columns' red
+constexpr int kMaxGroup = 16;      // query heads per KV head
+constexpr int kMaxHeadDim = 256;
+// Resident blocks per SM the kernel is compiled for (registers <= 65536 / (3 * 256) = 85 per thread); the grid is
+// SMs x min(this, the occupancy calculator's), and cuda_matvec.layer_tiling sizes the work items for that grid.
+constexpr int kLayerMinBlocks = 3;
+
+struct LayerParams {
+  int d, h, hkv, dh, f, s_len, chunk;     // hidden, heads, KV heads, head dim, intermediate, cache slots, finish chunk
+  float eps_attn, eps_mlp, eps_qk, scale;
+  const __nv_bfloat16* x;                 // [d] the layer's input (residual stream)
+  const float* ss;                        // [d / chunk] its chunks' sums of squares
+  const __nv_bfloat16* attn_scale;        // [d]
+  const __nv_bfloat16* mlp_scale;         // [d]
+  const __nv_bfloat16* w_qkv;             // [d, (h + 2 hkv) dh]
+  const __nv_bfloat16* b_qkv;             // [(h + 2 hkv) dh] or null
+  const __nv_bfloat16* q_norm;            // [dh] or null (Qwen3)
+  const __nv_bfloat16* k_norm;            // [dh] or null
+  const float* cos;                       // [dh]
+  const float* sin;                       // [dh]
+  const int* kv_mask;                     // [s_len]
+  const int* cache_index;                 // [1]: the new token's slot
+  __nv_bfloat16* k_cache;                 // [hkv, s_len, dh] (updated in place at cache_index)
+  __nv_bfloat16* v_cache;
+  int attn_splits, span_max;              // cache splits per KV head; ceil(s_len / attn_splits)
+  const __nv_bfloat16* w_o;               // [h dh, d]
+  const __nv_bfloat16* b_o;               // [d] or null
+  const __nv_bfloat16* w_gu;              // [d, 2f] (gate columns, then up)
+  const __nv_bfloat16* b_gu;              // [2f] or null
+  const __nv_bfloat16* w_down;            // [f, d]
+  const __nv_bfloat16* b_down;            // [d] or null
+  int split[4], cols[4];                  // split-K and columns per item (64 or 128) of qkv, o, gate_up, down
+  float* qkv_parts;                       // [split[0], (h + 2 hkv) dh]     (scratch)
+  float* acc;                             // [hkv, attn_splits, g, dh]     (scratch)
+  float* ml;                              // [hkv, attn_splits, 2, g]      (scratch)
+  float* o_parts;                         // [split[1], d]                 (scratch)
+  __nv_bfloat16* x_mid;                   // [d]
+  float* ss_mid;                          // [d / chunk]
+  float* gu_parts;                        // [split[2], 2f]                (scratch)
+  float* down_parts;                      // [split[3], d]                 (scratch)
+  __nv_bfloat16* x_out;                   // [d]
+  float* ss_out;                          // [d / chunk]
+};
+
+// Grid-wide barrier: arrival counter + generation. Self-resetting (the last block to arrive zeroes the counter
+// before it bumps the generation), so launches on one stream can share it.
+__device__ unsigned int g_layer_count;
+__device__ unsigned int g_layer_gen;
+
+__device__ __forceinline__ void grid_sync() {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile unsigned int* gen = &g_layer_gen;
+    const unsigned int seen = *gen;   // read before arriving: it cannot have moved on without this block
+    __threadfence();
+    if (atomicAdd(&g_layer_count, 1u) == gridDim.x - 1) {
+      atomicExch(&g_layer_count, 0u);
+      __threadfence();
+      atomicAdd(&g_layer_gen, 1u);
+    } else {
+      while (*gen == seen) {
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// What a block must do before its first read of a phase's inputs: nothing, PDL's wait for the previous kernel
+// (first phase of a launch), or the grid barrier (later phases). wait() is idempotent within a phase.
+struct Sync {
+  int pending;   // 0 nothing, 1 PDL wait, 2 grid barrier
+  __device__ __forceinline__ void wait() {
+    if (pending == 1) MATVEC_WAIT_FOR_PRODUCER();
+    if (pending == 2) grid_sync();
+    pending = 0;
+  }
+};
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Work items (column tile, K slice) of one matvec spread over the grid's blocks; y [split, n] float32 partials.
+template <int U, int MODE>
+__device__ void matvec_phase(const Prologue& pro, const __nv_bfloat16* __restrict__ w, int k, int n, int split,
+                             int cols, float* y, float* smem, Sync& sync) {
+  const int ks = k / split, tiles = n / cols, items = tiles * split;
+  float* red = smem;
+  float* xs = smem + kRedFloats;
+  auto wait = [&] { sync.wait(); };
+  for (int it = blockIdx.x; it < items; it += gridDim.x) {
+    __syncthreads();   // the previous item's readers of xs and red are done
+    const int tile = it % tiles, sp = it / tiles;
+    const float s = cols == 64 ? cudaperf_matvec::matvec_columns<8, U, MODE>(pro, w, n, ks, tile, sp, xs, red, wait)
+                               : cudaperf_matvec::matvec_columns<16, U, MODE>(pro, w, n, ks, tile, sp, xs, red, wait);
+    if (static_cast<int>(threadIdx.x) < cols) y[static_cast<size_t>(sp) * n + tile * cols + threadIdx.x] = s;
+  }
+}
+
+// decode_fused.finish: xo = x + round(round(sum_p parts[p]) + bias), ss[chunk] = sum of xo^2 over the chunk.
+__device__ void finish_phase(const __nv_bfloat16* x, const float* parts, int n_parts, const __nv_bfloat16* bias, int d,
+                             int chunk, __nv_bfloat16* xo, float* ss, float* smem, Sync& sync) {
+  const int items = d / chunk;
+  for (int it = blockIdx.x; it < items; it += gridDim.x) {
+    __syncthreads();
+    sync.wait();
+    const int i = it * chunk + threadIdx.x;
+    float sq = 0.f;
+    if (static_cast<int>(threadIdx.x) < chunk) {
+      float y = 0.f;
+      for (int q = 0; q < n_parts; ++q) y += __ldcg(parts + static_cast<size_t>(q) * d + i);
+      y = round_bf16(y);
+      if (bias != nullptr) y = round_bf16(y + __bfloat162float(bias[i]));
+      const float xn = round_bf16(__bfloat162float(__ldcg(x + i)) + y);
+      xo[i] = __float2bfloat16(xn);
+      sq = xn * xn;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) sq += __shfl_down_sync(0xffffffffu, sq, off);
+    if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = sq;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float t = 0.f;
+      for (int w = 0; w < kThreads / 32; ++w) t += smem[w];
+      ss[it] = t;
+    }
+  }
+}
+
+// Floats of shared memory the attention phase uses (layout in attention_phase).
+__host__ __device__ inline int attention_smem_floats(int g, int dh, int span_max) {
+  return (g + 2) * dh + (g + 1) * dh + 32 + 3 * kMaxGroup + g * (span_max + 1) + (kThreads / dh) * g * dh;
+}
+
+__device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
+  const int g = p.h / p.hkv, dh = p.dh, half = dh / 2, rows = g + 2, sw = p.span_max + 1;
+  const int n_qkv = (p.h + 2 * p.hkv) * dh, nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* raw = smem;                        // [g + 2][dh] q heads, k, v: partials summed, rounded, + bias
+  float* rot = raw + rows * dh;             // [g + 1][dh] q heads and k after the q/k norm and RoPE
+  float* rs = rot + (g + 1) * dh;           // [g + 1] q/k norm rstd (32 reserved)
+  float* stat = rs + 32;                    // m [kMaxGroup], l [kMaxGroup], own-token weight [kMaxGroup]
+  float* sc = stat + 3 * kMaxGroup;         // [g][span_max + 1] scores, then softmax numerators
+  float* pv = sc + g * sw;                  // [kThreads / dh][g][dh] the thread groups' P.V sums
+  const int items = p.hkv * p.attn_splits;
+  for (int it = blockIdx.x; it < items; it += gridDim.x) {
+    __syncthreads();
+    sync.wait();
+    const int j = it / p.attn_splits, c = it % p.attn_splits;
+    const int idx = __ldcg(p.cache_index);
+    for (int e = threadIdx.x; e < rows * dh; e += kThreads) {
+      const int r = e / dh, d = e % dh;
+      const int col = (r < g ? j * g + r : r == g ? p.h + j : p.h + p.hkv + j) * dh + d;
+      float v = 0.f;
+      for (int q = 0; q < p.split[0]; ++q) v += __ldcg(p.qkv_parts + static_cast<size_t>(q) * n_qkv + col);
+      v = round_bf16(v);
+      if (p.b_qkv != nullptr) v = round_bf16(v + __bfloat162float(p.b_qkv[col]));
+      raw[e] = v;
+    }
+    __syncthreads();
+    if (p.q_norm != nullptr) {   // Qwen3: RMSNorm over each q and k head's dims before RoPE
+      for (int r = warp; r < g + 1; r += nw) {
+        float s = 0.f;
+        for (int d = lane; d < dh; d += 32) s += raw[r * dh + d] * raw[r * dh + d];
+        s = warp_sum(s);
+        if (lane == 0) rs[r] = rsqrtf(s / dh + p.eps_qk);
+      }
+      __syncthreads();
+    }
+    for (int e = threadIdx.x; e < (g + 1) * dh; e += kThreads) {
+      const int r = e / dh, d = e % dh, pd = d < half ? d + half : d - half;
+      float a = raw[r * dh + d], b = raw[r * dh + pd];
+      if (p.q_norm != nullptr) {
+        const __nv_bfloat16* nv = r < g ? p.q_norm : p.k_norm;
+        a = round_bf16(round_bf16(a * rs[r]) * __bfloat162float(nv[d]));
+        b = round_bf16(round_bf16(b * rs[r]) * __bfloat162float(nv[pd]));
+      }
+      rot[e] = d < half ? round_bf16(__fsub_rn(__fmul_rn(a, p.cos[d]), __fmul_rn(b, p.sin[d])))
+                        : round_bf16(__fadd_rn(__fmul_rn(a, p.cos[d]), __fmul_rn(b, p.sin[d])));
+    }
+    __syncthreads();
+    const size_t head = static_cast<size_t>(j) * p.s_len;
+    if (c == 0) {   // the new token's key and value, in place (no block reads slot idx from the cache)
+      for (int d = threadIdx.x; d < dh; d += kThreads) {
+        p.k_cache[(head + idx) * dh + d] = __float2bfloat16(rot[g * dh + d]);
+        p.v_cache[(head + idx) * dh + d] = __float2bfloat16(raw[(g + 1) * dh + d]);
+      }
+    }
+    // this split's slots: [t0, t1) of the earlier tokens, the splits sharing them evenly
+    const int span = (idx + p.attn_splits - 1) / p.attn_splits;
+    const int t0 = c * span, nt = max(min(t0 + span, idx) - t0, 0);
+    const int per_lane = dh / 32;
+    for (int t = warp; t < nt; t += nw) {
+      const int pos = t0 + t;
+      const bool valid = __ldg(p.kv_mask + pos) != 0;
+      const __nv_bfloat16* kr = p.k_cache + (head + pos) * dh;
+      float kv[kMaxHeadDim / 32];
+#pragma unroll
+      for (int i = 0; i < kMaxHeadDim / 32; ++i) kv[i] = valid && i < per_lane ? __bfloat162float(kr[lane + 32 * i]) : 0.f;
+      for (int hh = 0; hh < g; ++hh) {
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < kMaxHeadDim / 32; ++i) {
+          if (i < per_lane) s += rot[hh * dh + lane + 32 * i] * kv[i];
+        }
+        s = warp_sum(s);
+        if (lane == 0) sc[hh * sw + t] = valid ? s * p.scale : -INFINITY;
+      }
+    }
+    __syncthreads();
+    const bool own = c == 0 && __ldg(p.kv_mask + idx) != 0;   // the token itself: first split only
+    for (int hh = warp; hh < g; hh += nw) {
+      float s_own = 0.f;
+      if (own) {
+        for (int d = lane; d < dh; d += 32) s_own += rot[hh * dh + d] * rot[g * dh + d];
+        s_own = warp_sum(s_own) * p.scale;
+      }
+      float m = -1e30f;   // decode_fused's NEG: an empty split keeps it (its weight in the merge is then 0)
+      for (int t = lane; t < nt; t += 32) m = fmaxf(m, sc[hh * sw + t]);
+      m = warp_max(m);
+      if (own) m = fmaxf(m, s_own);
+      float l = 0.f;
+      for (int t = lane; t < nt; t += 32) {
+        const float s = sc[hh * sw + t];
+        const float e = s == -INFINITY ? 0.f : expf(s - m);
+        sc[hh * sw + t] = e;
+        l += e;
+      }
+      l = warp_sum(l);
+      const float po = own ? expf(s_own - m) : 0.f;
+      if (lane == 0) {
+        stat[hh] = m;
+        stat[kMaxGroup + hh] = l + po;
+        stat[2 * kMaxGroup + hh] = po;
+      }
+    }
+    __syncthreads();
+    const int tg = kThreads / dh, d = threadIdx.x % dh, grp = threadIdx.x / dh;
+    float a[kMaxGroup];
+#pragma unroll
+    for (int hh = 0; hh < kMaxGroup; ++hh) a[hh] = 0.f;
+    for (int t = grp; t < nt; t += tg) {
+      const bool valid = __ldg(p.kv_mask + t0 + t) != 0;
+      const float v = valid ? __bfloat162float(p.v_cache[(head + t0 + t) * dh + d]) : 0.f;
+#pragma unroll
+      for (int hh = 0; hh < kMaxGroup; ++hh) {
+        if (hh < g) a[hh] += round_bf16(sc[hh * sw + t]) * v;   // decode_fused: p rounded to bf16 for P.V
+      }
+    }
+#pragma unroll
+    for (int hh = 0; hh < kMaxGroup; ++hh) {
+      if (hh < g) pv[(grp * g + hh) * dh + d] = a[hh];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < g * dh; e += kThreads) {
+      const int hh = e / dh, dd = e % dh;
+      float o = 0.f;
+      for (int q = 0; q < tg; ++q) o += pv[(q * g + hh) * dh + dd];
+      if (own) o += stat[2 * kMaxGroup + hh] * raw[(g + 1) * dh + dd];
+      p.acc[((static_cast<size_t>(j) * p.attn_splits + c) * g + hh) * dh + dd] = o;
+    }
+    if (static_cast<int>(threadIdx.x) < g) {
+      float* ml = p.ml + (static_cast<size_t>(j) * p.attn_splits + c) * 2 * g;
+      ml[threadIdx.x] = stat[threadIdx.x];
+      ml[g + threadIdx.x] = stat[kMaxGroup + threadIdx.x];
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, kLayerMinBlocks) layer_kernel(LayerParams p, int phase_lo, int phase_hi, int pdl) {
+  extern __shared__ float smem[];
+  if (pdl) MATVEC_RELEASE_DEPENDENTS();
+  Sync sync{pdl ? 1 : 0};
+  using cudaperf_matvec::kAttn;
+  using cudaperf_matvec::kNorm;
+  using cudaperf_matvec::kSwiglu;
+  const int g = p.h / p.hkv, n_qkv = (p.h + 2 * p.hkv) * p.dh;
+  for (int ph = phase_lo; ph < phase_hi; ++ph) {
+    if (ph > phase_lo) sync.pending = 2;
+    Prologue pro = {};
+    if (ph == 0 || ph == 4) {
+      pro.x = ph == 0 ? p.x : p.x_mid;
+      pro.ss = ph == 0 ? p.ss : p.ss_mid;
+      pro.n_chunks = p.d / p.chunk;
+      pro.k_total = p.d;
+      pro.eps = ph == 0 ? p.eps_attn : p.eps_mlp;
+      pro.vec = ph == 0 ? p.attn_scale : p.mlp_scale;
+    }
+    switch (ph) {
+      case 0:
+        matvec_phase<8, kNorm>(pro, p.w_qkv, p.d, n_qkv, p.split[0], p.cols[0], p.qkv_parts, smem, sync);
+        break;
+      case 1:
+        attention_phase(p, smem, sync);
+        break;
+      case 2:
+        pro.acc = p.acc;
+        pro.ml = p.ml;
+        pro.splits = p.attn_splits;
+        pro.gp = g;
+        pro.dh = p.dh;
+        pro.group = g;
+        matvec_phase<4, kAttn>(pro, p.w_o, p.h * p.dh, p.d, p.split[1], p.cols[1], p.o_parts, smem, sync);
+        break;
+      case 3:
+        finish_phase(p.x, p.o_parts, p.split[1], p.b_o, p.d, p.chunk, p.x_mid, p.ss_mid, smem, sync);
+        break;
+      case 4:
+        matvec_phase<4, kNorm>(pro, p.w_gu, p.d, 2 * p.f, p.split[2], p.cols[2], p.gu_parts, smem, sync);
+        break;
+      case 5:
+        pro.xp = p.gu_parts;
+        pro.n_parts = p.split[2];
+        pro.x_stride = 2 * p.f;
+        pro.vec = p.b_gu;
+        matvec_phase<8, kSwiglu>(pro, p.w_down, p.f, p.d, p.split[3], p.cols[3], p.down_parts, smem, sync);
+        break;
+      default:
+        finish_phase(p.x_mid, p.down_parts, p.split[3], p.b_down, p.d, p.chunk, p.x_out, p.ss_out, smem, sync);
+        break;
+    }
+    sync.wait();   // a block without items in this phase still takes part in the barrier
+  }
+}
+
+// Shared memory (bytes) a launch needs: the matvec phases' red + input slice, or the attention phase's buffers.
+__host__ inline size_t layer_smem_bytes(const LayerParams& p) {
+  const int ks[4] = {p.d / p.split[0], p.h * p.dh / p.split[1], p.d / p.split[2], p.f / p.split[3]};
+  int need = attention_smem_floats(p.h / p.hkv, p.dh, p.span_max);
+  for (int i = 0; i < 4; ++i) need = need > kRedFloats + ks[i] ? need : kRedFloats + ks[i];
+  return static_cast<size_t>(need) * sizeof(float);
+}
+
+}  // namespace cudaperf_layer
