@@ -39,6 +39,8 @@ VARIANT_ENV = {
     "gemv": {"CUDAPERF_DECODE_FUSED": "off"},
     "default": {},
     "fused": {"CUDAPERF_DECODE_FUSED": "on"},
+    "layer": {"CUDAPERF_CUDA_LAYER": "on"},       # each layer one persistent CUDA kernel (cuda_matvec.layer)
+    "phases": {"CUDAPERF_CUDA_LAYER": "phases"},  # the same, one kernel per phase (a name per phase in the table)
 }
 _LINES_SKIPPED = ("XLA Modules", "XLA Ops", "Steps", "Framework", "Source", "XLA TraceMe", "TensorFlow")
 
@@ -46,7 +48,7 @@ _LINES_SKIPPED = ("XLA Modules", "XLA Ops", "Steps", "Framework", "Source", "XLA
 def variant_env(name: str) -> dict:
     env = dict(VARIANT_ENV[name])
     if jax.default_backend() != "gpu":
-        env = {k: ("interpret" if v == "on" else v) for k, v in env.items()}
+        env = {k: ("interpret" if v == "on" and k.startswith("CUDAPERF_DECODE") else v) for k, v in env.items()}
         if name != "xla":
             env["CUDAPERF_DECODE_GEMV"] = "interpret"
     return env

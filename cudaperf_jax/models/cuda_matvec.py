@@ -402,15 +402,18 @@ def sm_count() -> int:
     return int(getattr(jax.devices()[0], "core_count", 0) or 132)
 
 
+LAYER_MAX_SPLIT = 16   # a consumer sums every split's partials
+
+
 def _grid_tiling(k: int, n: int, grid: int) -> tuple[int, int]:
     """(split, cols) with the most work items (column tiles x K slices) that still fit one wave of `grid` blocks,
-    K slices of >= 32 rows; among equals the wider tile. If even one slice per tile overflows the grid: (1, 128|64)."""
+    K slices of >= 32 rows, at most LAYER_MAX_SPLIT slices; among equals the wider tile. If even one slice per tile overflows the grid: (1, 128|64)."""
     best = None
     for cols in (128, 64):
         if n % cols:
             continue
         tiles = n // cols
-        for split in range(1, k // 32 + 1):
+        for split in range(1, min(k // 32, LAYER_MAX_SPLIT) + 1):
             if k % split or tiles * split > grid:
                 continue
             if best is None or tiles * split > best[0]:

@@ -93,6 +93,9 @@ __device__ __forceinline__ void grid_sync() {
       atomicAdd(&g_layer_gen, 1u);
     } else {
       while (*gen == seen) {
+#if defined(__CUDA_ARCH__)
+        __nanosleep(32);
+#endif
       }
     }
     __threadfence();
@@ -123,6 +126,18 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// sum_q p[q * stride] for q < n, eight loads in flight (not a serial chain of L2 round trips)
+__device__ __forceinline__ float sum_parts(const float* p, int n, int stride) {
+  float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  int q = 0;
+  for (; q + 8 <= n; q += 8) {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) s[u] += __ldcg(p + static_cast<size_t>(q + u) * stride);
+  }
+  for (int u = 0; q < n; ++q, ++u) s[u] += __ldcg(p + static_cast<size_t>(q) * stride);
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 // Work items (column tile, K slice) of one matvec spread over the grid's blocks; y [split, n] float32 partials.
 template <int U, int MODE>
 __device__ void matvec_phase(const Prologue& pro, const __nv_bfloat16* __restrict__ w, int k, int n, int split,
@@ -134,8 +149,8 @@ __device__ void matvec_phase(const Prologue& pro, const __nv_bfloat16* __restric
   for (int it = blockIdx.x; it < items; it += gridDim.x) {
     __syncthreads();   // the previous item's readers of xs and red are done
     const int tile = it % tiles, sp = it / tiles;
-    const float s = cols == 64 ? cudaperf_matvec::matvec_columns<8, U, MODE>(pro, w, n, ks, tile, sp, xs, red, wait)
-                               : cudaperf_matvec::matvec_columns<16, U, MODE>(pro, w, n, ks, tile, sp, xs, red, wait);
+    const float s = cols == 64 ? cudaperf_matvec::matvec_columns<8, U, MODE, true>(pro, w, n, ks, tile, sp, xs, red, wait)
+                               : cudaperf_matvec::matvec_columns<16, U, MODE, true>(pro, w, n, ks, tile, sp, xs, red, wait);
     if (static_cast<int>(threadIdx.x) < cols) y[static_cast<size_t>(sp) * n + tile * cols + threadIdx.x] = s;
   }
 }
@@ -150,8 +165,7 @@ __device__ void finish_phase(const __nv_bfloat16* x, const float* parts, int n_p
     const int i = it * chunk + threadIdx.x;
     float sq = 0.f;
     if (static_cast<int>(threadIdx.x) < chunk) {
-      float y = 0.f;
-      for (int q = 0; q < n_parts; ++q) y += __ldcg(parts + static_cast<size_t>(q) * d + i);
+      float y = sum_parts(parts + i, n_parts, d);
       y = round_bf16(y);
       if (bias != nullptr) y = round_bf16(y + __bfloat162float(bias[i]));
       const float xn = round_bf16(__bfloat162float(__ldcg(x + i)) + y);
@@ -193,9 +207,7 @@ __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
     for (int e = threadIdx.x; e < rows * dh; e += kThreads) {
       const int r = e / dh, d = e % dh;
       const int col = (r < g ? j * g + r : r == g ? p.h + j : p.h + p.hkv + j) * dh + d;
-      float v = 0.f;
-      for (int q = 0; q < p.split[0]; ++q) v += __ldcg(p.qkv_parts + static_cast<size_t>(q) * n_qkv + col);
-      v = round_bf16(v);
+      float v = round_bf16(sum_parts(p.qkv_parts + col, p.split[0], n_qkv));
       if (p.b_qkv != nullptr) v = round_bf16(v + __bfloat162float(p.b_qkv[col]));
       raw[e] = v;
     }
@@ -309,7 +321,7 @@ __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
   }
 }
 
-__global__ void __launch_bounds__(kThreads, kLayerMinBlocks) layer_kernel(LayerParams p, int phase_lo, int phase_hi, int pdl) {
+__device__ __forceinline__ void layer_body(const LayerParams& p, int phase_lo, int phase_hi, int pdl) {
   extern __shared__ float smem[];
   if (pdl) MATVEC_RELEASE_DEPENDENTS();
   Sync sync{pdl ? 1 : 0};
@@ -363,6 +375,17 @@ __global__ void __launch_bounds__(kThreads, kLayerMinBlocks) layer_kernel(LayerP
     }
     sync.wait();   // a block without items in this phase still takes part in the barrier
   }
+}
+
+__global__ void __launch_bounds__(kThreads, kLayerMinBlocks) layer_kernel(LayerParams p, int phase_lo, int phase_hi,
+                                                                          int pdl) {
+  layer_body(p, phase_lo, phase_hi, pdl);
+}
+
+// One phase per kernel, a name per phase (CUDAPERF_CUDA_LAYER=phases: profiles show each phase's time).
+template <int PH>
+__global__ void __launch_bounds__(kThreads, kLayerMinBlocks) layer_phase_kernel(LayerParams p) {
+  layer_body(p, PH, PH + 1, 0);
 }
 
 // Shared memory (bytes) a launch needs: the matvec phases' red + input slice, or the attention phase's buffers.

@@ -386,6 +386,11 @@ ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<
   const size_t smem = layer_smem_bytes(p);
   if (smem > 200 * 1024) return bad("the attention split or a K slice is too long for shared memory");
   cudaError_t e = cudaFuncSetAttribute(layer_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  void (*phase_kernels[kPhases])(LayerParams) = {layer_phase_kernel<0>, layer_phase_kernel<1>, layer_phase_kernel<2>,
+                                                 layer_phase_kernel<3>, layer_phase_kernel<4>, layer_phase_kernel<5>,
+                                                 layer_phase_kernel<6>};
+  for (int i = 0; i < kPhases && e == cudaSuccess; ++i)
+    e = cudaFuncSetAttribute(phase_kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   int dev = 0, sms = 0, per_sm = 0;
   if (e == cudaSuccess) e = cudaGetDevice(&dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
@@ -403,10 +408,11 @@ ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  for (int lo = 0; lo < kPhases && e == cudaSuccess; lo += per_phase ? 1 : kPhases) {
-    const int hi = per_phase ? lo + 1 : kPhases;
-    cfg.numAttrs = pdl && !per_phase ? 1 : 0;
-    e = cudaLaunchKernelEx(&cfg, layer_kernel, p, lo, hi, static_cast<int>(pdl && !per_phase));
+  if (per_phase) {
+    for (int i = 0; i < kPhases && e == cudaSuccess; ++i) e = cudaLaunchKernelEx(&cfg, phase_kernels[i], p);
+  } else {
+    cfg.numAttrs = pdl ? 1 : 0;
+    e = cudaLaunchKernelEx(&cfg, layer_kernel, p, 0, kPhases, static_cast<int>(pdl));
   }
   if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
   return ffi::Error::Success();

@@ -70,30 +70,38 @@ __device__ unsigned int g_tile_arrivals[kMaxTiles];
 
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
 
-template <int MODE>
+// Activation loads: L2 (__ldcg) in the layer kernel, whose blocks read what other blocks of the same launch wrote;
+// plain loads (L1 may serve repeats) in the one-phase kernels.
+template <bool kL2, typename T>
+__device__ __forceinline__ T act(const T* p) {
+  if (kL2) return __ldcg(p);
+  return *p;
+}
+
+template <int MODE, bool kL2 = false>
 __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) {
   if (MODE == kNorm) {
-    const float xn = round_bf16(__bfloat162float(__ldcg(p.x + k)) * rstd);
+    const float xn = round_bf16(__bfloat162float(act<kL2>(p.x + k)) * rstd);
     return round_bf16(xn * __bfloat162float(p.vec[k]));
   }
   if (MODE == kAttn) {   // flash-decoding's combine of the head's splits, as decode_fused's "attn" prologue
     const int h = k / p.dh, d = k % p.dh, j = h / p.group, r = h % p.group;
     const float* ml = p.ml + static_cast<size_t>(j) * p.splits * 2 * p.gp;
     float mx = -INFINITY;
-    for (int c = 0; c < p.splits; ++c) mx = fmaxf(mx, __ldcg(ml + c * 2 * p.gp + r));
+    for (int c = 0; c < p.splits; ++c) mx = fmaxf(mx, act<kL2>(ml + c * 2 * p.gp + r));
     float num = 0.f, den = 0.f;
     for (int c = 0; c < p.splits; ++c) {
-      const float wgt = expf(__ldcg(ml + c * 2 * p.gp + r) - mx);
-      den += wgt * __ldcg(ml + c * 2 * p.gp + p.gp + r);
-      num += wgt * __ldcg(p.acc + ((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d);
+      const float wgt = expf(act<kL2>(ml + c * 2 * p.gp + r) - mx);
+      den += wgt * act<kL2>(ml + c * 2 * p.gp + p.gp + r);
+      num += wgt * act<kL2>(p.acc + ((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d);
     }
     return round_bf16(num / fmaxf(den, 1e-30f));
   }
   const int f = p.x_stride / 2;
   float g = 0.f, u = 0.f;
   for (int q = 0; q < p.n_parts; ++q) {
-    g += __ldcg(p.xp + static_cast<size_t>(q) * p.x_stride + k);
-    u += __ldcg(p.xp + static_cast<size_t>(q) * p.x_stride + f + k);
+    g += act<kL2>(p.xp + static_cast<size_t>(q) * p.x_stride + k);
+    u += act<kL2>(p.xp + static_cast<size_t>(q) * p.x_stride + f + k);
   }
   g = round_bf16(g);
   u = round_bf16(u);
@@ -110,9 +118,9 @@ __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) 
 // weight rows, calls wait() (the caller's dependency wait: PDL's griddepcontrol.wait, the layer kernel's grid
 // barrier, or nothing), fills xs [ks] with the prologue's input, streams the rest of the slice, and returns the
 // column sum of thread c = threadIdx.x (c < 8 * TPR; others get 0). red: (kThreads / TPR) x (8 * TPR + 1) floats
-// of shared memory. Activations are read with __ldcg (L2): in the layer kernel they are written by other blocks
-// of the same launch, which the non-coherent path would not see.
-template <int TPR, int U, int MODE, typename Wait>
+// of shared memory. kL2: activations are read with __ldcg (the layer kernel: other blocks of the same launch
+// wrote them).
+template <int TPR, int U, int MODE, bool kL2, typename Wait>
 __device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_bfloat16* __restrict__ w, int n,
                                                 int ks, int tile, int split, float* xs, float* red, Wait wait) {
   constexpr int kGroups = kThreads / TPR;   // row groups
@@ -132,17 +140,17 @@ __device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_
   if (MODE == kParts) {
     for (int i = threadIdx.x; i < ks; i += kThreads) {
       float v = 0.f;
-      for (int q = 0; q < pro.n_parts; ++q) v += __ldcg(pro.xp + static_cast<size_t>(q) * pro.x_stride + k0 + i);
+      for (int q = 0; q < pro.n_parts; ++q) v += act<kL2>(pro.xp + static_cast<size_t>(q) * pro.x_stride + k0 + i);
       xs[i] = round_bf16(v);
     }
   } else {
     float rstd = 0.f;
     if (MODE == kNorm) {
       float sum = 0.f;
-      for (int c = 0; c < pro.n_chunks; ++c) sum += __ldcg(pro.ss + c);
+      for (int c = 0; c < pro.n_chunks; ++c) sum += act<kL2>(pro.ss + c);
       rstd = rsqrtf(sum / pro.k_total + pro.eps);
     }
-    for (int i = threadIdx.x; i < ks; i += kThreads) xs[i] = input_at<MODE>(pro, k0 + i, rstd);
+    for (int i = threadIdx.x; i < ks; i += kThreads) xs[i] = input_at<MODE, kL2>(pro, k0 + i, rstd);
   }
   __syncthreads();
 
@@ -185,7 +193,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
   __shared__ float red[kGroups][kCols + 1];
 
   if (pdl) MATVEC_RELEASE_DEPENDENTS();
-  float s = matvec_columns<TPR, U, MODE>(pro, w, n, ks, blockIdx.x, blockIdx.y, xs, &red[0][0], [&] {
+  float s = matvec_columns<TPR, U, MODE, false>(pro, w, n, ks, blockIdx.x, blockIdx.y, xs, &red[0][0], [&] {
     if (pdl) MATVEC_WAIT_FOR_PRODUCER();
   });
   static_assert(kCols <= kThreads, "one column per thread in the epilogue");
