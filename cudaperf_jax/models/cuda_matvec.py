@@ -462,7 +462,7 @@ def layer_supported(d: int, heads: int, kv_heads: int, head_dim: int, f: int, s_
     if any(s < 1 or k % s or c not in (64, 128) or n % c for (s, c), k, n in zip(tiling, ks, ns)):
         return False
     span = -(-s_len // (attn_splits or layer_attn_splits()))
-    att = (g + 2) * head_dim + (g + 1) * head_dim + 32 + 3 * LAYER_MAX_GROUP + g * (span + 1) + \
+    att = (g + 2) * head_dim + (g + 1) * head_dim + 32 + 3 * LAYER_MAX_GROUP + (g + 1) * (span + 1) + \
         (LAYER_THREADS // head_dim) * g * head_dim
     need = max([att] + [LAYER_RED_FLOATS + k // s for (s, _), k in zip(tiling, ks)])
     return need * 4 <= LAYER_MAX_SMEM

@@ -129,12 +129,12 @@ __device__ __forceinline__ float warp_max(float v) {
 // sum_q p[q * stride] for q < n, eight loads in flight (not a serial chain of L2 round trips)
 __device__ __forceinline__ float sum_parts(const float* p, int n, int stride) {
   float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  int q = 0;
-  for (; q + 8 <= n; q += 8) {
+  for (int q = 0; q < n; q += 8) {
 #pragma unroll
-    for (int u = 0; u < 8; ++u) s[u] += __ldcg(p + static_cast<size_t>(q + u) * stride);
+    for (int u = 0; u < 8; ++u) {
+      if (q + u < n) s[u] += __ldcg(p + static_cast<size_t>(q + u) * stride);
+    }
   }
-  for (int u = 0; q < n; ++q, ++u) s[u] += __ldcg(p + static_cast<size_t>(q) * stride);
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
@@ -186,7 +186,7 @@ __device__ void finish_phase(const __nv_bfloat16* x, const float* parts, int n_p
 
 // Floats of shared memory the attention phase uses (layout in attention_phase).
 __host__ __device__ inline int attention_smem_floats(int g, int dh, int span_max) {
-  return (g + 2) * dh + (g + 1) * dh + 32 + 3 * kMaxGroup + g * (span_max + 1) + (kThreads / dh) * g * dh;
+  return (g + 2) * dh + (g + 1) * dh + 32 + 3 * kMaxGroup + (g + 1) * (span_max + 1) + (kThreads / dh) * g * dh;
 }
 
 __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
@@ -197,7 +197,8 @@ __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
   float* rs = rot + (g + 1) * dh;           // [g + 1] q/k norm rstd (32 reserved)
   float* stat = rs + 32;                    // m [kMaxGroup], l [kMaxGroup], own-token weight [kMaxGroup]
   float* sc = stat + 3 * kMaxGroup;         // [g][span_max + 1] scores, then softmax numerators
-  float* pv = sc + g * sw;                  // [kThreads / dh][g][dh] the thread groups' P.V sums
+  float* ok = sc + g * sw;                  // [span_max + 1] 1 where the slot is attended (kv_mask), else 0
+  float* pv = ok + sw;                      // [kThreads / dh][g][dh] the thread groups' P.V sums
   const int items = p.hkv * p.attn_splits;
   for (int it = blockIdx.x; it < items; it += gridDim.x) {
     __syncthreads();
@@ -243,23 +244,35 @@ __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
     // this split's slots: [t0, t1) of the earlier tokens, the splits sharing them evenly
     const int span = (idx + p.attn_splits - 1) / p.attn_splits;
     const int t0 = c * span, nt = max(min(t0 + span, idx) - t0, 0);
-    const int per_lane = dh / 32;
-    for (int t = warp; t < nt; t += nw) {
-      const int pos = t0 + t;
-      const bool valid = __ldg(p.kv_mask + pos) != 0;
-      const __nv_bfloat16* kr = p.k_cache + (head + pos) * dh;
-      float kv[kMaxHeadDim / 32];
+    // scores: a thread per slot, its key row's 16-byte pieces four at a time in flight
+    const int pieces = dh / 8;
+    for (int t = threadIdx.x; t < nt; t += kThreads) {
+      const bool valid = __ldg(p.kv_mask + t0 + t) != 0;
+      const uint4* kr = reinterpret_cast<const uint4*>(p.k_cache + (head + t0 + t) * dh);
+      float s[kMaxGroup];
 #pragma unroll
-      for (int i = 0; i < kMaxHeadDim / 32; ++i) kv[i] = valid && i < per_lane ? __bfloat162float(kr[lane + 32 * i]) : 0.f;
-      for (int hh = 0; hh < g; ++hh) {
-        float s = 0.f;
+      for (int hh = 0; hh < kMaxGroup; ++hh) s[hh] = 0.f;
+      for (int c0 = 0; c0 < pieces; c0 += 4) {
+        uint4 kv[4];
 #pragma unroll
-        for (int i = 0; i < kMaxHeadDim / 32; ++i) {
-          if (i < per_lane) s += rot[hh * dh + lane + 32 * i] * kv[i];
+        for (int u = 0; u < 4; ++u) kv[u] = valid && c0 + u < pieces ? __ldg(kr + c0 + u) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          if (c0 + u >= pieces) break;
+          const uint32_t words[4] = {kv[u].x, kv[u].y, kv[u].z, kv[u].w};
+          const float* qd = rot + (c0 + u) * 8;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float k_lo = __uint_as_float(words[e] << 16), k_hi = __uint_as_float(words[e] & 0xffff0000u);
+#pragma unroll
+            for (int hh = 0; hh < kMaxGroup; ++hh) {
+              if (hh < g) s[hh] += qd[hh * dh + 2 * e] * k_lo + qd[hh * dh + 2 * e + 1] * k_hi;
+            }
+          }
         }
-        s = warp_sum(s);
-        if (lane == 0) sc[hh * sw + t] = valid ? s * p.scale : -INFINITY;
       }
+      for (int hh = 0; hh < g; ++hh) sc[hh * sw + t] = valid ? s[hh] * p.scale : -INFINITY;
+      ok[t] = valid ? 1.f : 0.f;
     }
     __syncthreads();
     const bool own = c == 0 && __ldg(p.kv_mask + idx) != 0;   // the token itself: first split only
@@ -293,12 +306,21 @@ __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
     float a[kMaxGroup];
 #pragma unroll
     for (int hh = 0; hh < kMaxGroup; ++hh) a[hh] = 0.f;
-    for (int t = grp; t < nt; t += tg) {
-      const bool valid = __ldg(p.kv_mask + t0 + t) != 0;
-      const float v = valid ? __bfloat162float(p.v_cache[(head + t0 + t) * dh + d]) : 0.f;
+    for (int tb = grp; tb < nt; tb += 8 * tg) {   // eight value loads in flight per thread
+      float vv[8];
 #pragma unroll
-      for (int hh = 0; hh < kMaxGroup; ++hh) {
-        if (hh < g) a[hh] += round_bf16(sc[hh * sw + t]) * v;   // decode_fused: p rounded to bf16 for P.V
+      for (int u = 0; u < 8; ++u) {
+        const int t = tb + u * tg;
+        vv[u] = t < nt && ok[t] != 0.f ? __bfloat162float(p.v_cache[(head + t0 + t) * dh + d]) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int t = tb + u * tg;
+        if (t >= nt) break;
+#pragma unroll
+        for (int hh = 0; hh < kMaxGroup; ++hh) {
+          if (hh < g) a[hh] += round_bf16(sc[hh * sw + t]) * vv[u];   // decode_fused: p rounded to bf16 for P.V
+        }
       }
     }
 #pragma unroll

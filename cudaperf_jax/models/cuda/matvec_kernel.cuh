@@ -88,8 +88,10 @@ __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) 
     const int h = k / p.dh, d = k % p.dh, j = h / p.group, r = h % p.group;
     const float* ml = p.ml + static_cast<size_t>(j) * p.splits * 2 * p.gp;
     float mx = -INFINITY;
+#pragma unroll 4
     for (int c = 0; c < p.splits; ++c) mx = fmaxf(mx, act<kL2>(ml + c * 2 * p.gp + r));
     float num = 0.f, den = 0.f;
+#pragma unroll 4
     for (int c = 0; c < p.splits; ++c) {
       const float wgt = expf(act<kL2>(ml + c * 2 * p.gp + r) - mx);
       den += wgt * act<kL2>(ml + c * 2 * p.gp + p.gp + r);
@@ -146,8 +148,14 @@ __device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_
   } else {
     float rstd = 0.f;
     if (MODE == kNorm) {
-      float sum = 0.f;
-      for (int c = 0; c < pro.n_chunks; ++c) sum += act<kL2>(pro.ss + c);
+      float sum = 0.f;   // in order, eight loads in flight at a time
+      for (int c0 = 0; c0 < pro.n_chunks; c0 += 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = c0 + u < pro.n_chunks ? act<kL2>(pro.ss + c0 + u) : 0.f;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) sum += v[u];
+      }
       rstd = rsqrtf(sum / pro.k_total + pro.eps);
     }
     for (int i = threadIdx.x; i < ks; i += kThreads) xs[i] = input_at<MODE, kL2>(pro, k0 + i, rstd);
