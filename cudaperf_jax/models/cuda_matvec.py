@@ -24,7 +24,9 @@ on compute capability 9.x GPUs (CUDAPERF_DECODE_CUDA=auto): the batch-1 step of 
 datasheet). Per shape it streams gate_up at 2.95 TB/s, down 2.41, qkv 1.40, o 0.94 (Pallas 2.24/2.14/1.01/0.81).
 The split-K epilogues are correct but slower in the step than decode_fused.finish (1.601 vs 1.475 ms: the
 last block's serial fence/atomic/load chain costs more than a finish launch), so CUDAPERF_CUDA_EPILOGUE
-defaults to partials.
+defaults to partials. Also written, correct on the H200 and off by default because they were slower there: the
+finish in CUDA (CUDAPERF_CUDA_FINISH), the sampler's top-k in CUDA (CUDAPERF_CUDA_TOPK) and a whole layer as one
+persistent kernel (`layer`, CUDAPERF_CUDA_LAYER).
 """
 from __future__ import annotations
 
@@ -271,16 +273,17 @@ def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
 
 def topk_enabled() -> bool:
     """CUDAPERF_CUDA_TOPK: `on` - the sampler's top-k of long rows (generation.sampling.top_k) runs cuda_matvec.top_k
-    when the CUDA kernels are enabled(); `off` (default until it is timed on a GPU; written and tested on the CPU
-    emulation, not yet run on a GPU) keeps the chunked lax.top_k."""
+    when the CUDA kernels are enabled(); `off` (default) keeps the chunked lax.top_k. Correct on the H200 (GPU tests,
+    2026-12-03) but slower there: the step with it and the CUDA finish took 1.588 ms against 1.513 (per-slice bitonic
+    sorts of 2048 entries and a one-block merge cost more than XLA's chunked sorts)."""
     from cudaperf_jax.models.ops import env_choice
     return env_choice("CUDAPERF_CUDA_TOPK", "off", ("off", "on")) == "on"
 
 
 def finish_enabled() -> bool:
     """CUDAPERF_CUDA_FINISH: `on` - with the CUDA matvecs on, the fused step's finish kernels are
-    cuda_matvec.finish (PDL) instead of decode_fused's Pallas one; `off` (default until it is timed in the step
-    on a GPU; its GPU tests are written but not yet run) keeps the Pallas finish."""
+    cuda_matvec.finish (PDL) instead of decode_fused's Pallas one; `off` (default) keeps the Pallas finish. Correct
+    on the H200 but no faster in the step (1.522 against 1.513 ms, 2026-12-03)."""
     from cudaperf_jax.models.ops import env_choice
     return env_choice("CUDAPERF_CUDA_FINISH", "off", ("off", "on")) == "on"
 
@@ -383,7 +386,11 @@ LAYER_RED_FLOATS, LAYER_THREADS = 2080, 256
 def layer_mode() -> str:
     """CUDAPERF_CUDA_LAYER: `on` - with the CUDA matvecs on, each decoder layer of the batch-1 step is ONE persistent
     kernel (cuda/layer_kernel.cuh: the seven phases of decode_fused separated by grid barriers); `phases` - the
-    same kernel launched once per phase (no grid barrier; a cross-check); `off` (default until timed on a GPU)."""
+    same kernel launched once per phase (no grid barrier; a cross-check, and a kernel name per phase in profiles);
+    `off` (default). Correct on the H200 (GPU tests: Qwen2.5-1.5B, SmolLM2 and Qwen3 shapes, persistent and per-phase
+    bit-equal) but about 2x slower there (2.6-3.9 ms a step against 1.48-1.52; WORKSPACE_NOTES.md 2026-12-03): the
+    barriers saved nothing over seven launches, and its attention phase costs ~25 us per layer that the Pallas attend
+    does in 5."""
     from cudaperf_jax.models.ops import env_choice
     return env_choice("CUDAPERF_CUDA_LAYER", "off", ("off", "on", "phases"))
 

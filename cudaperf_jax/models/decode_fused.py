@@ -608,11 +608,11 @@ def _cuda_layer(model, dt, k_cache):
     """A function running one whole layer as ONE CUDA kernel (cuda_matvec.layer, CUDAPERF_CUDA_LAYER=on|phases) when
     the CUDA matvecs are on, the compute and cache dtype is bf16 and the shapes fit; else None (seven kernels)."""
     from cudaperf_jax.models import cuda_matvec as cm
-    cfg = model.cfg
     lm = cm.layer_mode()
     if lm == "off" or dt != jnp.bfloat16 or k_cache.dtype != jnp.bfloat16 or _interpret(None) or cm.mode() == "off" \
             or not cm.enabled():
         return None
+    cfg = model.cfg
     d = cfg.hidden_size
     chunk = _pow2_divisor(d, FINISH_CHUNK)
     if not cm.layer_supported(d, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size,

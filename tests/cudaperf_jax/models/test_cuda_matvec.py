@@ -163,3 +163,46 @@ def test_top_k_checks_its_inputs_and_stays_off_on_the_cpu(monkeypatch):
         np.testing.assert_array_equal(np.asarray(sampling.top_k(x, 50)[0]), np.asarray(jax.lax.top_k(x, 50)[0]))
     monkeypatch.setenv("CUDAPERF_CUDA_TOPK", "off")
     assert not cm.topk_enabled() and not sampling._cuda_top_k(151936, 50)
+
+
+def test_the_layer_kernel_options_and_its_shape_checks(monkeypatch):
+    """CUDAPERF_CUDA_LAYER and its tiling: one wave of work items per matvec, env overrides checked, shapes it
+    cannot take refused; on a machine without a GPU the decoder keeps its seven-kernel step."""
+    assert cm.layer_mode() == "off"
+    monkeypatch.setenv("CUDAPERF_CUDA_LAYER", "sometimes")
+    with pytest.raises(ValueError, match="CUDAPERF_CUDA_LAYER"):
+        cm.layer_mode()
+    monkeypatch.setenv("CUDAPERF_CUDA_LAYER", "on")
+    tiling = cm.layer_tiling(1536, 2048, 1536, 8960, grid=396)   # Qwen2.5-1.5B on an H200 (132 SMs x 3)
+    for (split, cols), (k, n) in zip(tiling, [(1536, 2048), (1536, 1536), (1536, 17920), (8960, 1536)]):
+        assert k % split == 0 and n % cols == 0 and (n // cols) * split <= 396 and split <= cm.LAYER_MAX_SPLIT
+    assert tiling[2] == (2, 128)          # gate_up: 140 tiles x 2 slices fill one wave; x 3 would not
+    assert cm._grid_tiling(64, 1 << 20, 396) == (1, 128)   # more tiles than blocks: one slice, several waves
+    monkeypatch.setenv("CUDAPERF_CUDA_LAYER_TILING", "12:64,16:64,3:128,40:128")
+    assert cm.layer_tiling(1536, 2048, 1536, 8960) == ((12, 64), (16, 64), (3, 128), (40, 128))
+    monkeypatch.setenv("CUDAPERF_CUDA_LAYER_TILING", "12:64,16")
+    with pytest.raises(ValueError, match="four split:cols pairs"):
+        cm.layer_tiling(1536, 2048, 1536, 8960)
+    monkeypatch.delenv("CUDAPERF_CUDA_LAYER_TILING")
+    monkeypatch.setenv("CUDAPERF_CUDA_LAYER_BLOCKS", "0")
+    with pytest.raises(ValueError, match="CUDAPERF_CUDA_LAYER_BLOCKS"):
+        cm.layer_blocks_per_sm()
+    monkeypatch.delenv("CUDAPERF_CUDA_LAYER_BLOCKS")
+    t = cm.layer_tiling(1536, 2048, 1536, 8960, grid=396)
+    assert cm.layer_supported(1536, 12, 2, 128, 8960, 4096, 128, t, 4)
+    assert not cm.layer_supported(1536, 12, 5, 128, 8960, 4096, 128, t, 4)       # heads not a multiple of KV heads
+    assert not cm.layer_supported(1536, 34, 2, 128, 8960, 4096, 128, t, 4)       # 17 query heads per KV head
+    assert not cm.layer_supported(1536, 12, 2, 96, 8960, 4096, 128, t, 4)        # head dim not a power of two
+    assert not cm.layer_supported(1536, 12, 2, 128, 8960, 1 << 20, 128, t, 4)    # attention split too long
+    assert not cm.layer_supported(1536, 12, 2, 128, 8960, 4096, 128, ((7, 64),) + t[1:], 4)   # 7 does not divide K
+    if jax.default_backend() == "cpu":
+        from cudaperf_jax.models import decode_fused as df
+        with pytest.raises(RuntimeError, match="NVIDIA GPU only"):
+            z = jnp.zeros
+            cm.layer(z(256, jnp.bfloat16), z(2), attn_scale=z(256), mlp_scale=z(256), w_qkv=z((256, 320), jnp.bfloat16),
+                     b_qkv=None, q_norm=None, k_norm=None, cos=z(32), sin=z(32), kv_mask=z(40, jnp.int32),
+                     cache_index=0, k_cache=z((1, 2, 40, 32), jnp.bfloat16), v_cache=z((1, 2, 40, 32), jnp.bfloat16),
+                     w_o=z((192, 256), jnp.bfloat16), b_o=None, w_gu=z((256, 640), jnp.bfloat16), b_gu=None,
+                     w_down=z((320, 256), jnp.bfloat16), b_down=None, heads=6, chunk=128, eps_attn=1e-6,
+                     eps_mlp=1e-6, eps_qk=1e-6, tiling=((2, 64), (3, 64), (2, 128), (5, 128)), attn_splits=3)
+        assert df._cuda_layer(None, jnp.bfloat16, z((1, 2, 40, 32), jnp.bfloat16)) is None
