@@ -604,6 +604,11 @@ def _cuda_kernels(dt):
     return run
 
 
+def _param(p, dt):
+    """An optional parameter's value in the compute dtype (None stays None)."""
+    return None if p is None else p[...].astype(dt)
+
+
 def _cuda_layer(model, dt, k_cache):
     """A function running one whole layer as ONE CUDA kernel (cuda_matvec.layer, CUDAPERF_CUDA_LAYER=on|phases) when
     the CUDA matvecs are on, the compute and cache dtype is bf16 and the shapes fit; else None (seven kernels)."""
@@ -620,7 +625,7 @@ def _cuda_layer(model, dt, k_cache):
         return None
 
     def val(v):
-        return None if v is None else v[...].astype(dt)
+        return _param(v, dt)
 
     def run(layer, x, ss, kc, vc, kvm, cache_index, cos, sin):
         a, mlp = layer.attn, layer.mlp
@@ -656,7 +661,7 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
     new_k, new_v = [], []
 
     def val(p):
-        return None if p is None else p[...].astype(dt)
+        return _param(p, dt)
 
     cuda = _cuda_kernels(dt)
     one_kernel = _cuda_layer(model, dt, cache.k[0])

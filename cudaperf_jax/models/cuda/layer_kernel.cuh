@@ -172,15 +172,7 @@ __device__ void finish_phase(const __nv_bfloat16* x, const float* parts, int n_p
       xo[i] = __float2bfloat16(xn);
       sq = xn * xn;
     }
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) sq += __shfl_down_sync(0xffffffffu, sq, off);
-    if (threadIdx.x % 32 == 0) smem[threadIdx.x / 32] = sq;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float t = 0.f;
-      for (int w = 0; w < kThreads / 32; ++w) t += smem[w];
-      ss[it] = t;
-    }
+    cudaperf_matvec::block_sum_to<kThreads / 32>(sq, smem, ss + it);
   }
 }
 

@@ -24,7 +24,10 @@
 // weights must therefore not be written by the kernel just before it in the stream (the caller's contract:
 // weights are inputs of the jitted program, not produced inside it).
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -64,6 +67,24 @@ using cudaperf_matvec::kNorm;
 using cudaperf_matvec::kSwiglu;
 using cudaperf_matvec::kAttn;
 
+// A launch configuration, with programmatic stream serialization (PDL) when pdl; not copyable (cfg points at attr).
+struct Launch {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  Launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl) {
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+  }
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
+};
+
 template <int TPR, int U, int MODE>
 cudaError_t launch(cudaStream_t stream, const Prologue& pro, const Epilogue& epi, const __nv_bfloat16* w, int k, int n,
                    int split, float* y, int y_stride, bool pdl) {
@@ -74,17 +95,8 @@ cudaError_t launch(cudaStream_t stream, const Prologue& pro, const Epilogue& epi
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != cudaSuccess) return e;
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(n / (8 * TPR), split, 1);
-  cfg.blockDim = dim3(kThreads, 1, 1);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, pro, epi, w, n, ks, y, y_stride, static_cast<int>(pdl));
+  Launch l(dim3(n / (8 * TPR), split, 1), dim3(kThreads, 1, 1), smem, stream, pdl);
+  return cudaLaunchKernelEx(&l.cfg, kernel, pro, epi, w, n, ks, y, y_stride, static_cast<int>(pdl));
 }
 
 template <int TPR, int MODE>
@@ -167,17 +179,9 @@ ffi::Error FinishImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer
       || (n_parts > 0 && (pd[0] != n_parts || pd[1] < n)) || (has_bias && static_cast<int64_t>(bias.element_count()) != n))
     return ffi::Error::InvalidArgument(
         "cudaperf_finish: x and xo must be [N] with N % 128 == 0, parts [n_parts, >= N], bias [N], ss [N / 128]");
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(n / kChunk), 1, 1);
-  cfg.blockDim = dim3(kChunk, 1, 1);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  Launch l(dim3(static_cast<unsigned>(n / kChunk), 1, 1), dim3(kChunk, 1, 1), 0, stream, pdl != 0);
   cudaError_t e = cudaLaunchKernelEx(
-      &cfg, cudaperf_matvec::finish_kernel, reinterpret_cast<const __nv_bfloat16*>(x.typed_data()),
+      &l.cfg, cudaperf_matvec::finish_kernel, reinterpret_cast<const __nv_bfloat16*>(x.typed_data()),
       static_cast<const float*>(parts.typed_data()), static_cast<int>(n_parts), static_cast<int>(pd[1]),
       has_bias ? reinterpret_cast<const __nv_bfloat16*>(bias.typed_data()) : nullptr,
       reinterpret_cast<__nv_bfloat16*>(xo->typed_data()), ss->typed_data(), static_cast<int>(pdl));
@@ -284,6 +288,40 @@ ffi::Error AttnImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> acc, ffi::Buffer<
 }
 
 
+// The layer kernels, one launch per phase (CUDAPERF_CUDA_LAYER=phases).
+void (*const kLayerPhaseKernels[cudaperf_layer::kPhases])(cudaperf_layer::LayerParams) = {
+    cudaperf_layer::layer_phase_kernel<0>, cudaperf_layer::layer_phase_kernel<1>, cudaperf_layer::layer_phase_kernel<2>,
+    cudaperf_layer::layer_phase_kernel<3>, cudaperf_layer::layer_phase_kernel<4>, cudaperf_layer::layer_phase_kernel<5>,
+    cudaperf_layer::layer_phase_kernel<6>};
+
+// The layer kernel's SM count and resident blocks per SM on the current device with smem bytes of shared memory.
+// The kernels' shared-memory attribute is set and the occupancy asked once per (device, smem): the handler runs for
+// every layer of every step.
+cudaError_t layer_grid(size_t smem, int* sms, int* per_sm) {
+  using cudaperf_layer::layer_kernel;
+  static std::mutex mu;
+  static std::map<std::pair<int, size_t>, std::pair<int, int>> known;
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find({dev, smem});
+  if (it == known.end()) {
+    e = cudaFuncSetAttribute(layer_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    for (int i = 0; i < cudaperf_layer::kPhases && e == cudaSuccess; ++i)
+      e = cudaFuncSetAttribute(kLayerPhaseKernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    int n_sm = 0, blocks = 0;
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess)
+      e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, layer_kernel, cudaperf_layer::kThreads, smem);
+    if (e != cudaSuccess) return e;
+    it = known.emplace(std::make_pair(dev, smem), std::make_pair(n_sm, blocks)).first;
+  }
+  *sms = it->second.first;
+  *per_sm = it->second.second;
+  return cudaSuccess;
+}
+
 // One decoder layer as one persistent kernel (layer_kernel.cuh). ints: heads, attn_splits, split x4 (qkv, o,
 // gate_up, down), cols x4, chunk, has_b_qkv, has_qk_norm, has_b_o, has_b_gu, has_b_down, pdl, launch (0: one
 // persistent launch, 1: one launch per phase), blocks_per_sm (0: the occupancy calculator's). floats: eps_attn,
@@ -385,34 +423,17 @@ ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<
     return bad("a scratch or output buffer is too small");
   const size_t smem = layer_smem_bytes(p);
   if (smem > 200 * 1024) return bad("the attention split or a K slice is too long for shared memory");
-  cudaError_t e = cudaFuncSetAttribute(layer_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  void (*phase_kernels[kPhases])(LayerParams) = {layer_phase_kernel<0>, layer_phase_kernel<1>, layer_phase_kernel<2>,
-                                                 layer_phase_kernel<3>, layer_phase_kernel<4>, layer_phase_kernel<5>,
-                                                 layer_phase_kernel<6>};
-  for (int i = 0; i < kPhases && e == cudaSuccess; ++i)
-    e = cudaFuncSetAttribute(phase_kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  int dev = 0, sms = 0, per_sm = 0;
-  if (e == cudaSuccess) e = cudaGetDevice(&dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layer_kernel, kThreads, smem);
+  int sms = 0, per_sm = 0;
+  cudaError_t e = layer_grid(smem, &sms, &per_sm);
   if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
   if (per_sm < 1) return bad("the kernel does not fit on an SM with this much shared memory");
   if (ints[18] > 0 && ints[18] < per_sm) per_sm = static_cast<int>(ints[18]);
   const bool pdl = ints[16] != 0, per_phase = ints[17] != 0;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(sms * per_sm), 1, 1);
-  cfg.blockDim = dim3(kThreads, 1, 1);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
+  Launch l(dim3(static_cast<unsigned>(sms * per_sm), 1, 1), dim3(kThreads, 1, 1), smem, stream, pdl && !per_phase);
   if (per_phase) {
-    for (int i = 0; i < kPhases && e == cudaSuccess; ++i) e = cudaLaunchKernelEx(&cfg, phase_kernels[i], p);
+    for (int i = 0; i < kPhases && e == cudaSuccess; ++i) e = cudaLaunchKernelEx(&l.cfg, kLayerPhaseKernels[i], p);
   } else {
-    cfg.numAttrs = pdl ? 1 : 0;
-    e = cudaLaunchKernelEx(&cfg, layer_kernel, p, 0, kPhases, static_cast<int>(pdl));
+    e = cudaLaunchKernelEx(&l.cfg, layer_kernel, p, 0, kPhases, static_cast<int>(pdl));
   }
   if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
   return ffi::Error::Success();

@@ -70,6 +70,21 @@ __device__ unsigned int g_tile_arrivals[kMaxTiles];
 
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
 
+// Thread 0 writes the block's sum of v to *out: warp shuffles, then the warps' sums in order (every caller's rounding).
+// warp_buf: kWarps floats of shared memory; all threads of the block must call it.
+template <int kWarps>
+__device__ __forceinline__ void block_sum_to(float v, float* warp_buf, float* out) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+  if (threadIdx.x % 32 == 0) warp_buf[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0.f;
+    for (int w = 0; w < kWarps; ++w) t += warp_buf[w];
+    *out = t;
+  }
+}
+
 // Activation loads: L2 (__ldcg) in the layer kernel, whose blocks read what other blocks of the same launch wrote;
 // plain loads (L1 may serve repeats) in the one-phase kernels.
 template <bool kL2, typename T>
@@ -251,15 +266,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
     sq = xn * xn;
   }
   __shared__ float warp_sq[kThreads / 32];
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) sq += __shfl_down_sync(0xffffffffu, sq, off);
-  if (threadIdx.x % 32 == 0) warp_sq[threadIdx.x / 32] = sq;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float t = 0.f;
-    for (int i = 0; i < kThreads / 32; ++i) t += warp_sq[i];
-    epi.ss[blockIdx.x] = t;
-  }
+  block_sum_to<kThreads / 32>(sq, warp_sq, epi.ss + blockIdx.x);
 }
 
 // decode_fused.finish as a CUDA kernel, so that it can take part in programmatic dependent launch: one block of
@@ -291,15 +298,7 @@ __global__ void __launch_bounds__(kFinishChunk) finish_kernel(const __nv_bfloat1
   xo[i] = __float2bfloat16(xn);
   float sq = xn * xn;
   __shared__ float warp_sq[kFinishChunk / 32];
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) sq += __shfl_down_sync(0xffffffffu, sq, off);
-  if (threadIdx.x % 32 == 0) warp_sq[threadIdx.x / 32] = sq;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float t = 0.f;
-    for (int w = 0; w < kFinishChunk / 32; ++w) t += warp_sq[w];
-    ss[blockIdx.x] = t;
-  }
+  block_sum_to<kFinishChunk / 32>(sq, warp_sq, ss + blockIdx.x);
 }
 
 }  // namespace cudaperf_matvec
