@@ -1,0 +1,250 @@
+// Does programmatic dependent launch (PDL) pay between the decode step's kernels when they are launched by ONE
+// host call (as one XLA FFI handler captured into a CUDA graph would launch them)? A standalone timing of the
+// batch-1 decode chain of the Qwen2.5-1.5B shape with the kernels of cudaperf_jax/models/cuda/matvec_kernel.cuh:
+// per layer qkv (norm prologue), an attention stand-in (a finish kernel over the qkv partials), o, finish, gate_up
+// (norm prologue), down (swiglu prologue), finish; then the LM head. Weights of all layers are distinct buffers
+// (2.6 GB, far beyond L2). Variants: PDL on/off x stream launches / captured graph, and the unroll of gate_up/o.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && /tmp/pdl_chain [json_out]
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#define MATVEC_RELEASE_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
+#define MATVEC_WAIT_FOR_PRODUCER() asm volatile("griddepcontrol.wait;" ::: "memory")
+#include "../cudaperf_jax/models/cuda/matvec_kernel.cuh"
+
+using namespace cudaperf_matvec;
+
+#define CK(x)                                                                                   \
+  do {                                                                                          \
+    cudaError_t e_ = (x);                                                                       \
+    if (e_ != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+__global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 13;
+    p[i] = __float2bfloat16(((h & 1023) / 1023.f - 0.5f) * 0.05f);
+  }
+}
+
+struct Cfg {
+  bool pdl;
+  int u_small, u_gu, u_down;
+};
+
+// Child-graph mode (how XLA's command buffers hold FFI custom calls: each call's launches captured into a nested
+// graph): every launch is captured alone and appended to g_parent as a child-graph node after the previous one.
+cudaGraph_t g_parent = nullptr;
+cudaGraphNode_t g_last = nullptr;
+bool g_child = false, g_child_layer = false;   // a child graph per launch / per layer
+cudaStream_t g_stream;
+void begin_capture() { CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal)); }
+void end_capture() {
+  cudaGraph_t g;
+  CK(cudaStreamEndCapture(g_stream, &g));
+  cudaGraphNode_t node;
+  CK(cudaGraphAddChildGraphNode(&node, g_parent, g_last ? &g_last : nullptr, g_last ? 1 : 0, g));
+  CK(cudaGraphDestroy(g));
+  g_last = node;
+}
+void begin_launch() {
+  if (g_child) begin_capture();
+}
+void end_launch() {
+  if (g_child) end_capture();
+}
+
+template <int TPR, int MODE>
+void mv(cudaStream_t s, const Cfg& c, int u, const Prologue& pro, const __nv_bfloat16* w, int k, int n, int split,
+        float* y, int ys) {
+  const int ks = k / split;
+  Epilogue epi = {};
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = dim3(n / (8 * TPR), split, 1);
+  cfg.blockDim = dim3(kThreads, 1, 1);
+  cfg.dynamicSmemBytes = ks * 4;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = c.pdl ? 1 : 0;
+  begin_launch();
+  if (u == 8)
+    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 8, MODE>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
+  else
+    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 4, MODE>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
+  end_launch();
+}
+
+void fin(cudaStream_t s, const Cfg& c, const __nv_bfloat16* x, const float* parts, int np, int stride, int n,
+         __nv_bfloat16* xo, float* ss) {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = dim3(n / kFinishChunk, 1, 1);
+  cfg.blockDim = dim3(kFinishChunk, 1, 1);
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = c.pdl ? 1 : 0;
+  begin_launch();
+  CK(cudaLaunchKernelEx(&cfg, finish_kernel, x, parts, np, stride, (const __nv_bfloat16*)nullptr, xo, ss, int(c.pdl)));
+  end_launch();
+}
+
+int main(int argc, char** argv) {
+  const int L = 28, D = 1536, NQKV = 2048, F = 8960, V = 151936;
+  const int S_QKV = 12, S_O = 16, S_GU = 3, S_DN = 40;
+  std::vector<__nv_bfloat16*> wq(L), wo(L), wgu(L), wdn(L);
+  size_t bytes = 0;
+  auto alloc_w = [&](size_t n, unsigned seed) {
+    __nv_bfloat16* p;
+    CK(cudaMalloc(&p, n * 2));
+    fill<<<1024, 256>>>(p, n, seed);
+    bytes += n * 2;
+    return p;
+  };
+  for (int l = 0; l < L; ++l) {
+    wq[l] = alloc_w(size_t(D) * NQKV, 4 * l);
+    wo[l] = alloc_w(size_t(D) * D, 4 * l + 1);
+    wgu[l] = alloc_w(size_t(D) * 2 * F, 4 * l + 2);
+    wdn[l] = alloc_w(size_t(F) * D, 4 * l + 3);
+  }
+  __nv_bfloat16* whead = alloc_w(size_t(D) * V, 999);
+  __nv_bfloat16 *x, *xmid, *xa, *scale;
+  float *ss, *ssmid, *ssa, *qkvp, *op, *gup, *dnp, *logits;
+  CK(cudaMalloc(&x, D * 2));
+  CK(cudaMalloc(&xmid, D * 2));
+  CK(cudaMalloc(&xa, D * 2));
+  scale = alloc_w(D, 7);
+  fill<<<8, 256>>>(x, D, 3);
+  CK(cudaMalloc(&ss, 64 * 4));
+  CK(cudaMalloc(&ssmid, 64 * 4));
+  CK(cudaMalloc(&ssa, 64 * 4));
+  CK(cudaMemset(ss, 0, 64 * 4));
+  CK(cudaMalloc(&qkvp, size_t(S_QKV) * NQKV * 4));
+  CK(cudaMalloc(&op, size_t(S_O) * D * 4));
+  CK(cudaMalloc(&gup, size_t(S_GU) * 2 * F * 4));
+  CK(cudaMalloc(&dnp, size_t(S_DN) * D * 4));
+  CK(cudaMalloc(&logits, size_t(V) * 4));
+  CK(cudaMemset(qkvp, 0, size_t(S_QKV) * NQKV * 4));
+  CK(cudaDeviceSynchronize());
+
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  g_stream = s;
+  auto step = [&](const Cfg& c, bool attn_standin, bool finishes, bool head) {
+    for (int l = 0; l < L; ++l) {
+      if (g_child_layer) begin_capture();
+      Prologue pn = {};
+      pn.x = x; pn.ss = ss; pn.n_chunks = D / kFinishChunk; pn.k_total = D; pn.eps = 1e-6f; pn.vec = scale;
+      mv<8, kNorm>(s, c, c.u_small, pn, wq[l], D, NQKV, S_QKV, qkvp, NQKV);
+      if (attn_standin) fin(s, c, x, qkvp, S_QKV, NQKV, D, xa, ssa);
+      Prologue pp = {};
+      pp.xp = qkvp; pp.n_parts = S_QKV; pp.x_stride = NQKV;
+      mv<8, kParts>(s, c, c.u_small, pp, wo[l], D, D, S_O, op, D);
+      if (finishes) fin(s, c, x, op, S_O, D, D, xmid, ssmid);
+      Prologue pg = {};
+      pg.x = xmid; pg.ss = ssmid; pg.n_chunks = D / kFinishChunk; pg.k_total = D; pg.eps = 1e-6f; pg.vec = scale;
+      mv<16, kNorm>(s, c, c.u_gu, pg, wgu[l], D, 2 * F, S_GU, gup, 2 * F);
+      Prologue psw = {};
+      psw.xp = gup; psw.n_parts = S_GU; psw.x_stride = 2 * F;
+      mv<16, kSwiglu>(s, c, c.u_down, psw, wdn[l], F, D, S_DN, dnp, D);
+      if (finishes) fin(s, c, xmid, dnp, S_DN, D, D, x, ss);
+      if (g_child_layer) end_capture();
+    }
+    if (head) {
+      if (g_child_layer) begin_capture();
+      Prologue pn = {};
+      pn.x = x; pn.ss = ss; pn.n_chunks = D / kFinishChunk; pn.k_total = D; pn.eps = 1e-6f; pn.vec = scale;
+      mv<16, kNorm>(s, c, 8, pn, whead, D, V, 1, logits, V);
+      if (g_child_layer) end_capture();
+    }
+  };
+  struct Variant {
+    const char* name;
+    Cfg c;
+    int graph;   // 0 stream launches, 1 one captured graph, 2 a child graph per launch (XLA's FFI nesting), 3 per layer
+    bool attn, fin, head;
+  };
+  std::vector<Variant> vs = {
+      {"7k_nopdl_graph", {false, 8, 4, 8}, true, true, true, true},
+      {"7k_nopdl_child", {false, 8, 4, 8}, 2, true, true, true},
+      {"7k_pdl_child", {true, 8, 4, 8}, 2, true, true, true},
+      {"7k_pdl_layerchild", {true, 8, 4, 8}, 3, true, true, true},
+      {"7k_pdl_graph", {true, 8, 4, 8}, true, true, true, true},
+      {"7k_nopdl_stream", {false, 8, 4, 8}, false, true, true, true},
+      {"7k_pdl_stream", {true, 8, 4, 8}, false, true, true, true},
+      {"7k_pdl_graph_u8", {true, 8, 8, 8}, true, true, true, true},
+      {"4k_nopdl_graph", {false, 8, 4, 8}, true, false, false, true},
+      {"4k_pdl_graph", {true, 8, 4, 8}, true, false, false, true},
+      {"4k_pdl_graph_u8", {true, 8, 8, 8}, true, false, false, true},
+  };
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::string json = "[";
+  std::printf("%-20s %10s %10s\n", "variant", "us/step", "TB/s");
+  for (int rep = 0; rep < 2; ++rep) {
+    for (auto& v : vs) {
+      cudaGraphExec_t ge = nullptr;
+      if (v.graph >= 2) {
+        CK(cudaGraphCreate(&g_parent, 0));
+        g_last = nullptr;
+        (v.graph == 2 ? g_child : g_child_layer) = true;
+        step(v.c, v.attn, v.fin, v.head);
+        g_child = g_child_layer = false;
+        CK(cudaGraphInstantiate(&ge, g_parent, 0));
+        CK(cudaGraphDestroy(g_parent));
+      } else if (v.graph) {
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        step(v.c, v.attn, v.fin, v.head);
+        CK(cudaStreamEndCapture(s, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        CK(cudaGraphDestroy(g));
+      }
+      auto run = [&] {
+        if (v.graph) CK(cudaGraphLaunch(ge, s));
+        else step(v.c, v.attn, v.fin, v.head);
+      };
+      for (int i = 0; i < 3; ++i) run();
+      CK(cudaStreamSynchronize(s));
+      const int n = 30;
+      CK(cudaEventRecord(e0, s));
+      for (int i = 0; i < n; ++i) run();
+      CK(cudaEventRecord(e1, s));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      const double us = ms * 1000.0 / n;
+      size_t b = bytes - (v.head ? 0 : size_t(D) * V * 2);
+      std::printf("%-20s %10.1f %10.3f\n", v.name, us, b / us / 1e6);
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "%s{\"variant\": \"%s\", \"rep\": %d, \"us_per_step\": %.2f, \"tb_per_s\": %.4f}",
+                    json.size() > 1 ? ", " : "", v.name, rep, us, b / us / 1e6);
+      json += buf;
+      if (ge) CK(cudaGraphExecDestroy(ge));
+    }
+  }
+  json += "]\n";
+  CK(cudaGetLastError());
+  if (argc > 1) {
+    FILE* f = std::fopen(argv[1], "w");
+    std::fputs(json.c_str(), f);
+    std::fclose(f);
+  }
+  std::printf("weights %.3f GB\n", bytes / 1e9);
+  return 0;
+}
