@@ -387,12 +387,14 @@ def layer_mode() -> str:
     """CUDAPERF_CUDA_LAYER: `on` - with the CUDA matvecs on, each decoder layer of the batch-1 step is ONE persistent
     kernel (cuda/layer_kernel.cuh: the seven phases of decode_fused separated by grid barriers); `phases` - the
     same kernel launched once per phase (no grid barrier; a cross-check, and a kernel name per phase in profiles);
-    `off` (default). Correct on the H200 (GPU tests: Qwen2.5-1.5B, SmolLM2 and Qwen3 shapes, persistent and per-phase
+    `kernels` - seven standalone kernels (the fused step's tilings, tiling_for) launched by ONE FFI call per layer,
+    chained by programmatic dependent launch (separate FFI calls land in separate child graphs of XLA's command
+    buffer, where PDL does nothing); `off` (default). Correct on the H200 (GPU tests: Qwen2.5-1.5B, SmolLM2 and Qwen3 shapes, persistent and per-phase
     bit-equal) but about 2x slower there (2.6-3.9 ms a step against 1.48-1.52; WORKSPACE_NOTES.md 2026-12-03): the
     barriers saved nothing over seven launches, and its attention phase costs ~25 us per layer that the Pallas attend
     does in 5."""
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_LAYER", "off", ("off", "on", "phases"))
+    return env_choice("CUDAPERF_CUDA_LAYER", "off", ("off", "on", "phases", "kernels"))
 
 
 def layer_blocks_per_sm() -> int:
@@ -475,10 +477,29 @@ def layer_supported(d: int, heads: int, kv_heads: int, head_dim: int, f: int, s_
     return need * 4 <= LAYER_MAX_SMEM
 
 
+def layer_kernels_supported(d: int, heads: int, kv_heads: int, head_dim: int, f: int, s_len: int, chunk: int,
+                            attn_splits: int | None = None) -> bool:
+    """Shapes the `kernels` launch of the layer takes: the layer kernel's head limits, chunk 128 dividing D, the
+    fused step's tilings (tiling_for), and the attention split in shared memory."""
+    g = heads // max(kv_heads, 1)
+    if kv_heads < 1 or heads % kv_heads or g > LAYER_MAX_GROUP or head_dim < 32 or head_dim > 256 or \
+            head_dim & (head_dim - 1) or chunk != FINISH_CHUNK or d % chunk:
+        return False
+    n_qkv = (heads + 2 * kv_heads) * head_dim
+    for k, n in ((d, n_qkv), (heads * head_dim, d), (d, 2 * f), (f, d)):
+        split, cols, _ = tiling_for(k, n)
+        if not supported(k, n, split, cols):
+            return False
+    span = -(-s_len // (attn_splits or layer_attn_splits()))
+    att = (g + 2) * head_dim + (g + 1) * head_dim + 32 + 3 * LAYER_MAX_GROUP + (g + 1) * (span + 1) + \
+        (LAYER_THREADS // head_dim) * g * head_dim
+    return att * 4 <= LAYER_MAX_SMEM
+
+
 def layer(x, ss, *, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, sin, kv_mask, cache_index, k_cache,
           v_cache, w_o, b_o, w_gu, b_gu, w_down, b_down, heads: int, chunk: int, eps_attn: float, eps_mlp: float,
           eps_qk: float, tiling=None, attn_splits: int | None = None, pdl: bool = True, per_phase: bool = False,
-          blocks_per_sm: int | None = None):
+          blocks_per_sm: int | None = None, kernels: bool = False):
     """One decoder layer of a batch-1 decode step as one CUDA kernel (cuda/layer_kernel.cuh), with decode_fused's
     roundings: (x_out bf16 [D], its per-chunk sums of squares [D / chunk], new k cache, new v cache).
 
@@ -487,13 +508,22 @@ def layer(x, ss, *, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, si
     k_norm may be None; cos/sin float32 [Dh] of the new token's position; kv_mask [S]; cache_index int32 (the new
     token's slot); caches [1, Hkv, S, Dh] bf16, updated in place (donate them). pdl: the kernel prefetches its first
     weights before waiting for the previous kernel, so no kernel of the same program may write the weights (pass them
-    as the jitted function receives them). per_phase: seven launches without the grid barrier (a cross-check)."""
+    as the jitted function receives them). per_phase: seven launches without the grid barrier (a cross-check).
+    kernels: seven standalone kernels with the fused step's tilings (tiling_for), chained by PDL (layer_mode)."""
     d = x.shape[0]
     _, hkv, s_len, dh = k_cache.shape
     f = w_down.shape[0]
     splits = attn_splits or layer_attn_splits()
-    tiling = tiling or layer_tiling(d, w_qkv.shape[1], w_o.shape[0], f)
-    if not layer_supported(d, heads, hkv, dh, f, s_len, chunk, tiling, splits):
+    shapes_k = ((d, w_qkv.shape[1]), (w_o.shape[0], d), (d, 2 * f), (f, d))
+    unrolls = [4, 4, 4, 4]
+    if kernels:
+        full = [tiling_for(k, n) for k, n in shapes_k]
+        tiling, unrolls = tuple((s, c) for s, c, _ in full), [u for _, _, u in full]
+        ok = layer_kernels_supported(d, heads, hkv, dh, f, s_len, chunk, splits)
+    else:
+        tiling = tiling or layer_tiling(d, w_qkv.shape[1], w_o.shape[0], f)
+        ok = layer_supported(d, heads, hkv, dh, f, s_len, chunk, tiling, splits)
+    if not ok:
         raise ValueError(f"cuda_matvec.layer: shapes not taken (D {d}, heads {heads}/{hkv}, head dim {dh}, F {f}, cache "
                          f"{s_len}, chunk {chunk}, tiling {tiling}, attention splits {splits}); check layer_supported")
     if jax.default_backend() != "gpu":
@@ -513,7 +543,7 @@ def layer(x, ss, *, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, si
               jax.ShapeDtypeStruct((tiling[2][0] * 2 * f,), f32), jax.ShapeDtypeStruct((tiling[3][0] * d,), f32)]
     ints = [heads, splits, *(s for s, _ in tiling), *(c for _, c in tiling), chunk, b_qkv is not None,
             q_norm is not None, b_o is not None, b_gu is not None, b_down is not None, pdl and not per_phase,
-            per_phase, blocks_per_sm or layer_blocks_per_sm()]
+            2 if kernels else int(per_phase), blocks_per_sm or layer_blocks_per_sm(), *unrolls]
     args = [x.astype(bf), ss.astype(f32), attn_scale.astype(bf), mlp_scale.astype(bf), w_qkv.astype(bf), opt(b_qkv),
             opt(q_norm), opt(k_norm), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
             jnp.asarray(cache_index, jnp.int32).reshape(1), k_cache, v_cache, w_o.astype(bf), opt(b_o), w_gu.astype(bf),

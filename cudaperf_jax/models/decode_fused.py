@@ -620,8 +620,8 @@ def _cuda_layer(model, dt, k_cache):
     cfg = model.cfg
     d = cfg.hidden_size
     chunk = _pow2_divisor(d, FINISH_CHUNK)
-    if not cm.layer_supported(d, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size,
-                              k_cache.shape[2], chunk):
+    supported = cm.layer_kernels_supported if lm == "kernels" else cm.layer_supported
+    if not supported(d, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size, k_cache.shape[2], chunk):
         return None
 
     def val(v):
@@ -639,7 +639,7 @@ def _cuda_layer(model, dt, k_cache):
             w_gu=ws[2].astype(dt).reshape(d, -1), b_gu=None if gu_b is None else gu_b.reshape(-1),
             w_down=ws[3].astype(dt), b_down=val(mlp.down_bias), heads=cfg.num_heads, chunk=chunk,
             eps_attn=layer.attn_norm.eps, eps_mlp=layer.mlp_norm.eps, eps_qk=cfg.rms_norm_eps,
-            pdl=all(w.dtype == dt for w in ws), per_phase=lm == "phases")
+            pdl=all(w.dtype == dt for w in ws), per_phase=lm == "phases", kernels=lm == "kernels")
     return run
 
 

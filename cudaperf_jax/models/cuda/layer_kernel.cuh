@@ -176,6 +176,31 @@ __device__ void finish_phase(const __nv_bfloat16* x, const float* parts, int n_p
   }
 }
 
+// The dh / 32 (1, 2, 4 or 8) key entries of lane `lane` in a key row of dh bf16, as floats (zeros unless valid).
+__device__ __forceinline__ void load_key_slice(const __nv_bfloat16* row, int dh, int lane, bool valid, float (&out)[8]) {
+  const int n = dh / 32;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = 0.f;
+  if (!valid) return;
+  if (n == 8) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(row) + lane);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = __uint_as_float(w[i] << 16);
+      out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  } else if (n == 4) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(row) + lane);
+    out[0] = __uint_as_float(v.x << 16);
+    out[1] = __uint_as_float(v.x & 0xffff0000u);
+    out[2] = __uint_as_float(v.y << 16);
+    out[3] = __uint_as_float(v.y & 0xffff0000u);
+  } else {
+    for (int i = 0; i < n; ++i) out[i] = __bfloat162float(row[lane * n + i]);
+  }
+}
+
 // Floats of shared memory the attention phase uses (layout in attention_phase).
 __host__ __device__ inline int attention_smem_floats(int g, int dh, int span_max) {
   return (g + 2) * dh + (g + 1) * dh + 32 + 3 * kMaxGroup + (g + 1) * (span_max + 1) + (kThreads / dh) * g * dh;
@@ -197,12 +222,30 @@ __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
     sync.wait();
     const int j = it / p.attn_splits, c = it % p.attn_splits;
     const int idx = __ldcg(p.cache_index);
-    for (int e = threadIdx.x; e < rows * dh; e += kThreads) {
-      const int r = e / dh, d = e % dh;
-      const int col = (r < g ? j * g + r : r == g ? p.h + j : p.h + p.hkv + j) * dh + d;
-      float v = round_bf16(sum_parts(p.qkv_parts + col, p.split[0], n_qkv));
-      if (p.b_qkv != nullptr) v = round_bf16(v + __bfloat162float(p.b_qkv[col]));
-      raw[e] = v;
+    // the q heads', k's and v's columns summed over the qkv partials: four columns per thread at a time, their
+    // loads issued together (a serial chain of L2 round trips here cost the layer kernel ~25 us per layer)
+    for (int e0 = threadIdx.x; e0 < rows * dh; e0 += 4 * kThreads) {
+      int col[4];
+      float v[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int e = e0 + u * kThreads, r = e / dh, d = e % dh;
+        col[u] = e < rows * dh ? (r < g ? j * g + r : r == g ? p.h + j : p.h + p.hkv + j) * dh + d : -1;
+      }
+#pragma unroll 4
+      for (int q = 0; q < p.split[0]; ++q) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          if (col[u] >= 0) v[u] += __ldcg(p.qkv_parts + static_cast<size_t>(q) * n_qkv + col[u]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        if (col[u] < 0) continue;
+        float r = round_bf16(v[u]);
+        if (p.b_qkv != nullptr) r = round_bf16(r + __bfloat162float(p.b_qkv[col[u]]));
+        raw[e0 + u * kThreads] = r;
+      }
     }
     __syncthreads();
     if (p.q_norm != nullptr) {   // Qwen3: RMSNorm over each q and k head's dims before RoPE
@@ -236,35 +279,35 @@ __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
     // this split's slots: [t0, t1) of the earlier tokens, the splits sharing them evenly
     const int span = (idx + p.attn_splits - 1) / p.attn_splits;
     const int t0 = c * span, nt = max(min(t0 + span, idx) - t0, 0);
-    // scores: a thread per slot, its key row's 16-byte pieces four at a time in flight
-    const int pieces = dh / 8;
-    for (int t = threadIdx.x; t < nt; t += kThreads) {
-      const bool valid = __ldg(p.kv_mask + t0 + t) != 0;
-      const uint4* kr = reinterpret_cast<const uint4*>(p.k_cache + (head + t0 + t) * dh);
-      float s[kMaxGroup];
+    // scores: a warp per slot, each lane a dh / 32 slice of the key row (the row's loads coalesced), eight slots of
+    // a warp in flight at a time; lane hh keeps head hh's score
+    for (int t0w = warp; t0w < nt; t0w += 8 * nw) {
+      float kv[8][8];
 #pragma unroll
-      for (int hh = 0; hh < kMaxGroup; ++hh) s[hh] = 0.f;
-      for (int c0 = 0; c0 < pieces; c0 += 4) {
-        uint4 kv[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) kv[u] = valid && c0 + u < pieces ? __ldg(kr + c0 + u) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          if (c0 + u >= pieces) break;
-          const uint32_t words[4] = {kv[u].x, kv[u].y, kv[u].z, kv[u].w};
-          const float* qd = rot + (c0 + u) * 8;
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float k_lo = __uint_as_float(words[e] << 16), k_hi = __uint_as_float(words[e] & 0xffff0000u);
-#pragma unroll
-            for (int hh = 0; hh < kMaxGroup; ++hh) {
-              if (hh < g) s[hh] += qd[hh * dh + 2 * e] * k_lo + qd[hh * dh + 2 * e + 1] * k_hi;
-            }
-          }
-        }
+      for (int u = 0; u < 8; ++u) {
+        const int t = t0w + u * nw;
+        const bool valid = t < nt && __ldg(p.kv_mask + t0 + t) != 0;
+        load_key_slice(p.k_cache + (head + t0 + (t < nt ? t : 0)) * dh, dh, lane, valid, kv[u]);
       }
-      for (int hh = 0; hh < g; ++hh) sc[hh * sw + t] = valid ? s[hh] * p.scale : -INFINITY;
-      ok[t] = valid ? 1.f : 0.f;
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int t = t0w + u * nw;
+        if (t >= nt) break;
+        const bool valid = __ldg(p.kv_mask + t0 + t) != 0;
+        float mine = 0.f;
+        for (int hh = 0; hh < g; ++hh) {
+          float s = 0.f;
+          const float* qd = rot + hh * dh + lane * (dh / 32);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            if (i < dh / 32) s += qd[i] * kv[u][i];
+          }
+          s = warp_sum(s);
+          if (lane == hh) mine = s;
+        }
+        if (lane < g) sc[lane * sw + t] = valid ? mine * p.scale : -INFINITY;
+        if (lane == 0) ok[t] = valid ? 1.f : 0.f;
+      }
     }
     __syncthreads();
     const bool own = c == 0 && __ldg(p.kv_mask + idx) != 0;   // the token itself: first split only
@@ -400,6 +443,16 @@ __global__ void __launch_bounds__(kThreads, kLayerMinBlocks) layer_kernel(LayerP
 template <int PH>
 __global__ void __launch_bounds__(kThreads, kLayerMinBlocks) layer_phase_kernel(LayerParams p) {
   layer_body(p, PH, PH + 1, 0);
+}
+
+// The attention phase alone, one block per (KV head, cache split): the layer handler's `kernels` launch (seven
+// standalone kernels chained by programmatic dependent launch). Shared memory: attention_smem_floats floats.
+__global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl) {
+  extern __shared__ float smem[];
+  if (pdl) MATVEC_RELEASE_DEPENDENTS();
+  Sync sync{pdl ? 1 : 0};
+  attention_phase(p, smem, sync);
+  sync.wait();
 }
 
 // Shared memory (bytes) a launch needs: the matvec phases' red + input slice, or the attention phase's buffers.

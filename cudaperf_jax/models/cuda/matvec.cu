@@ -322,10 +322,91 @@ cudaError_t layer_grid(size_t smem, int* sms, int* per_sm) {
   return cudaSuccess;
 }
 
+template <int MODE>
+cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologue& pro, const __nv_bfloat16* w, int k,
+                        int n, int split, float* y, bool pdl) {
+  const Epilogue epi = {};
+  if (cols == 256) return launch_unrolled<32, MODE>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
+  if (cols == 128) return launch_unrolled<16, MODE>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
+  return launch_unrolled<8, MODE>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
+}
+
+// The layer as seven standalone kernels from one handler call (launch 2): qkv, attend_kernel, o, finish, gate_up, down,
+// finish, each with its own grid and tiling (ints[2..9] split/cols, ints[19..22] unroll) and, with pdl, chained by
+// programmatic dependent launch: inside the CUDA graph XLA captures this call into, the launches keep their
+// programmatic edges, so each matvec streams its first weight rows while the kernel before it drains. (Separate FFI
+// calls become separate child graphs, between which PDL does nothing.) Needs chunk == kFinishChunk.
+ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams& p, ffi::Span<const int64_t> ints,
+                         bool pdl) {
+  using namespace cudaperf_layer;
+  constexpr int kChunk = cudaperf_matvec::kFinishChunk;
+  if (p.chunk != kChunk || p.d % kChunk)
+    return ffi::Error::InvalidArgument("cudaperf_layer: the kernels launch needs chunk == 128 dividing D");
+  const int g = p.h / p.hkv, n_qkv = (p.h + 2 * p.hkv) * p.dh;
+  for (int i = 0; i < 4; ++i)
+    if ((p.split[i] > 1 && false) || ints[19 + i] < 1)
+      return ffi::Error::InvalidArgument("cudaperf_layer: unroll must be 4 or 8");
+  const size_t att_smem = static_cast<size_t>(attention_smem_floats(g, p.dh, p.span_max)) * sizeof(float);
+  if (att_smem > 200 * 1024) return ffi::Error::InvalidArgument("cudaperf_layer: the attention split is too long");
+  Prologue pro = {};
+  pro.x = p.x;
+  pro.ss = p.ss;
+  pro.n_chunks = p.d / kChunk;
+  pro.k_total = p.d;
+  pro.eps = p.eps_attn;
+  pro.vec = p.attn_scale;
+  cudaError_t e = launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, pro, p.w_qkv, p.d, n_qkv, p.split[0],
+                                     p.qkv_parts, pdl);
+  if (e == cudaSuccess && att_smem > 48 * 1024)
+    e = cudaFuncSetAttribute(attend_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(att_smem));
+  if (e == cudaSuccess) {
+    Launch l(dim3(static_cast<unsigned>(p.hkv * p.attn_splits), 1, 1), dim3(kThreads, 1, 1), att_smem, stream, pdl);
+    e = cudaLaunchKernelEx(&l.cfg, attend_kernel, p, static_cast<int>(pdl));
+  }
+  if (e == cudaSuccess) {
+    Prologue pa = {};
+    pa.acc = p.acc;
+    pa.ml = p.ml;
+    pa.splits = p.attn_splits;
+    pa.gp = g;
+    pa.dh = p.dh;
+    pa.group = g;
+    e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, pa, p.w_o, p.h * p.dh, p.d, p.split[1],
+                           p.o_parts, pdl);
+  }
+  auto fin = [&](const __nv_bfloat16* x, const float* parts, int n_parts, const __nv_bfloat16* bias, __nv_bfloat16* xo,
+                 float* ss) {
+    Launch l(dim3(static_cast<unsigned>(p.d / kChunk), 1, 1), dim3(kChunk, 1, 1), 0, stream, pdl);
+    return cudaLaunchKernelEx(&l.cfg, cudaperf_matvec::finish_kernel, x, parts, n_parts, p.d, bias, xo, ss,
+                              static_cast<int>(pdl));
+  };
+  if (e == cudaSuccess) e = fin(p.x, p.o_parts, p.split[1], p.b_o, p.x_mid, p.ss_mid);
+  if (e == cudaSuccess) {
+    pro.x = p.x_mid;
+    pro.ss = p.ss_mid;
+    pro.eps = p.eps_mlp;
+    pro.vec = p.mlp_scale;
+    e = launch_cols<kNorm>(p.cols[2], static_cast<int>(ints[21]), stream, pro, p.w_gu, p.d, 2 * p.f, p.split[2],
+                           p.gu_parts, pdl);
+  }
+  if (e == cudaSuccess) {
+    Prologue ps = {};
+    ps.xp = p.gu_parts;
+    ps.n_parts = p.split[2];
+    ps.x_stride = 2 * p.f;
+    ps.vec = p.b_gu;
+    e = launch_cols<kSwiglu>(p.cols[3], static_cast<int>(ints[22]), stream, ps, p.w_down, p.f, p.d, p.split[3],
+                             p.down_parts, pdl);
+  }
+  if (e == cudaSuccess) e = fin(p.x_mid, p.down_parts, p.split[3], p.b_down, p.x_out, p.ss_out);
+  if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
+  return ffi::Error::Success();
+}
+
 // One decoder layer as one persistent kernel (layer_kernel.cuh). ints: heads, attn_splits, split x4 (qkv, o,
 // gate_up, down), cols x4, chunk, has_b_qkv, has_qk_norm, has_b_o, has_b_gu, has_b_down, pdl, launch (0: one
-// persistent launch, 1: one launch per phase), blocks_per_sm (0: the occupancy calculator's). floats: eps_attn,
-// eps_mlp, eps_qk, scale.
+// persistent launch, 1: one launch per phase, 2: seven standalone kernels, layer_kernels), blocks_per_sm (0: the
+// occupancy calculator's), unroll x4 (launch 2). floats: eps_attn, eps_mlp, eps_qk, scale.
 ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::BF16> attn_scale,
                      ffi::Buffer<ffi::BF16> mlp_scale, ffi::Buffer<ffi::BF16> w_qkv, ffi::Buffer<ffi::BF16> b_qkv,
                      ffi::Buffer<ffi::BF16> q_norm, ffi::Buffer<ffi::BF16> k_norm, ffi::Buffer<ffi::F32> cos,
@@ -342,7 +423,7 @@ ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<
                      ffi::Span<const int64_t> ints, ffi::Span<const float> floats) {
   using namespace cudaperf_layer;
   auto bad = [](const char* what) { return ffi::Error::InvalidArgument(std::string("cudaperf_layer: ") + what); };
-  if (ints.size() != 19 || floats.size() != 4) return bad("needs 19 int and 4 float attributes");
+  if (ints.size() != 23 || floats.size() != 4) return bad("needs 23 int and 4 float attributes");
   auto kd = k_cache.dimensions(), qd = w_qkv.dimensions(), od = w_o.dimensions(), gd = w_gu.dimensions(),
        dd = w_down.dimensions();
   if (kd.size() != 4 || kd[0] != 1 || qd.size() != 2 || od.size() != 2 || gd.size() != 2 || dd.size() != 2)
@@ -368,8 +449,9 @@ ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<
     return bad("weights must be qkv [D, (H + 2 Hkv) Dh], o [H Dh, D], gate_up [D, 2F], down [F, D]");
   const int ks[4] = {p.d, p.h * p.dh, p.d, p.f}, ns[4] = {n_qkv, p.d, 2 * p.f, p.d};
   for (int i = 0; i < 4; ++i)
-    if (p.split[i] < 1 || ks[i] % p.split[i] || (p.cols[i] != 64 && p.cols[i] != 128) || ns[i] % p.cols[i])
-      return bad("each split must divide its K and each cols (64 or 128) its N");
+    if (p.split[i] < 1 || ks[i] % p.split[i] || (p.cols[i] != 64 && p.cols[i] != 128 && (p.cols[i] != 256 || ints[17] != 2))
+        || ns[i] % p.cols[i] || (ks[i] / p.split[i]) * 4 > 200 * 1024)
+      return bad("each split must divide its K (slices <= 51200 rows) and each cols (64 or 128; 256 in the kernels launch) its N");
   if (p.chunk < 1 || p.chunk > kThreads || p.d % p.chunk || p.attn_splits < 1)
     return bad("chunk must divide D and be <= 256, attn_splits >= 1");
   p.span_max = (p.s_len + p.attn_splits - 1) / p.attn_splits;
@@ -421,6 +503,7 @@ ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<
       || ss_out->element_count() != static_cast<size_t>(p.d / p.chunk)
       || ss_mid->element_count() != static_cast<size_t>(p.d / p.chunk) || ss.element_count() < static_cast<size_t>(p.d / p.chunk))
     return bad("a scratch or output buffer is too small");
+  if (ints[17] == 2) return layer_kernels(stream, p, ints, ints[16] != 0);
   const size_t smem = layer_smem_bytes(p);
   if (smem > 200 * 1024) return bad("the attention split or a K slice is too long for shared memory");
   int sms = 0, per_sm = 0;

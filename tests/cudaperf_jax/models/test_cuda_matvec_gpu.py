@@ -255,3 +255,24 @@ def test_the_one_kernel_layer_agrees_with_the_fused_step(monkeypatch, name):
         assert (np.argmax(got[mode], -1) == np.argmax(want, -1)).mean() >= 0.9
         np.testing.assert_allclose(got[mode], want, atol=0.1 * float(np.abs(want).max()))
     np.testing.assert_array_equal(got["on"], got["phases"])   # the barrier changes nothing but the launch count
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
+def test_the_seven_kernel_layer_launch_agrees_with_the_fused_step(monkeypatch, name):
+    """CUDAPERF_CUDA_LAYER=kernels: each layer is seven standalone kernels (the CUDA attention among them) launched by
+    one FFI call and chained by PDL, against the fused step of separate calls."""
+    from cudaperf_jax.models import decode_fused as df
+    from tests.cudaperf_jax.models import tiny
+    from tests.cudaperf_jax.models.test_decode_fused_gpu import _model
+    model = _model(name, jnp.bfloat16)
+    toks = jnp.asarray([[5, 17, 3, 60, 11, 900, 4000, 2, 8, 9]], jnp.int32)
+    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "on")
+    monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "on")
+    monkeypatch.setenv("CUDAPERF_CUDA_LAYER", "off")
+    want = tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
+    monkeypatch.setenv("CUDAPERF_CUDA_LAYER", "kernels")
+    assert df._cuda_layer(model, jnp.bfloat16, jnp.zeros((1, model.cfg.num_kv_heads, 16, model.cfg.head_dim),
+                                                         jnp.bfloat16)) is not None
+    got = tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
+    assert (np.argmax(got, -1) == np.argmax(want, -1)).mean() >= 0.9
+    np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
