@@ -5,5 +5,5 @@
 set -u
 nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && timeout 60 /tmp/pdl_chain $OUT/pdl_chain.json
 TESTS=${TESTS:-"one_kernel or seven_kernel"} TEST_TAIL=12 \
-  STEPS=${STEPS:-"default: kernels:CUDAPERF_CUDA_LAYER=kernels kernels_s8:CUDAPERF_CUDA_LAYER=kernels,CUDAPERF_CUDA_LAYER_ATTN_SPLITS=8 kernels_s16:CUDAPERF_CUDA_LAYER=kernels,CUDAPERF_CUDA_LAYER_ATTN_SPLITS=16 default2:"} \
+  STEPS=${STEPS:-"default: kernels:CUDAPERF_CUDA_LAYER=kernels step:CUDAPERF_CUDA_LAYER=step step_s8:CUDAPERF_CUDA_LAYER=step,CUDAPERF_CUDA_LAYER_ATTN_SPLITS=8 kernels_s8:CUDAPERF_CUDA_LAYER=kernels,CUDAPERF_CUDA_LAYER_ATTN_SPLITS=8"} \
   bash benchmarks/h200_layer.sh

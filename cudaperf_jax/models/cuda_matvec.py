@@ -92,7 +92,7 @@ def build(cache: Path | None = None) -> Path:
 TARGETS = {"parts": ("cudaperf_matvec", "CudaperfMatvec"), "norm": ("cudaperf_matvec_norm", "CudaperfMatvecNorm"),
            "swiglu": ("cudaperf_matvec_swiglu", "CudaperfMatvecSwiglu"), "attn": ("cudaperf_matvec_attn", "CudaperfMatvecAttn"),
            "finish": ("cudaperf_finish", "CudaperfFinish"), "topk": ("cudaperf_topk", "CudaperfTopk"),
-           "layer": ("cudaperf_layer", "CudaperfLayer")}
+           "layer": ("cudaperf_layer", "CudaperfLayer"), "step": ("cudaperf_step", "CudaperfStep")}
 
 
 @functools.cache
@@ -389,12 +389,13 @@ def layer_mode() -> str:
     same kernel launched once per phase (no grid barrier; a cross-check, and a kernel name per phase in profiles);
     `kernels` - seven standalone kernels (the fused step's tilings, tiling_for) launched by ONE FFI call per layer,
     chained by programmatic dependent launch (separate FFI calls land in separate child graphs of XLA's command
-    buffer, where PDL does nothing); `off` (default). Correct on the H200 (GPU tests: Qwen2.5-1.5B, SmolLM2 and Qwen3 shapes, persistent and per-phase
+    buffer, where PDL does nothing); `step` - the same for every layer of the step from one FFI call (PDL across
+    the layer boundaries too; cuda_matvec.step); `off` (default). Correct on the H200 (GPU tests: Qwen2.5-1.5B, SmolLM2 and Qwen3 shapes, persistent and per-phase
     bit-equal) but about 2x slower there (2.6-3.9 ms a step against 1.48-1.52; WORKSPACE_NOTES.md 2026-12-03): the
     barriers saved nothing over seven launches, and its attention phase costs ~25 us per layer that the Pallas attend
     does in 5."""
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_LAYER", "off", ("off", "on", "phases", "kernels"))
+    return env_choice("CUDAPERF_CUDA_LAYER", "off", ("off", "on", "phases", "kernels", "step"))
 
 
 def layer_blocks_per_sm() -> int:
@@ -510,48 +511,99 @@ def layer(x, ss, *, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, si
     weights before waiting for the previous kernel, so no kernel of the same program may write the weights (pass them
     as the jitted function receives them). per_phase: seven launches without the grid barrier (a cross-check).
     kernels: seven standalone kernels with the fused step's tilings (tiling_for), chained by PDL (layer_mode)."""
-    d = x.shape[0]
-    _, hkv, s_len, dh = k_cache.shape
-    f = w_down.shape[0]
+    ints, scratch = _layer_plan(x.shape[0], k_cache.shape, w_qkv.shape[1], w_o.shape[0], w_down.shape[0], heads, chunk,
+                                tiling, attn_splits, kernels, (b_qkv, q_norm, b_o, b_gu, b_down), pdl, per_phase,
+                                blocks_per_sm)
+    bf, f32 = jnp.bfloat16, jnp.float32
+    shapes = scratch[:2] + [jax.ShapeDtypeStruct(k_cache.shape, bf), jax.ShapeDtypeStruct(v_cache.shape, bf)] + scratch[2:]
+    args = [x.astype(bf), ss.astype(f32), attn_scale.astype(bf), mlp_scale.astype(bf), w_qkv.astype(bf), _opt(b_qkv),
+            _opt(q_norm), _opt(k_norm), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
+            jnp.asarray(cache_index, jnp.int32).reshape(1), k_cache, v_cache, w_o.astype(bf), _opt(b_o), w_gu.astype(bf),
+            _opt(b_gu), w_down.astype(bf), _opt(b_down)]
+    out = jax.ffi.ffi_call(TARGETS["layer"][0], shapes, input_output_aliases={12: 2, 13: 3})(
+        *args, ints=np.asarray(ints, np.int64), floats=_layer_floats(eps_attn, eps_mlp, eps_qk, k_cache.shape[3]))
+    return out[0], out[1], out[2], out[3]
+
+
+def _opt(a):
+    """An optional bf16 parameter, or the 1-element dummy the handlers ignore."""
+    return _DUMMY_BF16 if a is None else a.astype(jnp.bfloat16)
+
+
+def _layer_floats(eps_attn, eps_mlp, eps_qk, dh):
+    return np.asarray([eps_attn, eps_mlp, eps_qk, head_dim_scale(dh)], np.float32)
+
+
+def _layer_plan(d, cache_shape, n_qkv, hdh, f, heads, chunk, tiling, attn_splits, kernels, optional, pdl, per_phase,
+                blocks_per_sm):
+    """The layer handler's int attributes and its outputs other than the caches (x_out, ss_out, then the scratch),
+    after checking that the launch takes these shapes."""
+    _, hkv, s_len, dh = cache_shape
     splits = attn_splits or layer_attn_splits()
-    shapes_k = ((d, w_qkv.shape[1]), (w_o.shape[0], d), (d, 2 * f), (f, d))
     unrolls = [4, 4, 4, 4]
     if kernels:
-        full = [tiling_for(k, n) for k, n in shapes_k]
+        full = [tiling_for(k, n) for k, n in ((d, n_qkv), (hdh, d), (d, 2 * f), (f, d))]
         tiling, unrolls = tuple((s, c) for s, c, _ in full), [u for _, _, u in full]
         ok = layer_kernels_supported(d, heads, hkv, dh, f, s_len, chunk, splits)
     else:
-        tiling = tiling or layer_tiling(d, w_qkv.shape[1], w_o.shape[0], f)
+        tiling = tiling or layer_tiling(d, n_qkv, hdh, f)
         ok = layer_supported(d, heads, hkv, dh, f, s_len, chunk, tiling, splits)
     if not ok:
         raise ValueError(f"cuda_matvec.layer: shapes not taken (D {d}, heads {heads}/{hkv}, head dim {dh}, F {f}, cache "
-                         f"{s_len}, chunk {chunk}, tiling {tiling}, attention splits {splits}); check layer_supported")
+                         f"{s_len}, chunk {chunk}, tiling {tiling}, attention splits {splits}); check layer_supported "
+                         f"or layer_kernels_supported")
     if jax.default_backend() != "gpu":
         raise RuntimeError(f"cuda_matvec runs on an NVIDIA GPU only; JAX's backend here is {jax.default_backend()}")
     register()
-    g, n_qkv = heads // hkv, w_qkv.shape[1]
-    bf = jnp.bfloat16
+    g = heads // hkv
+    bf, f32 = jnp.bfloat16, jnp.float32
+    scratch = [jax.ShapeDtypeStruct((d,), bf), jax.ShapeDtypeStruct((d // chunk,), f32),
+               jax.ShapeDtypeStruct((tiling[0][0] * n_qkv,), f32), jax.ShapeDtypeStruct((hkv * splits * g * dh,), f32),
+               jax.ShapeDtypeStruct((hkv * splits * 2 * g,), f32), jax.ShapeDtypeStruct((tiling[1][0] * d,), f32),
+               jax.ShapeDtypeStruct((d,), bf), jax.ShapeDtypeStruct((d // chunk,), f32),
+               jax.ShapeDtypeStruct((tiling[2][0] * 2 * f,), f32), jax.ShapeDtypeStruct((tiling[3][0] * d,), f32)]
+    ints = [heads, splits, *(s for s, _ in tiling), *(c for _, c in tiling), chunk,
+            *(a is not None for a in optional), pdl and not per_phase, 2 if kernels else int(per_phase),
+            blocks_per_sm or layer_blocks_per_sm(), *unrolls]
+    return ints, scratch
 
-    def opt(a):
-        return _DUMMY_BF16 if a is None else a.astype(bf)
-    f32 = jnp.float32
-    shapes = [jax.ShapeDtypeStruct((d,), bf), jax.ShapeDtypeStruct((d // chunk,), f32),
-              jax.ShapeDtypeStruct(k_cache.shape, bf), jax.ShapeDtypeStruct(v_cache.shape, bf),
-              jax.ShapeDtypeStruct((tiling[0][0] * n_qkv,), f32), jax.ShapeDtypeStruct((hkv * splits * g * dh,), f32),
-              jax.ShapeDtypeStruct((hkv * splits * 2 * g,), f32), jax.ShapeDtypeStruct((tiling[1][0] * d,), f32),
-              jax.ShapeDtypeStruct((d,), bf), jax.ShapeDtypeStruct((d // chunk,), f32),
-              jax.ShapeDtypeStruct((tiling[2][0] * 2 * f,), f32), jax.ShapeDtypeStruct((tiling[3][0] * d,), f32)]
-    ints = [heads, splits, *(s for s, _ in tiling), *(c for _, c in tiling), chunk, b_qkv is not None,
-            q_norm is not None, b_o is not None, b_gu is not None, b_down is not None, pdl and not per_phase,
-            2 if kernels else int(per_phase), blocks_per_sm or layer_blocks_per_sm(), *unrolls]
-    args = [x.astype(bf), ss.astype(f32), attn_scale.astype(bf), mlp_scale.astype(bf), w_qkv.astype(bf), opt(b_qkv),
-            opt(q_norm), opt(k_norm), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
-            jnp.asarray(cache_index, jnp.int32).reshape(1), k_cache, v_cache, w_o.astype(bf), opt(b_o), w_gu.astype(bf),
-            opt(b_gu), w_down.astype(bf), opt(b_down)]
-    out = jax.ffi.ffi_call(TARGETS["layer"][0], shapes, input_output_aliases={12: 2, 13: 3})(
-        *args, ints=np.asarray(ints, np.int64),
-        floats=np.asarray([eps_attn, eps_mlp, eps_qk, head_dim_scale(dh)], np.float32))
-    return out[0], out[1], out[2], out[3]
+
+LAYER_KEYS = ("attn_scale", "mlp_scale", "w_qkv", "b_qkv", "q_norm", "k_norm", "k_cache", "v_cache", "w_o", "b_o",
+              "w_gu", "b_gu", "w_down", "b_down")
+
+
+def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: int, eps_attn: float, eps_mlp: float,
+         eps_qk: float, attn_splits: int | None = None, pdl: bool = True):
+    """Every decoder layer of a batch-1 decode step from ONE FFI call (CUDAPERF_CUDA_LAYER=step): each layer as the
+    `kernels` launch of `layer` (seven kernels), chained by PDL across the layer boundaries too. layers: one dict per
+    layer with LAYER_KEYS (the arguments of `layer`; optional ones None, the same ones None in every layer). Returns
+    (x_out, ss_out, new k caches, new v caches); the caches are updated in place (donate them)."""
+    if not layers:
+        raise ValueError("cuda_matvec.step: needs at least one layer")
+    first = layers[0]
+    optional = tuple(first[k] for k in ("b_qkv", "q_norm", "b_o", "b_gu", "b_down"))
+    if any((l[k] is None) != (first[k] is None) for l in layers for k in ("b_qkv", "q_norm", "b_o", "b_gu", "b_down")):
+        raise ValueError("cuda_matvec.step: every layer must have the same optional parameters")
+    ints, scratch = _layer_plan(x.shape[0], first["k_cache"].shape, first["w_qkv"].shape[1], first["w_o"].shape[0],
+                                first["w_down"].shape[0], heads, chunk, None, attn_splits, True, optional, pdl, False,
+                                None)
+    bf, f32 = jnp.bfloat16, jnp.float32
+    args = [x.astype(bf), ss.astype(f32), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
+            jnp.asarray(cache_index, jnp.int32).reshape(1)]
+    aliases, cache_shapes = {}, []
+    for i, l in enumerate(layers):
+        for key in LAYER_KEYS:
+            if key in ("k_cache", "v_cache"):
+                aliases[len(args)] = len(scratch) + len(cache_shapes)
+                cache_shapes.append(jax.ShapeDtypeStruct(l[key].shape, bf))
+                args.append(l[key])
+            else:
+                args.append(_opt(l[key]))
+    out = jax.ffi.ffi_call(TARGETS["step"][0], scratch + cache_shapes, input_output_aliases=aliases)(
+        *args, ints=np.asarray(ints + [len(layers)], np.int64),
+        floats=_layer_floats(eps_attn, eps_mlp, eps_qk, first["k_cache"].shape[3]))
+    caches = out[len(scratch):]
+    return out[0], out[1], list(caches[0::2]), list(caches[1::2])
 
 
 def head_dim_scale(dh: int) -> float:

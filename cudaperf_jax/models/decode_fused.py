@@ -620,25 +620,39 @@ def _cuda_layer(model, dt, k_cache):
     cfg = model.cfg
     d = cfg.hidden_size
     chunk = _pow2_divisor(d, FINISH_CHUNK)
-    supported = cm.layer_kernels_supported if lm == "kernels" else cm.layer_supported
+    supported = cm.layer_kernels_supported if lm in ("kernels", "step") else cm.layer_supported
     if not supported(d, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size, k_cache.shape[2], chunk):
         return None
 
     def val(v):
         return _param(v, dt)
 
-    def run(layer, x, ss, kc, vc, kvm, cache_index, cos, sin):
+    def args(layer, kc, vc):
         a, mlp = layer.attn, layer.mlp
         ws = (a.qkv[...], a.o[...], mlp.gate_up[...], mlp.down[...])
         gu_b = val(mlp.gate_up_bias)
-        return cm.layer(
-            x, ss, attn_scale=layer.attn_norm.scale[...], mlp_scale=layer.mlp_norm.scale[...], w_qkv=ws[0].astype(dt),
+        return ws, dict(
+            attn_scale=layer.attn_norm.scale[...], mlp_scale=layer.mlp_norm.scale[...], w_qkv=ws[0].astype(dt),
             b_qkv=val(a.qkv_bias), q_norm=None if a.q_norm is None else a.q_norm.scale[...],
-            k_norm=None if a.k_norm is None else a.k_norm.scale[...], cos=cos, sin=sin, kv_mask=kvm,
-            cache_index=cache_index, k_cache=kc, v_cache=vc, w_o=ws[1].astype(dt), b_o=val(a.o_bias),
-            w_gu=ws[2].astype(dt).reshape(d, -1), b_gu=None if gu_b is None else gu_b.reshape(-1),
-            w_down=ws[3].astype(dt), b_down=val(mlp.down_bias), heads=cfg.num_heads, chunk=chunk,
-            eps_attn=layer.attn_norm.eps, eps_mlp=layer.mlp_norm.eps, eps_qk=cfg.rms_norm_eps,
+            k_norm=None if a.k_norm is None else a.k_norm.scale[...], k_cache=kc, v_cache=vc, w_o=ws[1].astype(dt),
+            b_o=val(a.o_bias), w_gu=ws[2].astype(dt).reshape(d, -1), b_gu=None if gu_b is None else gu_b.reshape(-1),
+            w_down=ws[3].astype(dt), b_down=val(mlp.down_bias))
+
+    if lm == "step":   # every layer from one FFI call: (layers, x, ss, k caches, v caches, ...) -> x, ss, ks, vs
+        def run_all(layers, x, ss, kcs, vcs, kvm, cache_index, cos, sin):
+            parts = [args(layer, kc, vc) for layer, kc, vc in zip(layers, kcs, vcs)]
+            l0 = layers[0]
+            return cm.step(x, ss, [p for _, p in parts], cos=cos, sin=sin, kv_mask=kvm, cache_index=cache_index,
+                           heads=cfg.num_heads, chunk=chunk, eps_attn=l0.attn_norm.eps, eps_mlp=l0.mlp_norm.eps,
+                           eps_qk=cfg.rms_norm_eps, pdl=all(w.dtype == dt for ws, _ in parts for w in ws))
+        run_all.whole_step = True
+        return run_all
+
+    def run(layer, x, ss, kc, vc, kvm, cache_index, cos, sin):
+        ws, kw = args(layer, kc, vc)
+        return cm.layer(
+            x, ss, cos=cos, sin=sin, kv_mask=kvm, cache_index=cache_index, heads=cfg.num_heads, chunk=chunk,
+            eps_attn=layer.attn_norm.eps, eps_mlp=layer.mlp_norm.eps, eps_qk=cfg.rms_norm_eps, **kw,
             pdl=all(w.dtype == dt for w in ws), per_phase=lm == "phases", kernels=lm == "kernels")
     return run
 
@@ -665,6 +679,10 @@ def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
 
     cuda = _cuda_kernels(dt)
     one_kernel = _cuda_layer(model, dt, cache.k[0])
+    if getattr(one_kernel, "whole_step", False):   # CUDAPERF_CUDA_LAYER=step: all layers from one FFI call
+        x, ss, new_k, new_v = one_kernel(model.layers, x, ss, cache.k, cache.v, kvm, cache_index, cos, sin)
+        h = norm_from(x, ss, model.final_norm.scale[...], model.final_norm.eps, None)
+        return h[None, None, :], KVCache(tuple(new_k), tuple(new_v))
     for i, layer in enumerate(model.layers):
         if one_kernel is not None:   # the whole layer in one persistent CUDA kernel
             x, ss, kc, vc = one_kernel(layer, x, ss, cache.k[i], cache.v[i], kvm, cache_index, cos, sin)

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -407,7 +408,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
 // gate_up, down), cols x4, chunk, has_b_qkv, has_qk_norm, has_b_o, has_b_gu, has_b_down, pdl, launch (0: one
 // persistent launch, 1: one launch per phase, 2: seven standalone kernels, layer_kernels), blocks_per_sm (0: the
 // occupancy calculator's), unroll x4 (launch 2). floats: eps_attn, eps_mlp, eps_qk, scale.
-ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::BF16> attn_scale,
+ffi::Error layer_params(cudaperf_layer::LayerParams& p, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::BF16> attn_scale,
                      ffi::Buffer<ffi::BF16> mlp_scale, ffi::Buffer<ffi::BF16> w_qkv, ffi::Buffer<ffi::BF16> b_qkv,
                      ffi::Buffer<ffi::BF16> q_norm, ffi::Buffer<ffi::BF16> k_norm, ffi::Buffer<ffi::F32> cos,
                      ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
@@ -428,7 +429,7 @@ ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<
        dd = w_down.dimensions();
   if (kd.size() != 4 || kd[0] != 1 || qd.size() != 2 || od.size() != 2 || gd.size() != 2 || dd.size() != 2)
     return bad("caches must be [1, Hkv, S, Dh] and weights 2-D");
-  LayerParams p = {};
+  p = {};
   p.d = static_cast<int>(x.element_count());
   p.h = static_cast<int>(ints[0]);
   p.hkv = static_cast<int>(kd[1]);
@@ -503,6 +504,28 @@ ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<
       || ss_out->element_count() != static_cast<size_t>(p.d / p.chunk)
       || ss_mid->element_count() != static_cast<size_t>(p.d / p.chunk) || ss.element_count() < static_cast<size_t>(p.d / p.chunk))
     return bad("a scratch or output buffer is too small");
+  return ffi::Error::Success();
+}
+
+ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::BF16> attn_scale,
+                     ffi::Buffer<ffi::BF16> mlp_scale, ffi::Buffer<ffi::BF16> w_qkv, ffi::Buffer<ffi::BF16> b_qkv,
+                     ffi::Buffer<ffi::BF16> q_norm, ffi::Buffer<ffi::BF16> k_norm, ffi::Buffer<ffi::F32> cos,
+                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
+                     ffi::Buffer<ffi::BF16> k_cache, ffi::Buffer<ffi::BF16> v_cache, ffi::Buffer<ffi::BF16> w_o,
+                     ffi::Buffer<ffi::BF16> b_o, ffi::Buffer<ffi::BF16> w_gu, ffi::Buffer<ffi::BF16> b_gu,
+                     ffi::Buffer<ffi::BF16> w_down, ffi::Buffer<ffi::BF16> b_down,
+                     ffi::Result<ffi::Buffer<ffi::BF16>> x_out, ffi::Result<ffi::Buffer<ffi::F32>> ss_out,
+                     ffi::Result<ffi::Buffer<ffi::BF16>> k_out, ffi::Result<ffi::Buffer<ffi::BF16>> v_out,
+                     ffi::Result<ffi::Buffer<ffi::F32>> qkv_parts, ffi::Result<ffi::Buffer<ffi::F32>> acc,
+                     ffi::Result<ffi::Buffer<ffi::F32>> ml, ffi::Result<ffi::Buffer<ffi::F32>> o_parts,
+                     ffi::Result<ffi::Buffer<ffi::BF16>> x_mid, ffi::Result<ffi::Buffer<ffi::F32>> ss_mid,
+                     ffi::Result<ffi::Buffer<ffi::F32>> gu_parts, ffi::Result<ffi::Buffer<ffi::F32>> down_parts,
+                     ffi::Span<const int64_t> ints, ffi::Span<const float> floats) {
+  using namespace cudaperf_layer;
+  auto bad = [](const char* what) { return ffi::Error::InvalidArgument(std::string("cudaperf_layer: ") + what); };
+  LayerParams p;
+  ffi::Error err = layer_params(p, x, ss, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, sin, kv_mask, cache_index, k_cache, v_cache, w_o, b_o, w_gu, b_gu, w_down, b_down, x_out, ss_out, k_out, v_out, qkv_parts, acc, ml, o_parts, x_mid, ss_mid, gu_parts, down_parts, ints, floats);
+  if (err.failure()) return err;
   if (ints[17] == 2) return layer_kernels(stream, p, ints, ints[16] != 0);
   const size_t smem = layer_smem_bytes(p);
   if (smem > 200 * 1024) return bad("the attention split or a K slice is too long for shared memory");
@@ -519,6 +542,55 @@ ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<
     e = cudaLaunchKernelEx(&l.cfg, layer_kernel, p, 0, kPhases, static_cast<int>(pdl));
   }
   if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
+  return ffi::Error::Success();
+}
+
+// Every decoder layer of the step from ONE FFI call: each layer as layer_kernels launches it (seven kernels), so PDL
+// chains the whole step, layer boundaries included. Args: x, ss, cos, sin, kv_mask, cache_index, then per layer 14
+// bf16 buffers (attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, k_cache, v_cache, w_o, b_o, w_gu, b_gu, w_down,
+// b_down). Results: x_out, ss_out and the layer handler's scratch (shared by the layers: each kernel writes them only
+// after PDL's wait, when every kernel before it has finished), then per layer the k and v caches (aliased). ints: the
+// layer handler's 23, then the layer count.
+ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::F32> cos,
+                    ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
+                    ffi::RemainingArgs layers, ffi::Result<ffi::Buffer<ffi::BF16>> x_out,
+                    ffi::Result<ffi::Buffer<ffi::F32>> ss_out, ffi::Result<ffi::Buffer<ffi::F32>> qkv_parts,
+                    ffi::Result<ffi::Buffer<ffi::F32>> acc, ffi::Result<ffi::Buffer<ffi::F32>> ml,
+                    ffi::Result<ffi::Buffer<ffi::F32>> o_parts, ffi::Result<ffi::Buffer<ffi::BF16>> x_mid,
+                    ffi::Result<ffi::Buffer<ffi::F32>> ss_mid, ffi::Result<ffi::Buffer<ffi::F32>> gu_parts,
+                    ffi::Result<ffi::Buffer<ffi::F32>> down_parts, ffi::RemainingRets caches,
+                    ffi::Span<const int64_t> ints, ffi::Span<const float> floats) {
+  constexpr int kPerLayer = 14;
+  if (ints.size() != 24 || ints[23] < 1) return ffi::Error::InvalidArgument("cudaperf_step: needs 24 int attributes");
+  const int64_t n_layers = ints[23];
+  if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
+    return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");
+  const ffi::Span<const int64_t> layer_ints(ints.begin(), 23);
+  for (int64_t l = 0; l < n_layers; ++l) {
+    ffi::Buffer<ffi::BF16>* b[kPerLayer];
+    std::optional<ffi::Buffer<ffi::BF16>> held[kPerLayer];
+    for (int i = 0; i < kPerLayer; ++i) {
+      auto got = layers.get<ffi::Buffer<ffi::BF16>>(static_cast<size_t>(l * kPerLayer + i));
+      if (got.has_error()) return ffi::Error::InvalidArgument("cudaperf_step: every layer buffer must be bf16");
+      held[i].emplace(got.value());
+      b[i] = &*held[i];
+    }
+    auto k_out = caches.get<ffi::Buffer<ffi::BF16>>(static_cast<size_t>(2 * l));
+    auto v_out = caches.get<ffi::Buffer<ffi::BF16>>(static_cast<size_t>(2 * l + 1));
+    if (k_out.has_error() || v_out.has_error()) return ffi::Error::InvalidArgument("cudaperf_step: caches must be bf16");
+    cudaperf_layer::LayerParams p;
+    ffi::Error err = layer_params(p, x, ss, *b[0], *b[1], *b[2], *b[3], *b[4], *b[5], cos, sin, kv_mask, cache_index,
+                                  *b[6], *b[7], *b[8], *b[9], *b[10], *b[11], *b[12], *b[13], x_out, ss_out,
+                                  k_out.value(), v_out.value(), qkv_parts, acc, ml, o_parts, x_mid, ss_mid, gu_parts,
+                                  down_parts, layer_ints, floats);
+    if (err.failure()) return err;
+    if (l > 0) {   // the residual stream and its sums of squares from the layer before
+      p.x = reinterpret_cast<const __nv_bfloat16*>(x_out->typed_data());
+      p.ss = ss_out->typed_data();
+    }
+    err = layer_kernels(stream, p, layer_ints, ints[16] != 0);
+    if (err.failure()) return err;
+  }
   return ffi::Error::Success();
 }
 }  // namespace
@@ -631,6 +703,31 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfLayer, LayerImpl,
                                   .Ret<ffi::Buffer<ffi::F32>>()     // ss_mid
                                   .Ret<ffi::Buffer<ffi::F32>>()     // gu_parts
                                   .Ret<ffi::Buffer<ffi::F32>>()     // down_parts
+                                  .Attr<ffi::Span<const int64_t>>("ints")
+                                  .Attr<ffi::Span<const float>>("floats"),
+                              MATVEC_TRAITS);
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfStep, StepImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::Buffer<ffi::BF16>>()    // x
+                                  .Arg<ffi::Buffer<ffi::F32>>()     // ss
+                                  .Arg<ffi::Buffer<ffi::F32>>()     // cos
+                                  .Arg<ffi::Buffer<ffi::F32>>()     // sin
+                                  .Arg<ffi::Buffer<ffi::S32>>()     // kv_mask
+                                  .Arg<ffi::Buffer<ffi::S32>>()     // cache_index
+                                  .RemainingArgs()                  // 14 per layer
+                                  .Ret<ffi::Buffer<ffi::BF16>>()    // x_out
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // ss_out
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // qkv_parts
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // acc
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // ml
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // o_parts
+                                  .Ret<ffi::Buffer<ffi::BF16>>()    // x_mid
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // ss_mid
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // gu_parts
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // down_parts
+                                  .RemainingRets()                  // k, v cache per layer (aliased)
                                   .Attr<ffi::Span<const int64_t>>("ints")
                                   .Attr<ffi::Span<const float>>("floats"),
                               MATVEC_TRAITS);

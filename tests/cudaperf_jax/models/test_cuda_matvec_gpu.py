@@ -257,10 +257,11 @@ def test_the_one_kernel_layer_agrees_with_the_fused_step(monkeypatch, name):
     np.testing.assert_array_equal(got["on"], got["phases"])   # the barrier changes nothing but the launch count
 
 
+@pytest.mark.parametrize("mode", ["kernels", "step"])
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
-def test_the_seven_kernel_layer_launch_agrees_with_the_fused_step(monkeypatch, name):
+def test_the_seven_kernel_layer_launch_agrees_with_the_fused_step(monkeypatch, name, mode):
     """CUDAPERF_CUDA_LAYER=kernels: each layer is seven standalone kernels (the CUDA attention among them) launched by
-    one FFI call and chained by PDL, against the fused step of separate calls."""
+    one FFI call and chained by PDL; =step: every layer from one FFI call. Against the fused step of separate calls."""
     from cudaperf_jax.models import decode_fused as df
     from tests.cudaperf_jax.models import tiny
     from tests.cudaperf_jax.models.test_decode_fused_gpu import _model
@@ -270,7 +271,7 @@ def test_the_seven_kernel_layer_launch_agrees_with_the_fused_step(monkeypatch, n
     monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "on")
     monkeypatch.setenv("CUDAPERF_CUDA_LAYER", "off")
     want = tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
-    monkeypatch.setenv("CUDAPERF_CUDA_LAYER", "kernels")
+    monkeypatch.setenv("CUDAPERF_CUDA_LAYER", mode)
     assert df._cuda_layer(model, jnp.bfloat16, jnp.zeros((1, model.cfg.num_kv_heads, 16, model.cfg.head_dim),
                                                          jnp.bfloat16)) is not None
     got = tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
