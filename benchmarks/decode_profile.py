@@ -41,6 +41,8 @@ VARIANT_ENV = {
     "fused": {"CUDAPERF_DECODE_FUSED": "on"},
     "layer": {"CUDAPERF_CUDA_LAYER": "on"},       # each layer one persistent CUDA kernel (cuda_matvec.layer)
     "phases": {"CUDAPERF_CUDA_LAYER": "phases"},  # the same, one kernel per phase (a name per phase in the table)
+    "kernels": {"CUDAPERF_CUDA_LAYER": "kernels"},  # seven standalone CUDA kernels per layer from one FFI call (PDL)
+    "step": {"CUDAPERF_CUDA_LAYER": "step"},        # the same for every layer from one FFI call
 }
 _LINES_SKIPPED = ("XLA Modules", "XLA Ops", "Steps", "Framework", "Source", "XLA TraceMe", "TensorFlow")
 

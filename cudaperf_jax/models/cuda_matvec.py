@@ -398,6 +398,13 @@ def layer_mode() -> str:
     return env_choice("CUDAPERF_CUDA_LAYER", "off", ("off", "on", "phases", "kernels", "step"))
 
 
+def pdl_enabled() -> bool:
+    """CUDAPERF_CUDA_PDL: `on` (default) - the layer and step launches chain their kernels by programmatic dependent
+    launch; `off` - plain launches (a diagnostic: same results, no overlap)."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_PDL", "on", ("off", "on")) == "on"
+
+
 def layer_blocks_per_sm() -> int:
     """CUDAPERF_CUDA_LAYER_BLOCKS: resident blocks per SM of the layer kernel's grid (default 3, what it is compiled
     for: layer_kernel.cuh's kLayerMinBlocks; the handler takes fewer if the occupancy calculator says so)."""

@@ -345,7 +345,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     return ffi::Error::InvalidArgument("cudaperf_layer: the kernels launch needs chunk == 128 dividing D");
   const int g = p.h / p.hkv, n_qkv = (p.h + 2 * p.hkv) * p.dh;
   for (int i = 0; i < 4; ++i)
-    if ((p.split[i] > 1 && false) || ints[19 + i] < 1)
+    if (ints[19 + i] != 4 && ints[19 + i] != 8)
       return ffi::Error::InvalidArgument("cudaperf_layer: unroll must be 4 or 8");
   const size_t att_smem = static_cast<size_t>(attention_smem_floats(g, p.dh, p.span_max)) * sizeof(float);
   if (att_smem > 200 * 1024) return ffi::Error::InvalidArgument("cudaperf_layer: the attention split is too long");

@@ -14,8 +14,7 @@ from kernels_harness.emulation import EmulatedLibrary, build_shared_library
 ENTRY = r'''
 using namespace cudaperf_layer;
 
-extern "C" int run_layer(void** b, const int* n, const float* fl, int blocks) {
-  LayerParams p = {};
+void fill(LayerParams& p, void** b, const int* n, const float* fl) {
   p.d = n[0]; p.h = n[1]; p.hkv = n[2]; p.dh = n[3]; p.f = n[4]; p.s_len = n[5]; p.chunk = n[6];
   p.attn_splits = n[7];
   for (int i = 0; i < 4; ++i) { p.split[i] = n[8 + i]; p.cols[i] = n[12 + i]; }
@@ -29,6 +28,11 @@ extern "C" int run_layer(void** b, const int* n, const float* fl, int blocks) {
   p.w_down = (cb)b[18]; p.b_down = (cb)b[19]; p.qkv_parts = (float*)b[20]; p.acc = (float*)b[21]; p.ml = (float*)b[22];
   p.o_parts = (float*)b[23]; p.x_mid = (__nv_bfloat16*)b[24]; p.ss_mid = (float*)b[25]; p.gu_parts = (float*)b[26];
   p.down_parts = (float*)b[27]; p.x_out = (__nv_bfloat16*)b[28]; p.ss_out = (float*)b[29];
+}
+
+extern "C" int run_layer(void** b, const int* n, const float* fl, int blocks) {
+  LayerParams p = {};
+  fill(p, b, n, fl);
   const size_t smem = layer_smem_bytes(p);
   cudaFuncSetAttribute(layer_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   for (int ph = 0; ph < kPhases; ++ph) {
@@ -38,6 +42,50 @@ extern "C" int run_layer(void** b, const int* n, const float* fl, int blocks) {
     if (e) return e;
   }
   return 0;
+}
+
+template <int TPR, int MODE>
+int mv(const Prologue& pro, const __nv_bfloat16* w, int k, int n, int split, float* y) {
+  const cudaperf_matvec::Epilogue epi = {};
+  cudaperf_matvec::matvec_kernel<TPR, 4, MODE><<<dim3(n / (8 * TPR), split), kThreads, (k / split) * 4>>>(
+      pro, epi, w, n, k / split, y, n, 0);
+  cudaDeviceSynchronize();
+  return (int)cudaGetLastError();
+}
+
+template <int MODE>
+int mv_cols(int cols, const Prologue& pro, const __nv_bfloat16* w, int k, int n, int split, float* y) {
+  if (cols == 256) return mv<32, MODE>(pro, w, k, n, split, y);
+  if (cols == 128) return mv<16, MODE>(pro, w, k, n, split, y);
+  return mv<8, MODE>(pro, w, k, n, split, y);
+}
+
+// The seven standalone kernels of the handler's `kernels` launch (matvec.cu layer_kernels), in its order.
+extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int blocks) {
+  LayerParams p = {};
+  fill(p, b, n, fl);
+  const int g = p.h / p.hkv, n_qkv = (p.h + 2 * p.hkv) * p.dh, kc = cudaperf_matvec::kFinishChunk;
+  Prologue pro = {};
+  pro.x = p.x; pro.ss = p.ss; pro.n_chunks = p.d / kc; pro.k_total = p.d; pro.eps = p.eps_attn; pro.vec = p.attn_scale;
+  int e = mv_cols<cudaperf_matvec::kNorm>(p.cols[0], pro, p.w_qkv, p.d, n_qkv, p.split[0], p.qkv_parts);
+  if (e) return e;
+  attend_kernel<<<p.hkv * p.attn_splits, kThreads, attention_smem_floats(g, p.dh, p.span_max) * 4>>>(p, 0);
+  cudaDeviceSynchronize();
+  if ((e = (int)cudaGetLastError())) return e;
+  Prologue pa = {};
+  pa.acc = p.acc; pa.ml = p.ml; pa.splits = p.attn_splits; pa.gp = g; pa.dh = p.dh; pa.group = g;
+  if ((e = mv_cols<cudaperf_matvec::kAttn>(p.cols[1], pa, p.w_o, p.h * p.dh, p.d, p.split[1], p.o_parts))) return e;
+  cudaperf_matvec::finish_kernel<<<p.d / kc, kc>>>(p.x, p.o_parts, p.split[1], p.d, p.b_o, p.x_mid, p.ss_mid, 0);
+  cudaDeviceSynchronize();
+  if ((e = (int)cudaGetLastError())) return e;
+  pro.x = p.x_mid; pro.ss = p.ss_mid; pro.eps = p.eps_mlp; pro.vec = p.mlp_scale;
+  if ((e = mv_cols<cudaperf_matvec::kNorm>(p.cols[2], pro, p.w_gu, p.d, 2 * p.f, p.split[2], p.gu_parts))) return e;
+  Prologue ps = {};
+  ps.xp = p.gu_parts; ps.n_parts = p.split[2]; ps.x_stride = 2 * p.f; ps.vec = p.b_gu;
+  if ((e = mv_cols<cudaperf_matvec::kSwiglu>(p.cols[3], ps, p.w_down, p.f, p.d, p.split[3], p.down_parts))) return e;
+  cudaperf_matvec::finish_kernel<<<p.d / kc, kc>>>(p.x_mid, p.down_parts, p.split[3], p.d, p.b_down, p.x_out, p.ss_out, 0);
+  cudaDeviceSynchronize();
+  return (int)cudaGetLastError();
 }
 '''
 BF16 = jnp.bfloat16
@@ -50,9 +98,11 @@ def lib(tmp_path_factory):
     res = build_shared_library(src, tmp_path_factory.mktemp("layer") / "layer.so", checks=False)
     assert res.ok, res.log[:3000]
     lib = EmulatedLibrary(res.path)
-    fn = lib.entry("run_layer")
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-    return lib, fn
+    fns = {}
+    for name in ("run_layer", "run_layer_kernels"):
+        fns[name] = lib.entry(name)
+        fns[name].argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    return lib, fns
 
 
 def _bf(a):
@@ -128,12 +178,17 @@ def mlp_half(w, x1, eps):
 CASES = {   # d, heads, kv heads, head dim, F, cache slots, bias, q/k norm, attention splits, tiling, blocks
     "qwen2": (256, 6, 2, 32, 320, 40, True, False, 3, ((2, 64), (3, 64), (2, 128), (5, 128)), 7),
     "qwen3": (192, 4, 2, 64, 256, 33, False, True, 4, ((3, 64), (2, 64), (1, 128), (4, 64)), 5),
+    # the seven-kernel launch: chunk 128, 256 columns per block, splits past the layer kernel's 16, head dim 128
+    "qwen3_kernels": (256, 4, 2, 128, 512, 33, False, True, 4, ((16, 256), (32, 256), (16, 256), (32, 256)), 0),
+    "qwen2_kernels": (256, 6, 2, 128, 384, 40, True, False, 8, ((4, 64), (3, 128), (2, 128), (24, 128)), 0),
 }
 
 
-@pytest.mark.parametrize("case,idx,pad", [("qwen2", 21, 0), ("qwen2", 39, 5), ("qwen3", 0, 0), ("qwen3", 17, 3)])
+@pytest.mark.parametrize("case,idx,pad", [("qwen2", 21, 0), ("qwen2", 39, 5), ("qwen3", 0, 0), ("qwen3", 17, 3),
+                                          ("qwen3_kernels", 17, 3), ("qwen3_kernels", 0, 0), ("qwen2_kernels", 39, 5)])
 def test_layer_matches_numpy(lib, case, idx, pad):
-    lib_, fn = lib
+    lib_, fns = lib
+    fn = fns["run_layer_kernels" if case.endswith("_kernels") else "run_layer"]
     d, heads, hkv, dh, f, s_len, bias, qk, splits, tiling, blocks = CASES[case]
     rng = np.random.default_rng(idx + pad + d)
     n_qkv = (heads + 2 * hkv) * dh

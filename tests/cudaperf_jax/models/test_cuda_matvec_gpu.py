@@ -89,14 +89,15 @@ def test_the_swiglu_prologue_is_decode_fuseds(bias):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-3, atol=2e-3 * float(jnp.abs(want).max()))
 
 
-@pytest.mark.parametrize("epilogue", ["partials", "fused", "qkv"])
-def test_the_fused_decoder_with_cuda_matvecs_agrees_with_the_pallas_one(monkeypatch, epilogue):
+@pytest.mark.parametrize("name,epilogue", [("qwen2.5-1.5b", "partials"), ("qwen2.5-1.5b", "fused"),
+                                            ("qwen2.5-1.5b", "qkv"), ("qwen3", "partials"), ("smollm2-135m", "partials")])
+def test_the_fused_decoder_with_cuda_matvecs_agrees_with_the_pallas_one(monkeypatch, name, epilogue):
     """CUDAPERF_DECODE_CUDA=on: qkv, o, gate_up and down of the fused bf16 decode step run the CUDA kernel, with
     each CUDAPERF_CUDA_EPILOGUE."""
     monkeypatch.setenv("CUDAPERF_CUDA_EPILOGUE", epilogue)
     from tests.cudaperf_jax.models import tiny
     from tests.cudaperf_jax.models.test_decode_fused_gpu import _model
-    model = _model("qwen2.5-1.5b", jnp.bfloat16)
+    model = _model(name, jnp.bfloat16)
     toks = jnp.asarray([[5, 17, 3, 60, 11, 900, 4000, 2, 8, 9]], jnp.int32)
     monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "on")
     monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "off")
@@ -257,9 +258,10 @@ def test_the_one_kernel_layer_agrees_with_the_fused_step(monkeypatch, name):
     np.testing.assert_array_equal(got["on"], got["phases"])   # the barrier changes nothing but the launch count
 
 
+@pytest.mark.parametrize("pdl", ["on", "off"])
 @pytest.mark.parametrize("mode", ["kernels", "step"])
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
-def test_the_seven_kernel_layer_launch_agrees_with_the_fused_step(monkeypatch, name, mode):
+def test_the_seven_kernel_layer_launch_agrees_with_the_fused_step(monkeypatch, name, mode, pdl):
     """CUDAPERF_CUDA_LAYER=kernels: each layer is seven standalone kernels (the CUDA attention among them) launched by
     one FFI call and chained by PDL; =step: every layer from one FFI call. Against the fused step of separate calls."""
     from cudaperf_jax.models import decode_fused as df
@@ -272,6 +274,7 @@ def test_the_seven_kernel_layer_launch_agrees_with_the_fused_step(monkeypatch, n
     monkeypatch.setenv("CUDAPERF_CUDA_LAYER", "off")
     want = tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
     monkeypatch.setenv("CUDAPERF_CUDA_LAYER", mode)
+    monkeypatch.setenv("CUDAPERF_CUDA_PDL", pdl)
     assert df._cuda_layer(model, jnp.bfloat16, jnp.zeros((1, model.cfg.num_kv_heads, 16, model.cfg.head_dim),
                                                          jnp.bfloat16)) is not None
     got = tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
