@@ -498,10 +498,19 @@ def layer_kernels_supported(d: int, heads: int, kv_heads: int, head_dim: int, f:
         split, cols, _ = tiling_for(k, n)
         if not supported(k, n, split, cols):
             return False
-    span = -(-s_len // (attn_splits or layer_attn_splits()))
-    att = (g + 2) * head_dim + (g + 1) * head_dim + 32 + 3 * LAYER_MAX_GROUP + (g + 1) * (span + 1) + \
-        (LAYER_THREADS // head_dim) * g * head_dim
-    return att * 4 <= LAYER_MAX_SMEM
+    span = -(-s_len // kernels_attn_splits(s_len, attn_splits))
+    att = 2 * span * (head_dim + 8) * 2 + ((g + 2) * head_dim + (g + 1) * (head_dim + 2) + 32 + g * span + span +
+                                           3 * LAYER_MAX_GROUP) * 4   # layer_kernel.cuh attend_smem_bytes
+    return att <= LAYER_MAX_SMEM
+
+
+ATTEND_MAX_SLOTS = 128   # layer_kernel.cuh kAttendMaxSlots
+
+
+def kernels_attn_splits(s_len: int, attn_splits: int | None = None) -> int:
+    """Cache splits per KV head of the `kernels` launch's attention: CUDAPERF_CUDA_LAYER_ATTN_SPLITS (default 4),
+    raised until a split's slots (staged in shared memory) are at most ATTEND_MAX_SLOTS."""
+    return max(attn_splits or layer_attn_splits(), -(-s_len // ATTEND_MAX_SLOTS))
 
 
 def layer(x, ss, *, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, sin, kv_mask, cache_index, k_cache,
@@ -546,7 +555,7 @@ def _layer_plan(d, cache_shape, n_qkv, hdh, f, heads, chunk, tiling, attn_splits
     """The layer handler's int attributes and its outputs other than the caches (x_out, ss_out, then the scratch),
     after checking that the launch takes these shapes."""
     _, hkv, s_len, dh = cache_shape
-    splits = attn_splits or layer_attn_splits()
+    splits = kernels_attn_splits(s_len, attn_splits) if kernels else attn_splits or layer_attn_splits()
     unrolls = [4, 4, 4, 4]
     if kernels:
         full = [tiling_for(k, n) for k, n in ((d, n_qkv), (hdh, d), (d, 2 * f), (f, d))]

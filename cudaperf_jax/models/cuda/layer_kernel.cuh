@@ -201,27 +201,12 @@ __device__ __forceinline__ void load_key_slice(const __nv_bfloat16* row, int dh,
   }
 }
 
-// Floats of shared memory the attention phase uses (layout in attention_phase).
-__host__ __device__ inline int attention_smem_floats(int g, int dh, int span_max) {
-  return (g + 2) * dh + (g + 1) * dh + 32 + 3 * kMaxGroup + (g + 1) * (span_max + 1) + (kThreads / dh) * g * dh;
-}
-
-__device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
-  const int g = p.h / p.hkv, dh = p.dh, half = dh / 2, rows = g + 2, sw = p.span_max + 1;
+// The KV head j's query heads, key and value of the new token: raw [g + 2][dh] the qkv partials' columns summed
+// (+ bias), rounded; rot [g + 1][rot_stride] the q heads and k after Qwen3's q/k norms and RoPE; rs [>= g + 1]
+// scratch. Ends with __syncthreads.
+__device__ void attn_prepare(const LayerParams& p, int j, float* raw, float* rot, int rot_stride, float* rs) {
+  const int g = p.h / p.hkv, dh = p.dh, half = dh / 2, rows = g + 2;
   const int n_qkv = (p.h + 2 * p.hkv) * dh, nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* raw = smem;                        // [g + 2][dh] q heads, k, v: partials summed, rounded, + bias
-  float* rot = raw + rows * dh;             // [g + 1][dh] q heads and k after the q/k norm and RoPE
-  float* rs = rot + (g + 1) * dh;           // [g + 1] q/k norm rstd (32 reserved)
-  float* stat = rs + 32;                    // m [kMaxGroup], l [kMaxGroup], own-token weight [kMaxGroup]
-  float* sc = stat + 3 * kMaxGroup;         // [g][span_max + 1] scores, then softmax numerators
-  float* ok = sc + g * sw;                  // [span_max + 1] 1 where the slot is attended (kv_mask), else 0
-  float* pv = ok + sw;                      // [kThreads / dh][g][dh] the thread groups' P.V sums
-  const int items = p.hkv * p.attn_splits;
-  for (int it = blockIdx.x; it < items; it += gridDim.x) {
-    __syncthreads();
-    sync.wait();
-    const int j = it / p.attn_splits, c = it % p.attn_splits;
-    const int idx = __ldcg(p.cache_index);
     // the q heads', k's and v's columns summed over the qkv partials: four columns per thread at a time, their
     // loads issued together (a serial chain of L2 round trips here cost the layer kernel ~25 us per layer)
     for (int e0 = threadIdx.x; e0 < rows * dh; e0 += 4 * kThreads) {
@@ -265,10 +250,34 @@ __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
         a = round_bf16(round_bf16(a * rs[r]) * __bfloat162float(nv[d]));
         b = round_bf16(round_bf16(b * rs[r]) * __bfloat162float(nv[pd]));
       }
-      rot[e] = d < half ? round_bf16(__fsub_rn(__fmul_rn(a, p.cos[d]), __fmul_rn(b, p.sin[d])))
+      rot[r * rot_stride + d] = d < half ? round_bf16(__fsub_rn(__fmul_rn(a, p.cos[d]), __fmul_rn(b, p.sin[d])))
                         : round_bf16(__fadd_rn(__fmul_rn(a, p.cos[d]), __fmul_rn(b, p.sin[d])));
     }
     __syncthreads();
+}
+
+// Floats of shared memory the attention phase uses (layout in attention_phase).
+__host__ __device__ inline int attention_smem_floats(int g, int dh, int span_max) {
+  return (g + 2) * dh + (g + 1) * dh + 32 + 3 * kMaxGroup + (g + 1) * (span_max + 1) + (kThreads / dh) * g * dh;
+}
+
+__device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
+  const int g = p.h / p.hkv, dh = p.dh, half = dh / 2, rows = g + 2, sw = p.span_max + 1;
+  const int n_qkv = (p.h + 2 * p.hkv) * dh, nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* raw = smem;                        // [g + 2][dh] q heads, k, v: partials summed, rounded, + bias
+  float* rot = raw + rows * dh;             // [g + 1][dh] q heads and k after the q/k norm and RoPE
+  float* rs = rot + (g + 1) * dh;           // [g + 1] q/k norm rstd (32 reserved)
+  float* stat = rs + 32;                    // m [kMaxGroup], l [kMaxGroup], own-token weight [kMaxGroup]
+  float* sc = stat + 3 * kMaxGroup;         // [g][span_max + 1] scores, then softmax numerators
+  float* ok = sc + g * sw;                  // [span_max + 1] 1 where the slot is attended (kv_mask), else 0
+  float* pv = ok + sw;                      // [kThreads / dh][g][dh] the thread groups' P.V sums
+  const int items = p.hkv * p.attn_splits;
+  for (int it = blockIdx.x; it < items; it += gridDim.x) {
+    __syncthreads();
+    sync.wait();
+    const int j = it / p.attn_splits, c = it % p.attn_splits;
+    const int idx = __ldcg(p.cache_index);
+    attn_prepare(p, j, raw, rot, dh, rs);
     const size_t head = static_cast<size_t>(j) * p.s_len;
     if (c == 0) {   // the new token's key and value, in place (no block reads slot idx from the cache)
       for (int d = threadIdx.x; d < dh; d += kThreads) {
@@ -445,14 +454,132 @@ __global__ void __launch_bounds__(kThreads, kLayerMinBlocks) layer_phase_kernel(
   layer_body(p, PH, PH + 1, 0);
 }
 
-// The attention phase alone, one block per (KV head, cache split): the layer handler's `kernels` launch (seven
-// standalone kernels chained by programmatic dependent launch). Shared memory: attention_smem_floats floats.
+// Slots of a cache split the standalone attention kernel stages in shared memory (the split count is raised until
+// ceil(S / splits) fits: attend_kernel_splits).
+constexpr int kAttendMaxSlots = 128;
+
+// Shared memory (bytes) of attend_kernel: key and value rows of span_max slots (bf16, rows padded by 8 entries so
+// that threads reading different rows hit different banks), raw [g + 2][dh], rot [g + 1][dh + 2], rs [32],
+// scores [g][span_max], valid [span_max], stat [3][kMaxGroup].
+__host__ __device__ inline size_t attend_smem_bytes(int g, int dh, int span_max) {
+  return static_cast<size_t>(2 * span_max * (dh + 8)) * 2 +
+         static_cast<size_t>((g + 2) * dh + (g + 1) * (dh + 2) + 32 + g * span_max + span_max + 3 * kMaxGroup) * 4;
+}
+
+// One-token attention of one (KV head, cache split) per block: the layer handler's `kernels` launch (seven standalone
+// kernels chained by programmatic dependent launch). Before it waits for the qkv kernel it copies the split's key and
+// value rows into shared memory (earlier steps wrote them; this launch writes only slot idx, which no split reads), so
+// the cache's latency hides behind the qkv matvec. Then as attention_phase: the new token's q, k, v from the qkv
+// partials, the new k and v into the cache (split 0), scores, unnormalised softmax, P.V -> acc [Hkv, splits, g, dh],
+// ml [Hkv, splits, 2, g] with decode_fused's roundings.
 __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl) {
   extern __shared__ float smem[];
   if (pdl) MATVEC_RELEASE_DEPENDENTS();
-  Sync sync{pdl ? 1 : 0};
-  attention_phase(p, smem, sync);
-  sync.wait();
+  const int g = p.h / p.hkv, dh = p.dh, cap = p.span_max, ks = dh + 8, rs_stride = dh + 2;
+  const int nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int j = blockIdx.x / p.attn_splits, c = blockIdx.x % p.attn_splits;
+  __nv_bfloat16* kv = reinterpret_cast<__nv_bfloat16*>(smem);            // [2][cap][ks]
+  float* raw = smem + cap * ks;                                          // (2 * cap * ks bf16 = cap * ks floats)
+  float* rot = raw + (g + 2) * dh;
+  float* rs = rot + (g + 1) * rs_stride;
+  float* sc = rs + 32;                                                   // [g][cap]
+  float* okf = sc + g * cap;                                             // [cap]
+  float* stat = okf + cap;                                               // m, l, own weight [kMaxGroup] each
+  const int idx = *p.cache_index;   // an input of the XLA program: ready before this launch
+  const int span = (idx + p.attn_splits - 1) / p.attn_splits;
+  const int t0 = c * span, nt = max(min(t0 + span, idx) - t0, 0);
+  const size_t head = static_cast<size_t>(j) * p.s_len;
+  {   // stage the split's key and value rows: 16-byte pieces, eight per thread in flight
+    const int pieces = dh / 8, total = 2 * nt * pieces;
+    for (int q0 = threadIdx.x; q0 < total; q0 += 8 * kThreads) {
+      uint4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int q = q0 + u * kThreads;
+        if (q < total) {
+          const int which = q / (nt * pieces), r = q % (nt * pieces), t = r / pieces, pc = r % pieces;
+          const __nv_bfloat16* src = (which ? p.v_cache : p.k_cache) + (head + t0 + t) * dh + pc * 8;
+          v[u] = __ldg(reinterpret_cast<const uint4*>(src));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int q = q0 + u * kThreads;
+        if (q < total) {
+          const int which = q / (nt * pieces), r = q % (nt * pieces), t = r / pieces, pc = r % pieces;
+          *reinterpret_cast<uint4*>(kv + (static_cast<size_t>(which) * cap + t) * ks + pc * 8) = v[u];
+        }
+      }
+    }
+    for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = __ldg(p.kv_mask + t0 + t) != 0 ? 1.f : 0.f;
+  }
+  if (pdl) MATVEC_WAIT_FOR_PRODUCER();
+  attn_prepare(p, j, raw, rot, rs_stride, rs);   // ends with __syncthreads (the staged rows are visible too)
+  if (c == 0) {   // the new token's key and value, in place
+    for (int d = threadIdx.x; d < dh; d += kThreads) {
+      p.k_cache[(head + idx) * dh + d] = __float2bfloat16(rot[g * rs_stride + d]);
+      p.v_cache[(head + idx) * dh + d] = __float2bfloat16(raw[(g + 1) * dh + d]);
+    }
+  }
+  // scores: a thread per (slot, head), the key from shared memory
+  for (int e = threadIdx.x; e < nt * g; e += kThreads) {
+    const int t = e / g, hh = e % g;
+    float s = 0.f;
+    if (okf[t] != 0.f) {
+      const __nv_bfloat162* kr = reinterpret_cast<const __nv_bfloat162*>(kv + static_cast<size_t>(t) * ks);
+      const float2* qr = reinterpret_cast<const float2*>(rot + hh * rs_stride);
+      for (int d2 = 0; d2 < dh / 2; ++d2) {
+        const float2 kf = __bfloat1622float2(kr[d2]);
+        const float2 qf = qr[d2];
+        s += qf.x * kf.x + qf.y * kf.y;
+      }
+    }
+    sc[hh * cap + t] = okf[t] != 0.f ? s * p.scale : -INFINITY;
+  }
+  __syncthreads();
+  const bool own = c == 0 && __ldg(p.kv_mask + idx) != 0;   // the token itself: first split only
+  for (int hh = warp; hh < g; hh += nw) {
+    float s_own = 0.f;
+    if (own) {
+      for (int d = lane; d < dh; d += 32) s_own += rot[hh * rs_stride + d] * rot[g * rs_stride + d];
+      s_own = warp_sum(s_own) * p.scale;
+    }
+    float m = -1e30f;   // decode_fused's NEG: an empty split keeps it (its weight in the merge is then 0)
+    for (int t = lane; t < nt; t += 32) m = fmaxf(m, sc[hh * cap + t]);
+    m = warp_max(m);
+    if (own) m = fmaxf(m, s_own);
+    float l = 0.f;
+    for (int t = lane; t < nt; t += 32) {
+      const float s = sc[hh * cap + t];
+      const float e = s == -INFINITY ? 0.f : expf(s - m);
+      sc[hh * cap + t] = round_bf16(e);   // decode_fused: p rounded to bf16 for P.V (l sums the unrounded)
+      l += e;
+    }
+    l = warp_sum(l);
+    const float po = own ? expf(s_own - m) : 0.f;
+    if (lane == 0) {
+      stat[hh] = m;
+      stat[kMaxGroup + hh] = l + po;
+      stat[2 * kMaxGroup + hh] = po;
+    }
+  }
+  __syncthreads();
+  // P.V: a thread per (head, dim), the values from shared memory
+  const __nv_bfloat16* vs = kv + static_cast<size_t>(cap) * ks;
+  for (int e = threadIdx.x; e < g * dh; e += kThreads) {
+    const int hh = e / dh, d = e % dh;
+    float o = 0.f;
+    for (int t = 0; t < nt; ++t) {
+      if (okf[t] != 0.f) o += sc[hh * cap + t] * __bfloat162float(vs[static_cast<size_t>(t) * ks + d]);
+    }
+    if (own) o += stat[2 * kMaxGroup + hh] * raw[(g + 1) * dh + d];
+    p.acc[((static_cast<size_t>(j) * p.attn_splits + c) * g + hh) * dh + d] = o;
+  }
+  if (static_cast<int>(threadIdx.x) < g) {
+    float* ml = p.ml + (static_cast<size_t>(j) * p.attn_splits + c) * 2 * g;
+    ml[threadIdx.x] = stat[threadIdx.x];
+    ml[g + threadIdx.x] = stat[kMaxGroup + threadIdx.x];
+  }
 }
 
 // Shared memory (bytes) a launch needs: the matvec phases' red + input slice, or the attention phase's buffers.

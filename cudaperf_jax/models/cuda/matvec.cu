@@ -347,7 +347,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   for (int i = 0; i < 4; ++i)
     if (ints[19 + i] != 4 && ints[19 + i] != 8)
       return ffi::Error::InvalidArgument("cudaperf_layer: unroll must be 4 or 8");
-  const size_t att_smem = static_cast<size_t>(attention_smem_floats(g, p.dh, p.span_max)) * sizeof(float);
+  const size_t att_smem = attend_smem_bytes(g, p.dh, p.span_max);
   if (att_smem > 200 * 1024) return ffi::Error::InvalidArgument("cudaperf_layer: the attention split is too long");
   Prologue pro = {};
   pro.x = p.x;

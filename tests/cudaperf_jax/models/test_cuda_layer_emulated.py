@@ -69,7 +69,7 @@ extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int bl
   pro.x = p.x; pro.ss = p.ss; pro.n_chunks = p.d / kc; pro.k_total = p.d; pro.eps = p.eps_attn; pro.vec = p.attn_scale;
   int e = mv_cols<cudaperf_matvec::kNorm>(p.cols[0], pro, p.w_qkv, p.d, n_qkv, p.split[0], p.qkv_parts);
   if (e) return e;
-  attend_kernel<<<p.hkv * p.attn_splits, kThreads, attention_smem_floats(g, p.dh, p.span_max) * 4>>>(p, 0);
+  attend_kernel<<<p.hkv * p.attn_splits, kThreads, attend_smem_bytes(g, p.dh, p.span_max)>>>(p, 0);
   cudaDeviceSynchronize();
   if ((e = (int)cudaGetLastError())) return e;
   Prologue pa = {};
