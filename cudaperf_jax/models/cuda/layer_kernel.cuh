@@ -262,8 +262,8 @@ __host__ __device__ inline int attention_smem_floats(int g, int dh, int span_max
 }
 
 __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
-  const int g = p.h / p.hkv, dh = p.dh, half = dh / 2, rows = g + 2, sw = p.span_max + 1;
-  const int n_qkv = (p.h + 2 * p.hkv) * dh, nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = p.h / p.hkv, dh = p.dh, rows = g + 2, sw = p.span_max + 1;
+  const int nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* raw = smem;                        // [g + 2][dh] q heads, k, v: partials summed, rounded, + bias
   float* rot = raw + rows * dh;             // [g + 1][dh] q heads and k after the q/k norm and RoPE
   float* rs = rot + (g + 1) * dh;           // [g + 1] q/k norm rstd (32 reserved)
