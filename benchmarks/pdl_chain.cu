@@ -16,7 +16,7 @@
 
 #define MATVEC_RELEASE_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
 #define MATVEC_WAIT_FOR_PRODUCER() asm volatile("griddepcontrol.wait;" ::: "memory")
-#include "../cudaperf_jax/models/cuda/matvec_kernel.cuh"
+#include "../cudaperf_jax/models/cuda/layer_kernel.cuh"
 
 using namespace cudaperf_matvec;
 
@@ -141,19 +141,81 @@ int main(int argc, char** argv) {
   CK(cudaMemset(qkvp, 0, size_t(S_QKV) * NQKV * 4));
   CK(cudaDeviceSynchronize());
 
+  // the real attention (cudaperf_layer::attend_kernel) over a 256-slot cache at slot 192, 4 splits per KV head
+  const int H = 12, HKV = 2, DH = 128, SL = 256, SPL = 4, G = H / HKV;
+  std::vector<cudaperf_layer::LayerParams> lp(L);
+  float *cosb, *sinb, *acc, *ml;
+  int *mask, *cidx;
+  CK(cudaMalloc(&cosb, DH * 4));
+  CK(cudaMalloc(&sinb, DH * 4));
+  CK(cudaMemset(cosb, 0, DH * 4));
+  CK(cudaMemset(sinb, 0, DH * 4));
+  CK(cudaMalloc(&acc, HKV * SPL * G * DH * 4));
+  CK(cudaMalloc(&ml, HKV * SPL * 2 * G * 4));
+  CK(cudaMalloc(&mask, SL * 4));
+  CK(cudaMalloc(&cidx, 4));
+  {
+    std::vector<int> ones(SL, 1);
+    CK(cudaMemcpy(mask, ones.data(), SL * 4, cudaMemcpyHostToDevice));
+    int i192 = 192;
+    CK(cudaMemcpy(cidx, &i192, 4, cudaMemcpyHostToDevice));
+  }
+  for (int l = 0; l < L; ++l) {
+    auto& q = lp[l];
+    q = {};
+    q.d = D; q.h = H; q.hkv = HKV; q.dh = DH; q.f = F; q.s_len = SL; q.chunk = 128;
+    q.eps_attn = q.eps_mlp = q.eps_qk = 1e-6f; q.scale = 1.f / sqrtf(float(DH));
+    q.qkv_parts = qkvp; q.split[0] = S_QKV; q.cos = cosb; q.sin = sinb; q.kv_mask = mask; q.cache_index = cidx;
+    q.k_cache = alloc_w(size_t(HKV) * SL * DH, 500 + l);
+    q.v_cache = alloc_w(size_t(HKV) * SL * DH, 600 + l);
+    q.attn_splits = SPL; q.span_max = (SL + SPL - 1) / SPL; q.acc = acc; q.ml = ml;
+  }
+  const size_t att_smem = cudaperf_layer::attend_smem_bytes(G, DH, lp[0].span_max);
+  CK(cudaFuncSetAttribute(cudaperf_layer::attend_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(att_smem)));
+  CK(cudaDeviceSynchronize());
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   g_stream = s;
+  auto attend = [&](const Cfg& c, int l) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3(HKV * SPL, 1, 1);
+    cfg.blockDim = dim3(kThreads, 1, 1);
+    cfg.dynamicSmemBytes = att_smem;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = c.pdl ? 1 : 0;
+    begin_launch();
+    CK(cudaLaunchKernelEx(&cfg, cudaperf_layer::attend_kernel, lp[l], int(c.pdl)));
+    end_launch();
+  };
+  // attn: 0 a finish kernel stands in for attention, 1 the real attention and o's merge prologue, 2 the real attention
+  // alone (no matvecs, no finishes), 3 the real attention with o's plain prologue
+  int attn_mode = 0;
   auto step = [&](const Cfg& c, bool attn_standin, bool finishes, bool head) {
     for (int l = 0; l < L; ++l) {
       if (g_child_layer) begin_capture();
       Prologue pn = {};
       pn.x = x; pn.ss = ss; pn.n_chunks = D / kFinishChunk; pn.k_total = D; pn.eps = 1e-6f; pn.vec = scale;
+      if (attn_mode == 2) {
+        attend(c, l);
+        if (g_child_layer) end_capture();
+        continue;
+      }
       mv<8, kNorm>(s, c, c.u_small, pn, wq[l], D, NQKV, S_QKV, qkvp, NQKV);
-      if (attn_standin) fin(s, c, x, qkvp, S_QKV, NQKV, D, xa, ssa);
-      Prologue pp = {};
-      pp.xp = qkvp; pp.n_parts = S_QKV; pp.x_stride = NQKV;
-      mv<8, kParts>(s, c, c.u_small, pp, wo[l], D, D, S_O, op, D);
+      if (attn_mode) attend(c, l);
+      else if (attn_standin) fin(s, c, x, qkvp, S_QKV, NQKV, D, xa, ssa);
+      if (attn_mode == 1) {
+        Prologue pa = {};
+        pa.acc = acc; pa.ml = ml; pa.splits = SPL; pa.gp = G; pa.dh = DH; pa.group = G;
+        mv<8, kAttn>(s, c, c.u_small, pa, wo[l], D, D, S_O, op, D);
+      } else {
+        Prologue pp = {};
+        pp.xp = qkvp; pp.n_parts = S_QKV; pp.x_stride = NQKV;
+        mv<8, kParts>(s, c, c.u_small, pp, wo[l], D, D, S_O, op, D);
+      }
       if (finishes) fin(s, c, x, op, S_O, D, D, xmid, ssmid);
       Prologue pg = {};
       pg.x = xmid; pg.ss = ssmid; pg.n_chunks = D / kFinishChunk; pg.k_total = D; pg.eps = 1e-6f; pg.vec = scale;
@@ -177,6 +239,7 @@ int main(int argc, char** argv) {
     Cfg c;
     int graph;   // 0 stream launches, 1 one captured graph, 2 a child graph per launch (XLA's FFI nesting), 3 per layer
     bool attn, fin, head;
+    int attn_mode = 0;
   };
   std::vector<Variant> vs = {
       {"7k_nopdl_graph", {false, 8, 4, 8}, true, true, true, true},
@@ -190,6 +253,11 @@ int main(int argc, char** argv) {
       {"4k_nopdl_graph", {false, 8, 4, 8}, true, false, false, true},
       {"4k_pdl_graph", {true, 8, 4, 8}, true, false, false, true},
       {"4k_pdl_graph_u8", {true, 8, 8, 8}, true, false, false, true},
+      {"7k_realattn_nopdl_graph", {false, 8, 4, 8}, true, true, true, true, 1},
+      {"7k_realattn_pdl_graph", {true, 8, 4, 8}, true, true, true, true, 1},
+      {"7k_realattn_plain_o_pdl", {true, 8, 4, 8}, true, true, true, true, 3},
+      {"attn_only_nopdl_graph", {false, 8, 4, 8}, true, true, true, false, 2},
+      {"attn_only_pdl_graph", {true, 8, 4, 8}, true, true, true, false, 2},
   };
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
@@ -198,6 +266,7 @@ int main(int argc, char** argv) {
   std::printf("%-20s %10s %10s\n", "variant", "us/step", "TB/s");
   for (int rep = 0; rep < 2; ++rep) {
     for (auto& v : vs) {
+      attn_mode = v.attn_mode;
       cudaGraphExec_t ge = nullptr;
       if (v.graph >= 2) {
         CK(cudaGraphCreate(&g_parent, 0));

@@ -467,9 +467,8 @@ __host__ __device__ inline size_t attend_smem_bytes(int g, int dh, int span_max)
 }
 
 // One-token attention of one (KV head, cache split) per block: the layer handler's `kernels` launch (seven standalone
-// kernels chained by programmatic dependent launch). Before it waits for the qkv kernel it copies the split's key and
-// value rows into shared memory (earlier steps wrote them; this launch writes only slot idx, which no split reads), so
-// the cache's latency hides behind the qkv matvec. Then as attention_phase: the new token's q, k, v from the qkv
+// kernels chained by programmatic dependent launch). It copies the split's key and value rows into shared memory (their
+// loads in flight together), then as attention_phase: the new token's q, k, v from the qkv
 // partials, the new k and v into the cache (split 0), scores, unnormalised softmax, P.V -> acc [Hkv, splits, g, dh],
 // ml [Hkv, splits, 2, g] with decode_fused's roundings.
 __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl) {
@@ -485,7 +484,11 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   float* sc = rs + 32;                                                   // [g][cap]
   float* okf = sc + g * cap;                                             // [cap]
   float* stat = okf + cap;                                               // m, l, own weight [kMaxGroup] each
-  const int idx = *p.cache_index;   // an input of the XLA program: ready before this launch
+  // Everything is read after the wait: even the program's inputs (cache_index, kv_mask) may come from the XLA kernel
+  // just before this call, which a PDL chain does not wait for until griddepcontrol.wait (reading them earlier lost
+  // a race on the H200: Qwen3-shaped tests failed with PDL on and passed with it off).
+  if (pdl) MATVEC_WAIT_FOR_PRODUCER();
+  const int idx = *p.cache_index;
   const int span = (idx + p.attn_splits - 1) / p.attn_splits;
   const int t0 = c * span, nt = max(min(t0 + span, idx) - t0, 0);
   const size_t head = static_cast<size_t>(j) * p.s_len;
@@ -513,7 +516,6 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
     }
     for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = __ldg(p.kv_mask + t0 + t) != 0 ? 1.f : 0.f;
   }
-  if (pdl) MATVEC_WAIT_FOR_PRODUCER();
   attn_prepare(p, j, raw, rot, rs_stride, rs);   // ends with __syncthreads (the staged rows are visible too)
   if (c == 0) {   // the new token's key and value, in place
     for (int d = threadIdx.x; d < dh; d += kThreads) {
