@@ -81,9 +81,9 @@ void mv(cudaStream_t s, const Cfg& c, int u, const Prologue& pro, const __nv_bfl
   cfg.numAttrs = c.pdl ? 1 : 0;
   begin_launch();
   if (u == 8)
-    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 8, MODE>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
+    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 8, MODE, true>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
   else
-    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 4, MODE>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
+    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 4, MODE, true>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
   end_launch();
 }
 
@@ -99,7 +99,7 @@ void fin(cudaStream_t s, const Cfg& c, const __nv_bfloat16* x, const float* part
   cfg.attrs = attr;
   cfg.numAttrs = c.pdl ? 1 : 0;
   begin_launch();
-  CK(cudaLaunchKernelEx(&cfg, finish_kernel, x, parts, np, stride, (const __nv_bfloat16*)nullptr, xo, ss, int(c.pdl)));
+  CK(cudaLaunchKernelEx(&cfg, finish_kernel<true>, x, parts, np, stride, (const __nv_bfloat16*)nullptr, xo, ss, int(c.pdl)));
   end_launch();
 }
 

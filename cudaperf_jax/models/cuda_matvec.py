@@ -500,7 +500,7 @@ def layer_kernels_supported(d: int, heads: int, kv_heads: int, head_dim: int, f:
             return False
     span = -(-s_len // kernels_attn_splits(s_len, attn_splits))
     att = 2 * span * (head_dim + 8) * 2 + ((g + 2) * head_dim + (g + 1) * (head_dim + 2) + 32 + g * span + span +
-                                           3 * LAYER_MAX_GROUP) * 4   # layer_kernel.cuh attend_smem_bytes
+                                           3 * LAYER_MAX_GROUP + 2 * head_dim) * 4   # attend_smem_bytes
     return att <= LAYER_MAX_SMEM
 
 

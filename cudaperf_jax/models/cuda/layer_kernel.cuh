@@ -202,9 +202,10 @@ __device__ __forceinline__ void load_key_slice(const __nv_bfloat16* row, int dh,
 }
 
 // The KV head j's query heads, key and value of the new token: raw [g + 2][dh] the qkv partials' columns summed
-// (+ bias), rounded; rot [g + 1][rot_stride] the q heads and k after Qwen3's q/k norms and RoPE; rs [>= g + 1]
-// scratch. Ends with __syncthreads.
-__device__ void attn_prepare(const LayerParams& p, int j, float* raw, float* rot, int rot_stride, float* rs) {
+// (+ bias), rounded; rot [g + 1][rot_stride] the q heads and k after Qwen3's q/k norms and RoPE (cosp, sinp [dh]);
+// rs [>= g + 1] scratch. Ends with __syncthreads.
+__device__ void attn_prepare(const LayerParams& p, int j, float* raw, float* rot, int rot_stride, float* rs,
+                             const float* cosp, const float* sinp) {
   const int g = p.h / p.hkv, dh = p.dh, half = dh / 2, rows = g + 2;
   const int n_qkv = (p.h + 2 * p.hkv) * dh, nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     // the q heads', k's and v's columns summed over the qkv partials: four columns per thread at a time, their
@@ -250,8 +251,8 @@ __device__ void attn_prepare(const LayerParams& p, int j, float* raw, float* rot
         a = round_bf16(round_bf16(a * rs[r]) * __bfloat162float(nv[d]));
         b = round_bf16(round_bf16(b * rs[r]) * __bfloat162float(nv[pd]));
       }
-      rot[r * rot_stride + d] = d < half ? round_bf16(__fsub_rn(__fmul_rn(a, p.cos[d]), __fmul_rn(b, p.sin[d])))
-                        : round_bf16(__fadd_rn(__fmul_rn(a, p.cos[d]), __fmul_rn(b, p.sin[d])));
+      rot[r * rot_stride + d] = d < half ? round_bf16(__fsub_rn(__fmul_rn(a, cosp[d]), __fmul_rn(b, sinp[d])))
+                        : round_bf16(__fadd_rn(__fmul_rn(a, cosp[d]), __fmul_rn(b, sinp[d])));
     }
     __syncthreads();
 }
@@ -277,7 +278,7 @@ __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
     sync.wait();
     const int j = it / p.attn_splits, c = it % p.attn_splits;
     const int idx = __ldcg(p.cache_index);
-    attn_prepare(p, j, raw, rot, dh, rs);
+    attn_prepare(p, j, raw, rot, dh, rs, p.cos, p.sin);
     const size_t head = static_cast<size_t>(j) * p.s_len;
     if (c == 0) {   // the new token's key and value, in place (no block reads slot idx from the cache)
       for (int d = threadIdx.x; d < dh; d += kThreads) {
@@ -460,10 +461,10 @@ constexpr int kAttendMaxSlots = 128;
 
 // Shared memory (bytes) of attend_kernel: key and value rows of span_max slots (bf16, rows padded by 8 entries so
 // that threads reading different rows hit different banks), raw [g + 2][dh], rot [g + 1][dh + 2], rs [32],
-// scores [g][span_max], valid [span_max], stat [3][kMaxGroup].
+// scores [g][span_max], valid [span_max], stat [3][kMaxGroup], cos and sin [2][dh].
 __host__ __device__ inline size_t attend_smem_bytes(int g, int dh, int span_max) {
   return static_cast<size_t>(2 * span_max * (dh + 8)) * 2 +
-         static_cast<size_t>((g + 2) * dh + (g + 1) * (dh + 2) + 32 + g * span_max + span_max + 3 * kMaxGroup) * 4;
+         static_cast<size_t>((g + 2) * dh + (g + 1) * (dh + 2) + 32 + g * span_max + span_max + 3 * kMaxGroup + 2 * dh) * 4;
 }
 
 // One-token attention of one (KV head, cache split) per block: the layer handler's `kernels` launch (seven standalone
@@ -485,38 +486,74 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   float* okf = sc + g * cap;                                             // [cap]
   float* stat = okf + cap;                                               // m, l, own weight [kMaxGroup] each
   // Everything is read after the wait: even the program's inputs (cache_index, kv_mask) may come from the XLA kernel
-  // just before this call, which a PDL chain does not wait for until griddepcontrol.wait (reading them earlier lost
-  // a race on the H200: Qwen3-shaped tests failed with PDL on and passed with it off).
+  // just before this call, which a PDL chain does not wait for until griddepcontrol.wait.
   if (pdl) MATVEC_WAIT_FOR_PRODUCER();
-  const int idx = *p.cache_index;
+  float* csn = stat + 3 * kMaxGroup;                                     // cos [dh], sin [dh]
+  // Loads go to L2 (__ldcg): in a PDL chain, L1 may hold lines of buffers that a kernel before this one rewrote.
+  const int idx = __ldcg(p.cache_index);
   const int span = (idx + p.attn_splits - 1) / p.attn_splits;
   const int t0 = c * span, nt = max(min(t0 + span, idx) - t0, 0);
   const size_t head = static_cast<size_t>(j) * p.s_len;
-  {   // stage the split's key and value rows: 16-byte pieces, eight per thread in flight
-    const int pieces = dh / 8, total = 2 * nt * pieces;
-    for (int q0 = threadIdx.x; q0 < total; q0 += 8 * kThreads) {
-      uint4 v[8];
+  // the split's key and value rows, 16-byte pieces: the first eight per thread are loaded here and stored after
+  // attn_prepare's loads of the qkv partials, so both round trips overlap
+  const int pieces = dh / 8, total = 2 * nt * pieces;
+  auto piece_at = [&](int q, const __nv_bfloat16** src, __nv_bfloat16** dst) {
+    const int which = q / (nt * pieces), r = q % (nt * pieces), t = r / pieces, pc = r % pieces;
+    *src = (which ? p.v_cache : p.k_cache) + (head + t0 + t) * dh + pc * 8;
+    *dst = kv + (static_cast<size_t>(which) * cap + t) * ks + pc * 8;
+  };
+  uint4 first[8];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int q = q0 + u * kThreads;
-        if (q < total) {
-          const int which = q / (nt * pieces), r = q % (nt * pieces), t = r / pieces, pc = r % pieces;
-          const __nv_bfloat16* src = (which ? p.v_cache : p.k_cache) + (head + t0 + t) * dh + pc * 8;
-          v[u] = __ldg(reinterpret_cast<const uint4*>(src));
-        }
-      }
+  for (int u = 0; u < 8; ++u) {
+    const int q = threadIdx.x + u * kThreads;
+    if (q < total) {
+      const __nv_bfloat16* src;
+      __nv_bfloat16* dst;
+      piece_at(q, &src, &dst);
+      first[u] = __ldcg(reinterpret_cast<const uint4*>(src));
+    }
+  }
+  for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = __ldcg(p.kv_mask + t0 + t) != 0 ? 1.f : 0.f;
+  for (int d = threadIdx.x; d < dh; d += kThreads) {
+    csn[d] = __ldcg(p.cos + d);
+    csn[dh + d] = __ldcg(p.sin + d);
+  }
+  __syncthreads();   // cos and sin
+  attn_prepare(p, j, raw, rot, rs_stride, rs, csn, csn + dh);   // ends with __syncthreads
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int q = q0 + u * kThreads;
-        if (q < total) {
-          const int which = q / (nt * pieces), r = q % (nt * pieces), t = r / pieces, pc = r % pieces;
-          *reinterpret_cast<uint4*>(kv + (static_cast<size_t>(which) * cap + t) * ks + pc * 8) = v[u];
-        }
+  for (int u = 0; u < 8; ++u) {
+    const int q = threadIdx.x + u * kThreads;
+    if (q < total) {
+      const __nv_bfloat16* src;
+      __nv_bfloat16* dst;
+      piece_at(q, &src, &dst);
+      *reinterpret_cast<uint4*>(dst) = first[u];
+    }
+  }
+  for (int q0 = threadIdx.x + 8 * kThreads; q0 < total; q0 += 8 * kThreads) {   // splits of more than 64 slots
+    uint4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int q = q0 + u * kThreads;
+      if (q < total) {
+        const __nv_bfloat16* src;
+        __nv_bfloat16* dst;
+        piece_at(q, &src, &dst);
+        v[u] = __ldcg(reinterpret_cast<const uint4*>(src));
       }
     }
-    for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = __ldg(p.kv_mask + t0 + t) != 0 ? 1.f : 0.f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int q = q0 + u * kThreads;
+      if (q < total) {
+        const __nv_bfloat16* src;
+        __nv_bfloat16* dst;
+        piece_at(q, &src, &dst);
+        *reinterpret_cast<uint4*>(dst) = v[u];
+      }
+    }
   }
-  attn_prepare(p, j, raw, rot, rs_stride, rs);   // ends with __syncthreads (the staged rows are visible too)
+  __syncthreads();   // the staged rows
   if (c == 0) {   // the new token's key and value, in place
     for (int d = threadIdx.x; d < dh; d += kThreads) {
       p.k_cache[(head + idx) * dh + d] = __float2bfloat16(rot[g * rs_stride + d]);
@@ -539,7 +576,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
     sc[hh * cap + t] = okf[t] != 0.f ? s * p.scale : -INFINITY;
   }
   __syncthreads();
-  const bool own = c == 0 && __ldg(p.kv_mask + idx) != 0;   // the token itself: first split only
+  const bool own = c == 0 && __ldcg(p.kv_mask + idx) != 0;   // the token itself: first split only
   for (int hh = warp; hh < g; hh += nw) {
     float s_own = 0.f;
     if (own) {

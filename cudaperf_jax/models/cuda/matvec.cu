@@ -86,12 +86,12 @@ struct Launch {
   Launch& operator=(const Launch&) = delete;
 };
 
-template <int TPR, int U, int MODE>
+template <int TPR, int U, int MODE, bool kL2 = false>
 cudaError_t launch(cudaStream_t stream, const Prologue& pro, const Epilogue& epi, const __nv_bfloat16* w, int k, int n,
                    int split, float* y, int y_stride, bool pdl) {
   const int ks = k / split;
   const size_t smem = static_cast<size_t>(ks) * sizeof(float);
-  auto kernel = matvec_kernel<TPR, U, MODE>;
+  auto kernel = matvec_kernel<TPR, U, MODE, kL2>;
   if (smem > 40 * 1024) {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != cudaSuccess) return e;
@@ -100,11 +100,11 @@ cudaError_t launch(cudaStream_t stream, const Prologue& pro, const Epilogue& epi
   return cudaLaunchKernelEx(&l.cfg, kernel, pro, epi, w, n, ks, y, y_stride, static_cast<int>(pdl));
 }
 
-template <int TPR, int MODE>
+template <int TPR, int MODE, bool kL2 = false>
 cudaError_t launch_unrolled(int unroll, cudaStream_t stream, const Prologue& pro, const Epilogue& epi,
                             const __nv_bfloat16* w, int k, int n, int split, float* y, int y_stride, bool pdl) {
-  if (unroll == 8) return launch<TPR, 8, MODE>(stream, pro, epi, w, k, n, split, y, y_stride, pdl);
-  return launch<TPR, 4, MODE>(stream, pro, epi, w, k, n, split, y, y_stride, pdl);
+  if (unroll == 8) return launch<TPR, 8, MODE, kL2>(stream, pro, epi, w, k, n, split, y, y_stride, pdl);
+  return launch<TPR, 4, MODE, kL2>(stream, pro, epi, w, k, n, split, y, y_stride, pdl);
 }
 
 // The outputs every handler returns: y [split, >= N] float32 partials (scratch unless epi == 0), sum [>= N]
@@ -182,7 +182,7 @@ ffi::Error FinishImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer
         "cudaperf_finish: x and xo must be [N] with N % 128 == 0, parts [n_parts, >= N], bias [N], ss [N / 128]");
   Launch l(dim3(static_cast<unsigned>(n / kChunk), 1, 1), dim3(kChunk, 1, 1), 0, stream, pdl != 0);
   cudaError_t e = cudaLaunchKernelEx(
-      &l.cfg, cudaperf_matvec::finish_kernel, reinterpret_cast<const __nv_bfloat16*>(x.typed_data()),
+      &l.cfg, cudaperf_matvec::finish_kernel<false>, reinterpret_cast<const __nv_bfloat16*>(x.typed_data()),
       static_cast<const float*>(parts.typed_data()), static_cast<int>(n_parts), static_cast<int>(pd[1]),
       has_bias ? reinterpret_cast<const __nv_bfloat16*>(bias.typed_data()) : nullptr,
       reinterpret_cast<__nv_bfloat16*>(xo->typed_data()), ss->typed_data(), static_cast<int>(pdl));
@@ -326,10 +326,10 @@ cudaError_t layer_grid(size_t smem, int* sms, int* per_sm) {
 template <int MODE>
 cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologue& pro, const __nv_bfloat16* w, int k,
                         int n, int split, float* y, bool pdl) {
-  const Epilogue epi = {};
-  if (cols == 256) return launch_unrolled<32, MODE>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
-  if (cols == 128) return launch_unrolled<16, MODE>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
-  return launch_unrolled<8, MODE>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
+  const Epilogue epi = {};   // activations from L2: a PDL chain
+  if (cols == 256) return launch_unrolled<32, MODE, true>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
+  if (cols == 128) return launch_unrolled<16, MODE, true>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
+  return launch_unrolled<8, MODE, true>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
 }
 
 // The layer as seven standalone kernels from one handler call (launch 2): qkv, attend_kernel, o, finish, gate_up, down,
@@ -378,7 +378,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   auto fin = [&](const __nv_bfloat16* x, const float* parts, int n_parts, const __nv_bfloat16* bias, __nv_bfloat16* xo,
                  float* ss) {
     Launch l(dim3(static_cast<unsigned>(p.d / kChunk), 1, 1), dim3(kChunk, 1, 1), 0, stream, pdl);
-    return cudaLaunchKernelEx(&l.cfg, cudaperf_matvec::finish_kernel, x, parts, n_parts, p.d, bias, xo, ss,
+    return cudaLaunchKernelEx(&l.cfg, cudaperf_matvec::finish_kernel<true>, x, parts, n_parts, p.d, bias, xo, ss,
                               static_cast<int>(pdl));
   };
   if (e == cudaSuccess) e = fin(p.x, p.o_parts, p.split[1], p.b_o, p.x_mid, p.ss_mid);

@@ -207,7 +207,9 @@ __device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_
   return s;
 }
 
-template <int TPR, int U, int MODE>
+// kL2: activations read with __ldcg (the layer handler's PDL chains, where L1 may hold lines of buffers that a kernel
+// before this one rewrote); the one-kernel calls read them with plain loads.
+template <int TPR, int U, int MODE, bool kL2 = false>
 __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue epi, const __nv_bfloat16* __restrict__ w,
                                                          int n, int ks, float* __restrict__ y, int y_stride, int pdl) {
   constexpr int kGroups = kThreads / TPR;   // row groups
@@ -216,7 +218,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
   __shared__ float red[kGroups][kCols + 1];
 
   if (pdl) MATVEC_RELEASE_DEPENDENTS();
-  float s = matvec_columns<TPR, U, MODE, false>(pro, w, n, ks, blockIdx.x, blockIdx.y, xs, &red[0][0], [&] {
+  float s = matvec_columns<TPR, U, MODE, kL2>(pro, w, n, ks, blockIdx.x, blockIdx.y, xs, &red[0][0], [&] {
     if (pdl) MATVEC_WAIT_FOR_PRODUCER();
   });
   static_assert(kCols <= kThreads, "one column per thread in the epilogue");
@@ -277,6 +279,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
 // previous kernel before reading anything.
 constexpr int kFinishChunk = 128;
 
+template <bool kL2 = false>
 __global__ void __launch_bounds__(kFinishChunk) finish_kernel(const __nv_bfloat16* __restrict__ x,
                                                               const float* __restrict__ parts, int n_parts,
                                                               int stride, const __nv_bfloat16* __restrict__ bias,
@@ -287,10 +290,10 @@ __global__ void __launch_bounds__(kFinishChunk) finish_kernel(const __nv_bfloat1
     MATVEC_WAIT_FOR_PRODUCER();
   }
   const int i = blockIdx.x * kFinishChunk + threadIdx.x;
-  float xn = __bfloat162float(x[i]);
+  float xn = __bfloat162float(act<kL2>(x + i));
   if (n_parts > 0) {
     float y = 0.f;
-    for (int p = 0; p < n_parts; ++p) y += parts[static_cast<size_t>(p) * stride + i];
+    for (int p = 0; p < n_parts; ++p) y += act<kL2>(parts + static_cast<size_t>(p) * stride + i);
     y = round_bf16(y);
     if (bias != nullptr) y = round_bf16(y + __bfloat162float(bias[i]));
     xn = round_bf16(xn + y);

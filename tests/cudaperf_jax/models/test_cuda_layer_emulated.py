@@ -47,7 +47,7 @@ extern "C" int run_layer(void** b, const int* n, const float* fl, int blocks) {
 template <int TPR, int MODE>
 int mv(const Prologue& pro, const __nv_bfloat16* w, int k, int n, int split, float* y) {
   const cudaperf_matvec::Epilogue epi = {};
-  cudaperf_matvec::matvec_kernel<TPR, 4, MODE><<<dim3(n / (8 * TPR), split), kThreads, (k / split) * 4>>>(
+  cudaperf_matvec::matvec_kernel<TPR, 4, MODE, true><<<dim3(n / (8 * TPR), split), kThreads, (k / split) * 4>>>(
       pro, epi, w, n, k / split, y, n, 0);
   cudaDeviceSynchronize();
   return (int)cudaGetLastError();
@@ -75,7 +75,7 @@ extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int bl
   Prologue pa = {};
   pa.acc = p.acc; pa.ml = p.ml; pa.splits = p.attn_splits; pa.gp = g; pa.dh = p.dh; pa.group = g;
   if ((e = mv_cols<cudaperf_matvec::kAttn>(p.cols[1], pa, p.w_o, p.h * p.dh, p.d, p.split[1], p.o_parts))) return e;
-  cudaperf_matvec::finish_kernel<<<p.d / kc, kc>>>(p.x, p.o_parts, p.split[1], p.d, p.b_o, p.x_mid, p.ss_mid, 0);
+  cudaperf_matvec::finish_kernel<true><<<p.d / kc, kc>>>(p.x, p.o_parts, p.split[1], p.d, p.b_o, p.x_mid, p.ss_mid, 0);
   cudaDeviceSynchronize();
   if ((e = (int)cudaGetLastError())) return e;
   pro.x = p.x_mid; pro.ss = p.ss_mid; pro.eps = p.eps_mlp; pro.vec = p.mlp_scale;
@@ -83,7 +83,7 @@ extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int bl
   Prologue ps = {};
   ps.xp = p.gu_parts; ps.n_parts = p.split[2]; ps.x_stride = 2 * p.f; ps.vec = p.b_gu;
   if ((e = mv_cols<cudaperf_matvec::kSwiglu>(p.cols[3], ps, p.w_down, p.f, p.d, p.split[3], p.down_parts))) return e;
-  cudaperf_matvec::finish_kernel<<<p.d / kc, kc>>>(p.x_mid, p.down_parts, p.split[3], p.d, p.b_down, p.x_out, p.ss_out, 0);
+  cudaperf_matvec::finish_kernel<true><<<p.d / kc, kc>>>(p.x_mid, p.down_parts, p.split[3], p.d, p.b_down, p.x_out, p.ss_out, 0);
   cudaDeviceSynchronize();
   return (int)cudaGetLastError();
 }

@@ -53,7 +53,7 @@ extern "C" int entry(int mode, const float* xp, int n_parts, int x_stride, const
 
 extern "C" int finish(const __nv_bfloat16* x, const float* parts, int n_parts, int stride, const __nv_bfloat16* bias,
                       __nv_bfloat16* xo, float* ss, int n) {
-  finish_kernel<<<n / kFinishChunk, kFinishChunk>>>(x, parts, n_parts, stride, bias, xo, ss, 1);
+  finish_kernel<false><<<n / kFinishChunk, kFinishChunk>>>(x, parts, n_parts, stride, bias, xo, ss, 1);
   cudaDeviceSynchronize();
   return (int)cudaGetLastError();
 }
