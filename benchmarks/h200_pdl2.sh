@@ -12,7 +12,8 @@ mkdir -p $OUT/profile
 OUT=$OUT/profile timeout ${PROFILE_TIMEOUT:-120} python3 benchmarks/decode_profile.py --variants=${VARIANTS:-step} \
   --top 16 2>&1 | tail -30
 echo '{}' > /tmp/none.json
-for spec in ${STEPS:-"default: step:CUDAPERF_CUDA_LAYER=step step_s8:CUDAPERF_CUDA_LAYER=step,CUDAPERF_CUDA_LAYER_ATTN_SPLITS=8 step_s2:CUDAPERF_CUDA_LAYER=step,CUDAPERF_CUDA_LAYER_ATTN_SPLITS=2 step_nopdl:CUDAPERF_CUDA_LAYER=step,CUDAPERF_CUDA_PDL=off"}; do
+steps=${STEPS:-"default: step:CUDAPERF_CUDA_LAYER=step step_s8:CUDAPERF_CUDA_LAYER=step,CUDAPERF_CUDA_LAYER_ATTN_SPLITS=8 step_s2:CUDAPERF_CUDA_LAYER=step,CUDAPERF_CUDA_LAYER_ATTN_SPLITS=2 step_nopdl:CUDAPERF_CUDA_LAYER=step,CUDAPERF_CUDA_PDL=off"}
+for spec in $steps; do
   name=${spec%%:*}; vars=${spec#*:}
   env OUT=/tmp/step_$name ${vars//,/ } timeout 60 python3 benchmarks/decode_tune.py --new_tokens 64 \
     --candidates /tmp/none.json 2>&1 | grep -E "^baseline \(|rror" | tail -3 | sed "s/^/$name: /"

@@ -11,7 +11,8 @@ timeout ${TEST_TIMEOUT:-240} env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m 
   | grep -E "passed|failed|FAILED|Error" | tail -8
 echo '{}' > /tmp/none.json
 mkdir -p $OUT/steps
-for spec in ${STEPS:-"default: step:CUDAPERF_CUDA_LAYER=step"}; do
+steps=${STEPS:-"default: step:CUDAPERF_CUDA_LAYER=step"}
+for spec in $steps; do
   name=${spec%%:*}; vars=${spec#*:}
   env OUT=/tmp/step_$name ${vars//,/ } timeout 90 python3 benchmarks/decode_tune.py --new_tokens 64 \
     --candidates /tmp/none.json > $OUT/steps/$name.log 2>&1

@@ -40,6 +40,7 @@ __global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed) {
 struct Cfg {
   bool pdl;
   int u_small, u_gu, u_down;
+  bool l2 = true;   // activations read with __ldcg (what the layer handler's PDL chains do); false: plain loads
 };
 
 // Child-graph mode (how XLA's command buffers hold FFI custom calls: each call's launches captured into a nested
@@ -80,10 +81,14 @@ void mv(cudaStream_t s, const Cfg& c, int u, const Prologue& pro, const __nv_bfl
   cfg.attrs = attr;
   cfg.numAttrs = c.pdl ? 1 : 0;
   begin_launch();
-  if (u == 8)
+  if (u == 8 && c.l2)
     CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 8, MODE, true>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
-  else
+  else if (u == 8)
+    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 8, MODE, false>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
+  else if (c.l2)
     CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 4, MODE, true>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
+  else
+    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 4, MODE, false>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
   end_launch();
 }
 
@@ -99,7 +104,8 @@ void fin(cudaStream_t s, const Cfg& c, const __nv_bfloat16* x, const float* part
   cfg.attrs = attr;
   cfg.numAttrs = c.pdl ? 1 : 0;
   begin_launch();
-  CK(cudaLaunchKernelEx(&cfg, finish_kernel<true>, x, parts, np, stride, (const __nv_bfloat16*)nullptr, xo, ss, int(c.pdl)));
+  CK(cudaLaunchKernelEx(&cfg, c.l2 ? finish_kernel<true> : finish_kernel<false>, x, parts, np, stride,
+                        (const __nv_bfloat16*)nullptr, xo, ss, int(c.pdl)));
   end_launch();
 }
 
@@ -242,6 +248,8 @@ int main(int argc, char** argv) {
     int attn_mode = 0;
   };
   std::vector<Variant> vs = {
+      {"7k_pdl_graph_plain", {true, 8, 4, 8, false}, true, true, true, true},
+      {"7k_pdl_graph_u8_plain", {true, 8, 8, 8, false}, true, true, true, true},
       {"7k_nopdl_graph", {false, 8, 4, 8}, true, true, true, true},
       {"7k_nopdl_child", {false, 8, 4, 8}, 2, true, true, true},
       {"7k_pdl_child", {true, 8, 4, 8}, 2, true, true, true},

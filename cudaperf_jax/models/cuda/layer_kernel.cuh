@@ -218,11 +218,20 @@ __device__ void attn_prepare(const LayerParams& p, int j, float* raw, float* rot
         const int e = e0 + u * kThreads, r = e / dh, d = e % dh;
         col[u] = e < rows * dh ? (r < g ? j * g + r : r == g ? p.h + j : p.h + p.hkv + j) * dh + d : -1;
       }
-#pragma unroll 4
-      for (int q = 0; q < p.split[0]; ++q) {
+      for (int q0 = 0; q0 < p.split[0]; q0 += 8) {   // 8 partials x 4 columns of loads in flight, then the adds
+        float t[8][4];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          if (col[u] >= 0) v[u] += __ldcg(p.qkv_parts + static_cast<size_t>(q) * n_qkv + col[u]);
+        for (int a = 0; a < 8; ++a) {
+#pragma unroll
+          for (int u = 0; u < 4; ++u)
+            t[a][u] = col[u] >= 0 && q0 + a < p.split[0] ? __ldcg(p.qkv_parts + static_cast<size_t>(q0 + a) * n_qkv + col[u]) : 0.f;
+        }
+#pragma unroll
+        for (int a = 0; a < 8; ++a) {
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            if (q0 + a < p.split[0]) v[u] += t[a][u];
+          }
         }
       }
 #pragma unroll

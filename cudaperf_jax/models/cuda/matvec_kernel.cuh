@@ -93,6 +93,22 @@ __device__ __forceinline__ T act(const T* p) {
   return *p;
 }
 
+// acc + p[0] + p[stride] + ... + p[(n - 1) * stride], added in that order, the loads issued eight at a time (L2-only
+// loads are inline assembly, which the compiler does not hoist past the adds: one load per round trip otherwise).
+template <bool kL2>
+__device__ __forceinline__ float sum_strided(float acc, const float* p, int n, size_t stride) {
+  for (int q0 = 0; q0 < n; q0 += 8) {
+    float t[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) t[u] = q0 + u < n ? act<kL2>(p + static_cast<size_t>(q0 + u) * stride) : 0.f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      if (q0 + u < n) acc += t[u];
+    }
+  }
+  return acc;
+}
+
 template <int MODE, bool kL2 = false>
 __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) {
   if (MODE == kNorm) {
@@ -103,23 +119,36 @@ __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) 
     const int h = k / p.dh, d = k % p.dh, j = h / p.group, r = h % p.group;
     const float* ml = p.ml + static_cast<size_t>(j) * p.splits * 2 * p.gp;
     float mx = -INFINITY;
-#pragma unroll 4
-    for (int c = 0; c < p.splits; ++c) mx = fmaxf(mx, act<kL2>(ml + c * 2 * p.gp + r));
+    for (int c0 = 0; c0 < p.splits; c0 += 8) {   // eight splits' loads in flight at a time (same order of math)
+      float m8[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) m8[u] = c0 + u < p.splits ? act<kL2>(ml + (c0 + u) * 2 * p.gp + r) : -INFINITY;
+#pragma unroll
+      for (int u = 0; u < 8; ++u) mx = fmaxf(mx, m8[u]);
+    }
     float num = 0.f, den = 0.f;
-#pragma unroll 4
-    for (int c = 0; c < p.splits; ++c) {
-      const float wgt = expf(act<kL2>(ml + c * 2 * p.gp + r) - mx);
-      den += wgt * act<kL2>(ml + c * 2 * p.gp + p.gp + r);
-      num += wgt * act<kL2>(p.acc + ((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d);
+    for (int c0 = 0; c0 < p.splits; c0 += 4) {
+      float m4[4], l4[4], a4[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int c = c0 + u < p.splits ? c0 + u : c0;
+        m4[u] = act<kL2>(ml + c * 2 * p.gp + r);
+        l4[u] = act<kL2>(ml + c * 2 * p.gp + p.gp + r);
+        a4[u] = act<kL2>(p.acc + ((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        if (c0 + u >= p.splits) break;
+        const float wgt = expf(m4[u] - mx);
+        den += wgt * l4[u];
+        num += wgt * a4[u];
+      }
     }
     return round_bf16(num / fmaxf(den, 1e-30f));
   }
   const int f = p.x_stride / 2;
-  float g = 0.f, u = 0.f;
-  for (int q = 0; q < p.n_parts; ++q) {
-    g += act<kL2>(p.xp + static_cast<size_t>(q) * p.x_stride + k);
-    u += act<kL2>(p.xp + static_cast<size_t>(q) * p.x_stride + f + k);
-  }
+  float g = sum_strided<kL2>(0.f, p.xp + k, p.n_parts, p.x_stride);
+  float u = sum_strided<kL2>(0.f, p.xp + f + k, p.n_parts, p.x_stride);
   g = round_bf16(g);
   u = round_bf16(u);
   if (p.vec != nullptr) {
@@ -156,9 +185,7 @@ __device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_
   wait();
   if (MODE == kParts) {
     for (int i = threadIdx.x; i < ks; i += kThreads) {
-      float v = 0.f;
-      for (int q = 0; q < pro.n_parts; ++q) v += act<kL2>(pro.xp + static_cast<size_t>(q) * pro.x_stride + k0 + i);
-      xs[i] = round_bf16(v);
+      xs[i] = round_bf16(sum_strided<kL2>(0.f, pro.xp + k0 + i, pro.n_parts, pro.x_stride));
     }
   } else {
     float rstd = 0.f;
@@ -292,8 +319,7 @@ __global__ void __launch_bounds__(kFinishChunk) finish_kernel(const __nv_bfloat1
   const int i = blockIdx.x * kFinishChunk + threadIdx.x;
   float xn = __bfloat162float(act<kL2>(x + i));
   if (n_parts > 0) {
-    float y = 0.f;
-    for (int p = 0; p < n_parts; ++p) y += act<kL2>(parts + static_cast<size_t>(p) * stride + i);
+    float y = sum_strided<kL2>(0.f, parts + i, n_parts, stride);
     y = round_bf16(y);
     if (bias != nullptr) y = round_bf16(y + __bfloat162float(bias[i]));
     xn = round_bf16(xn + y);
