@@ -25,8 +25,10 @@ datasheet). Per shape it streams gate_up at 2.95 TB/s, down 2.41, qkv 1.40, o 0.
 The split-K epilogues are correct but slower in the step than decode_fused.finish (1.601 vs 1.475 ms: the
 last block's serial fence/atomic/load chain costs more than a finish launch), so CUDAPERF_CUDA_EPILOGUE
 defaults to partials. Also written, correct on the H200 and off by default because they were slower there: the
-finish in CUDA (CUDAPERF_CUDA_FINISH), the sampler's top-k in CUDA (CUDAPERF_CUDA_TOPK) and a whole layer as one
-persistent kernel (`layer`, CUDAPERF_CUDA_LAYER).
+finish in CUDA (CUDAPERF_CUDA_FINISH), the sampler's top-k in CUDA (CUDAPERF_CUDA_TOPK), a whole layer as one
+persistent kernel (`layer`, CUDAPERF_CUDA_LAYER=on) and the layer's or the whole step's kernels from one FFI call,
+chained by PDL (CUDAPERF_CUDA_LAYER=kernels|step; `step`). Note that the PDL of the separate matvec calls does nothing
+inside XLA's command buffers: each FFI call is captured as its own child graph (benchmarks/pdl_chain.cu, 2026-12-03).
 """
 from __future__ import annotations
 
@@ -390,10 +392,15 @@ def layer_mode() -> str:
     `kernels` - seven standalone kernels (the fused step's tilings, tiling_for) launched by ONE FFI call per layer,
     chained by programmatic dependent launch (separate FFI calls land in separate child graphs of XLA's command
     buffer, where PDL does nothing); `step` - the same for every layer of the step from one FFI call (PDL across
-    the layer boundaries too; cuda_matvec.step); `off` (default). Correct on the H200 (GPU tests: Qwen2.5-1.5B, SmolLM2 and Qwen3 shapes, persistent and per-phase
-    bit-equal) but about 2x slower there (2.6-3.9 ms a step against 1.48-1.52; WORKSPACE_NOTES.md 2026-12-03): the
-    barriers saved nothing over seven launches, and its attention phase costs ~25 us per layer that the Pallas attend
-    does in 5."""
+    the layer boundaries too; cuda_matvec.step); `off` (default). kernels and step are correct on the H200 (GPU
+    tests, 2026-12-03, once the chained kernels read earlier kernels' outputs from L2: with L1-cached loads Qwen3
+    shapes gave wrong tokens under PDL) but slower there so far: step 1.83 ms against 1.49-1.55 for the default
+    (their attention kernel takes ~14 us against the Pallas attend's 5.4; unbatched L2 loads cost more). In plain
+    CUDA graphs (benchmarks/pdl_chain.cu) PDL took the matvec chain from 1.25 to 1.07-1.14 ms a step. `on` is
+    correct on the H200 (Qwen2.5-1.5B, SmolLM2 and Qwen3 shapes, persistent and per-phase bit-equal) but about 2x
+    slower (2.6-3.9 ms a step against 1.48-1.52; WORKSPACE_NOTES.md 2026-12-03): the barriers saved nothing over
+    seven launches, and its attention phase cost ~25 us per layer (probably its L2 loads of the qkv partials, issued
+    as a serial chain of round trips; now batched, not re-timed)."""
     from cudaperf_jax.models.ops import env_choice
     return env_choice("CUDAPERF_CUDA_LAYER", "off", ("off", "on", "phases", "kernels", "step"))
 

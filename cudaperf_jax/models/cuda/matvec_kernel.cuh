@@ -97,6 +97,10 @@ __device__ __forceinline__ T act(const T* p) {
 // loads are inline assembly, which the compiler does not hoist past the adds: one load per round trip otherwise).
 template <bool kL2>
 __device__ __forceinline__ float sum_strided(float acc, const float* p, int n, size_t stride) {
+  if (!kL2) {   // plain loads: the compiler batches them itself (the code the one-kernel calls were measured with)
+    for (int q = 0; q < n; ++q) acc += p[static_cast<size_t>(q) * stride];
+    return acc;
+  }
   for (int q0 = 0; q0 < n; q0 += 8) {
     float t[8];
 #pragma unroll
@@ -118,6 +122,19 @@ __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) 
   if (MODE == kAttn) {   // flash-decoding's combine of the head's splits, as decode_fused's "attn" prologue
     const int h = k / p.dh, d = k % p.dh, j = h / p.group, r = h % p.group;
     const float* ml = p.ml + static_cast<size_t>(j) * p.splits * 2 * p.gp;
+    if (!kL2) {   // plain loads (the code the one-kernel calls were measured with)
+      float mx = -INFINITY;
+#pragma unroll 4
+      for (int c = 0; c < p.splits; ++c) mx = fmaxf(mx, ml[c * 2 * p.gp + r]);
+      float num = 0.f, den = 0.f;
+#pragma unroll 4
+      for (int c = 0; c < p.splits; ++c) {
+        const float wgt = expf(ml[c * 2 * p.gp + r] - mx);
+        den += wgt * ml[c * 2 * p.gp + p.gp + r];
+        num += wgt * p.acc[((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d];
+      }
+      return round_bf16(num / fmaxf(den, 1e-30f));
+    }
     float mx = -INFINITY;
     for (int c0 = 0; c0 < p.splits; c0 += 8) {   // eight splits' loads in flight at a time (same order of math)
       float m8[8];
