@@ -206,3 +206,31 @@ def test_the_layer_kernel_options_and_its_shape_checks(monkeypatch):
                      w_down=z((320, 256), jnp.bfloat16), b_down=None, heads=6, chunk=128, eps_attn=1e-6,
                      eps_mlp=1e-6, eps_qk=1e-6, tiling=((2, 64), (3, 64), (2, 128), (5, 128)), attn_splits=3)
         assert df._cuda_layer(None, jnp.bfloat16, z((1, 2, 40, 32), jnp.bfloat16)) is None
+
+
+def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
+    """CUDAPERF_CUDA_LAYER=kernels|step: attention splits raised until a split's slots fit shared memory, the shapes
+    the seven-kernel launch takes, CUDAPERF_CUDA_PDL, and cuda_matvec.step's argument checks (before any GPU work)."""
+    for mode in ("kernels", "step"):
+        monkeypatch.setenv("CUDAPERF_CUDA_LAYER", mode)
+        assert cm.layer_mode() == mode
+    assert cm.kernels_attn_splits(384) == 4                       # the default splits already fit 128 slots
+    assert cm.kernels_attn_splits(4096) == 4096 // cm.ATTEND_MAX_SLOTS
+    monkeypatch.setenv("CUDAPERF_CUDA_LAYER_ATTN_SPLITS", "16")
+    assert cm.kernels_attn_splits(384) == 16
+    monkeypatch.delenv("CUDAPERF_CUDA_LAYER_ATTN_SPLITS")
+    assert cm.layer_kernels_supported(1536, 12, 2, 128, 8960, 384, 128)           # Qwen2.5-1.5B
+    assert cm.layer_kernels_supported(1536, 12, 2, 128, 8960, 32768, 128)         # long caches: more splits
+    assert not cm.layer_kernels_supported(1536, 12, 2, 128, 8960, 384, 64)       # the finish kernel's chunk is 128
+    assert not cm.layer_kernels_supported(1536, 12, 2, 96, 8960, 384, 128)       # head dim not a power of two
+    assert not cm.layer_kernels_supported(1536, 12, 5, 128, 8960, 384, 128)      # heads not a multiple of KV heads
+    assert cm.pdl_enabled()
+    monkeypatch.setenv("CUDAPERF_CUDA_PDL", "off")
+    assert not cm.pdl_enabled()
+    kw = dict(cos=None, sin=None, kv_mask=None, cache_index=0, heads=12, chunk=128, eps_attn=1e-6, eps_mlp=1e-6,
+              eps_qk=1e-6)
+    with pytest.raises(ValueError, match="at least one layer"):
+        cm.step(None, None, [], **kw)
+    layer = {k: None for k in cm.LAYER_KEYS}
+    with pytest.raises(ValueError, match="same optional parameters"):
+        cm.step(None, None, [dict(layer, b_qkv=1), layer], **kw)
