@@ -201,69 +201,81 @@ __device__ __forceinline__ void load_key_slice(const __nv_bfloat16* row, int dh,
   }
 }
 
-// The KV head j's query heads, key and value of the new token: raw [g + 2][dh] the qkv partials' columns summed
-// (+ bias), rounded; rot [g + 1][rot_stride] the q heads and k after Qwen3's q/k norms and RoPE (cosp, sinp [dh]);
-// rs [>= g + 1] scratch. Ends with __syncthreads.
+// The KV head j's query heads, key and value of the new token, raw [g + 2][dh]: the qkv partials' columns summed
+// (+ bias), rounded. No barrier at the end.
+__device__ void attn_sum_parts(const LayerParams& p, int j, float* raw) {
+  const int g = p.h / p.hkv, dh = p.dh, rows = g + 2, n_qkv = (p.h + 2 * p.hkv) * dh;
+  // the q heads', k's and v's columns summed over the qkv partials: four columns per thread at a time, their
+  // loads issued together (a serial chain of L2 round trips here cost the layer kernel ~25 us per layer)
+  for (int e0 = threadIdx.x; e0 < rows * dh; e0 += 4 * kThreads) {
+    int col[4];
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int e = e0 + u * kThreads, r = e / dh, d = e % dh;
+      col[u] = e < rows * dh ? (r < g ? j * g + r : r == g ? p.h + j : p.h + p.hkv + j) * dh + d : -1;
+    }
+    for (int q0 = 0; q0 < p.split[0]; q0 += 8) {   // 8 partials x 4 columns of loads in flight, then the adds
+      float t[8][4];
+#pragma unroll
+      for (int a = 0; a < 8; ++a) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          t[a][u] = col[u] >= 0 && q0 + a < p.split[0] ? __ldcg(p.qkv_parts + static_cast<size_t>(q0 + a) * n_qkv + col[u]) : 0.f;
+      }
+#pragma unroll
+      for (int a = 0; a < 8; ++a) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          if (q0 + a < p.split[0]) v[u] += t[a][u];
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      if (col[u] < 0) continue;
+      float r = round_bf16(v[u]);
+      if (p.b_qkv != nullptr) r = round_bf16(r + __bfloat162float(p.b_qkv[col[u]]));
+      raw[e0 + u * kThreads] = r;
+    }
+  }
+}
+
+// rot [g + 1][rot_stride]: the q heads and k of raw after Qwen3's q/k norms and RoPE (cosp, sinp [dh]); rs [>= g + 1]
+// scratch. Starts and ends with __syncthreads.
+__device__ void attn_rope(const LayerParams& p, const float* raw, float* rot, int rot_stride, float* rs,
+                        const float* cosp, const float* sinp) {
+  const int g = p.h / p.hkv, dh = p.dh, half = dh / 2;
+  const int nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (p.q_norm != nullptr) {   // Qwen3: RMSNorm over each q and k head's dims before RoPE
+    for (int r = warp; r < g + 1; r += nw) {
+      float s = 0.f;
+      for (int d = lane; d < dh; d += 32) s += raw[r * dh + d] * raw[r * dh + d];
+      s = warp_sum(s);
+      if (lane == 0) rs[r] = rsqrtf(s / dh + p.eps_qk);
+    }
+    __syncthreads();
+  }
+  for (int e = threadIdx.x; e < (g + 1) * dh; e += kThreads) {
+    const int r = e / dh, d = e % dh, pd = d < half ? d + half : d - half;
+    float a = raw[r * dh + d], b = raw[r * dh + pd];
+    if (p.q_norm != nullptr) {
+      const __nv_bfloat16* nv = r < g ? p.q_norm : p.k_norm;
+      a = round_bf16(round_bf16(a * rs[r]) * __bfloat162float(nv[d]));
+      b = round_bf16(round_bf16(b * rs[r]) * __bfloat162float(nv[pd]));
+    }
+    rot[r * rot_stride + d] = d < half ? round_bf16(__fsub_rn(__fmul_rn(a, cosp[d]), __fmul_rn(b, sinp[d])))
+                      : round_bf16(__fadd_rn(__fmul_rn(a, cosp[d]), __fmul_rn(b, sinp[d])));
+  }
+  __syncthreads();
+}
+
+// Both of the above.
 __device__ void attn_prepare(const LayerParams& p, int j, float* raw, float* rot, int rot_stride, float* rs,
                              const float* cosp, const float* sinp) {
-  const int g = p.h / p.hkv, dh = p.dh, half = dh / 2, rows = g + 2;
-  const int n_qkv = (p.h + 2 * p.hkv) * dh, nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // the q heads', k's and v's columns summed over the qkv partials: four columns per thread at a time, their
-    // loads issued together (a serial chain of L2 round trips here cost the layer kernel ~25 us per layer)
-    for (int e0 = threadIdx.x; e0 < rows * dh; e0 += 4 * kThreads) {
-      int col[4];
-      float v[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int e = e0 + u * kThreads, r = e / dh, d = e % dh;
-        col[u] = e < rows * dh ? (r < g ? j * g + r : r == g ? p.h + j : p.h + p.hkv + j) * dh + d : -1;
-      }
-      for (int q0 = 0; q0 < p.split[0]; q0 += 8) {   // 8 partials x 4 columns of loads in flight, then the adds
-        float t[8][4];
-#pragma unroll
-        for (int a = 0; a < 8; ++a) {
-#pragma unroll
-          for (int u = 0; u < 4; ++u)
-            t[a][u] = col[u] >= 0 && q0 + a < p.split[0] ? __ldcg(p.qkv_parts + static_cast<size_t>(q0 + a) * n_qkv + col[u]) : 0.f;
-        }
-#pragma unroll
-        for (int a = 0; a < 8; ++a) {
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            if (q0 + a < p.split[0]) v[u] += t[a][u];
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        if (col[u] < 0) continue;
-        float r = round_bf16(v[u]);
-        if (p.b_qkv != nullptr) r = round_bf16(r + __bfloat162float(p.b_qkv[col[u]]));
-        raw[e0 + u * kThreads] = r;
-      }
-    }
-    __syncthreads();
-    if (p.q_norm != nullptr) {   // Qwen3: RMSNorm over each q and k head's dims before RoPE
-      for (int r = warp; r < g + 1; r += nw) {
-        float s = 0.f;
-        for (int d = lane; d < dh; d += 32) s += raw[r * dh + d] * raw[r * dh + d];
-        s = warp_sum(s);
-        if (lane == 0) rs[r] = rsqrtf(s / dh + p.eps_qk);
-      }
-      __syncthreads();
-    }
-    for (int e = threadIdx.x; e < (g + 1) * dh; e += kThreads) {
-      const int r = e / dh, d = e % dh, pd = d < half ? d + half : d - half;
-      float a = raw[r * dh + d], b = raw[r * dh + pd];
-      if (p.q_norm != nullptr) {
-        const __nv_bfloat16* nv = r < g ? p.q_norm : p.k_norm;
-        a = round_bf16(round_bf16(a * rs[r]) * __bfloat162float(nv[d]));
-        b = round_bf16(round_bf16(b * rs[r]) * __bfloat162float(nv[pd]));
-      }
-      rot[r * rot_stride + d] = d < half ? round_bf16(__fsub_rn(__fmul_rn(a, cosp[d]), __fmul_rn(b, sinp[d])))
-                        : round_bf16(__fadd_rn(__fmul_rn(a, cosp[d]), __fmul_rn(b, sinp[d])));
-    }
-    __syncthreads();
+  attn_sum_parts(p, j, raw);
+  attn_rope(p, raw, rot, rot_stride, rs, cosp, sinp);
 }
 
 // Floats of shared memory the attention phase uses (layout in attention_phase).
@@ -499,12 +511,20 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   if (pdl) MATVEC_WAIT_FOR_PRODUCER();
   float* csn = stat + 3 * kMaxGroup;                                     // cos [dh], sin [dh]
   // Loads go to L2 (__ldcg): in a PDL chain, L1 may hold lines of buffers that a kernel before this one rewrote.
+  // Two round trips of loads: (1) the slot index, cos/sin and the qkv partials, (2) the split's key and value rows
+  // (their addresses need the index), whose first eight 16-byte pieces per thread stay in registers while RoPE runs.
   const int idx = __ldcg(p.cache_index);
+  static_assert(kMaxHeadDim <= kThreads, "a thread per cos/sin entry");
+  const bool trig = static_cast<int>(threadIdx.x) < dh;
+  const float cs_r = trig ? __ldcg(p.cos + threadIdx.x) : 0.f, sn_r = trig ? __ldcg(p.sin + threadIdx.x) : 0.f;
+  attn_sum_parts(p, j, raw);
+  if (trig) {
+    csn[threadIdx.x] = cs_r;
+    csn[dh + threadIdx.x] = sn_r;
+  }
   const int span = (idx + p.attn_splits - 1) / p.attn_splits;
   const int t0 = c * span, nt = max(min(t0 + span, idx) - t0, 0);
   const size_t head = static_cast<size_t>(j) * p.s_len;
-  // the split's key and value rows, 16-byte pieces: the first eight per thread are loaded here and stored after
-  // attn_prepare's loads of the qkv partials, so both round trips overlap
   const int pieces = dh / 8, total = 2 * nt * pieces;
   auto piece_at = [&](int q, const __nv_bfloat16** src, __nv_bfloat16** dst) {
     const int which = q / (nt * pieces), r = q % (nt * pieces), t = r / pieces, pc = r % pieces;
@@ -523,12 +543,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
     }
   }
   for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = __ldcg(p.kv_mask + t0 + t) != 0 ? 1.f : 0.f;
-  for (int d = threadIdx.x; d < dh; d += kThreads) {
-    csn[d] = __ldcg(p.cos + d);
-    csn[dh + d] = __ldcg(p.sin + d);
-  }
-  __syncthreads();   // cos and sin
-  attn_prepare(p, j, raw, rot, rs_stride, rs, csn, csn + dh);   // ends with __syncthreads
+  attn_rope(p, raw, rot, rs_stride, rs, csn, csn + dh);   // starts and ends with __syncthreads
 #pragma unroll
   for (int u = 0; u < 8; ++u) {
     const int q = threadIdx.x + u * kThreads;

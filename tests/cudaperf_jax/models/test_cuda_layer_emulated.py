@@ -69,7 +69,9 @@ extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int bl
   pro.x = p.x; pro.ss = p.ss; pro.n_chunks = p.d / kc; pro.k_total = p.d; pro.eps = p.eps_attn; pro.vec = p.attn_scale;
   int e = mv_cols<cudaperf_matvec::kNorm>(p.cols[0], pro, p.w_qkv, p.d, n_qkv, p.split[0], p.qkv_parts);
   if (e) return e;
-  attend_kernel<<<p.hkv * p.attn_splits, kThreads, attend_smem_bytes(g, p.dh, p.span_max)>>>(p, 0);
+  const size_t att_smem = attend_smem_bytes(g, p.dh, p.span_max);
+  cudaFuncSetAttribute(attend_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)att_smem);
+  attend_kernel<<<p.hkv * p.attn_splits, kThreads, att_smem>>>(p, 0);
   cudaDeviceSynchronize();
   if ((e = (int)cudaGetLastError())) return e;
   Prologue pa = {};
@@ -181,11 +183,14 @@ CASES = {   # d, heads, kv heads, head dim, F, cache slots, bias, q/k norm, atte
     # the seven-kernel launch: chunk 128, 256 columns per block, splits past the layer kernel's 16, head dim 128
     "qwen3_kernels": (256, 4, 2, 128, 512, 33, False, True, 4, ((16, 256), (32, 256), (16, 256), (32, 256)), 0),
     "qwen2_kernels": (256, 6, 2, 128, 384, 40, True, False, 8, ((4, 64), (3, 128), (2, 128), (24, 128)), 0),
+    # long splits: more key/value pieces than one batch of registers (the attention's staging loop)
+    "long_kernels": (256, 4, 2, 128, 256, 300, False, False, 2, ((4, 64), (4, 64), (2, 128), (4, 64)), 0),
 }
 
 
 @pytest.mark.parametrize("case,idx,pad", [("qwen2", 21, 0), ("qwen2", 39, 5), ("qwen3", 0, 0), ("qwen3", 17, 3),
-                                          ("qwen3_kernels", 17, 3), ("qwen3_kernels", 0, 0), ("qwen2_kernels", 39, 5)])
+                                          ("qwen3_kernels", 17, 3), ("qwen3_kernels", 0, 0), ("qwen2_kernels", 39, 5),
+                                          ("long_kernels", 290, 7)])
 def test_layer_matches_numpy(lib, case, idx, pad):
     lib_, fns = lib
     fn = fns["run_layer_kernels" if case.endswith("_kernels") else "run_layer"]
