@@ -282,6 +282,18 @@ def topk_enabled() -> bool:
     return env_choice("CUDAPERF_CUDA_TOPK", "off", ("off", "on")) == "on"
 
 
+def call_pdl() -> bool:
+    """CUDAPERF_CUDA_CALL_PDL: `on` - the fused step's separate matvec/finish calls are launched with programmatic
+    dependent launch; `off` (default). Inside XLA's command buffers every FFI call is its own child graph, where PDL
+    does nothing (benchmarks/pdl_chain.cu, H200 2026-12-03: 1250 us a step with and without); outside them it lets a
+    kernel start before the one before it has finished, and kernels chained that way must read each other's outputs
+    from L2 (with L1-cached loads, Qwen3-shaped steps gave wrong tokens in the chained layer launch). The one-kernel
+    calls read with plain loads, so they are not chained by default (CUDAPERF_CUDA_LAYER=kernels|step chain theirs,
+    reading from L2)."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_CALL_PDL", "off", ("off", "on")) == "on"
+
+
 def finish_enabled() -> bool:
     """CUDAPERF_CUDA_FINISH: `on` - with the CUDA matvecs on, the fused step's finish kernels are
     cuda_matvec.finish (PDL) instead of decode_fused's Pallas one; `off` (default) keeps the Pallas finish. Correct

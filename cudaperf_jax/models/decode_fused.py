@@ -569,12 +569,13 @@ def _cuda_kernels(dt):
     result (cuda_matvec.py: float32 partials, their sum [1, cols], or with epilogue "residual" the new residual
     stream and its sums of squares; CUDAPERF_CUDA_EPILOGUE says which epilogues run, the others are done by
     finish) when cuda_matvec.enabled() (bf16 compute, not the interpreter), or None (off, or a shape that kernel
-    does not take: the Pallas matvec runs). Weights that need no dtype conversion
-    are launched with programmatic dependent launch (no kernel of the step writes them)."""
+    does not take: the Pallas matvec runs). With CUDAPERF_CUDA_CALL_PDL=on (cuda_matvec.call_pdl), weights that need
+    no dtype conversion are launched with programmatic dependent launch (no kernel of the step writes them)."""
     from cudaperf_jax.models import cuda_matvec as cm
     on = cm.mode() != "off" and dt == jnp.bfloat16 and not _interpret(None) and cm.enabled()   # (checks the value)
     epi = cm.epilogues() if on else "partials"
     cuda_finish = on and cm.finish_enabled()
+    call_pdl = on and cm.call_pdl()
 
     def run(kind, w, inputs, out_cols=None, epilogue="partials", residual=None):
         k, n = w.shape
@@ -586,7 +587,7 @@ def _cuda_kernels(dt):
         keep = residual
         if epi == "partials" or (epi == "qkv" and epilogue == "residual"):
             epilogue, residual = "partials", None
-        opts = dict(split_k=split, pdl=w.dtype == dt, out_cols=out_cols, cols=cols, unroll=unroll, epilogue=epilogue,
+        opts = dict(split_k=split, pdl=w.dtype == dt and call_pdl, out_cols=out_cols, cols=cols, unroll=unroll, epilogue=epilogue,
                     residual=residual)
         if kind == "norm":
             out = cm.matvec_norm(inputs["x"], inputs["ss"], inputs["scale"], w.astype(dt), eps=inputs["eps"],
@@ -598,7 +599,7 @@ def _cuda_kernels(dt):
         if keep is not None and residual is None:   # CUDAPERF_CUDA_EPILOGUE=partials: the finish kernel
             xr = keep[0]
             if cuda_finish and xr.shape[0] % cm.FINISH_CHUNK == 0:   # CUDA, with PDL: the next matvec prefetches
-                return (*cm.finish(xr, out, keep[1]), None)
+                return (*cm.finish(xr, out, keep[1], pdl=call_pdl), None)
             return (*finish(xr, out, keep[1]), None)
         return (*out, n // cols) if epilogue == "residual" else out
     return run
