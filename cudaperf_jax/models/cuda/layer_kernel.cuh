@@ -278,6 +278,41 @@ __device__ void attn_prepare(const LayerParams& p, int j, float* raw, float* rot
   attn_rope(p, raw, rot, rot_stride, rs, cosp, sinp);
 }
 
+// One warp per head hh: the split's softmax numerators over its nt scores sc[hh * sc_stride + t] (-inf where the
+// slot is not attended), in place and rounded to bf16 (decode_fused rounds p for P.V), with the new token's own score
+// q . k (rot rows hh and g) on the first split (own); stat: running max m [kMaxGroup], l (the unrounded numerators
+// + the own weight) [kMaxGroup], own weight [kMaxGroup]. Ends with __syncthreads.
+__device__ void split_softmax(const LayerParams& p, const float* rot, int rot_stride, float* sc, int sc_stride, int nt,
+                              bool own, float* stat) {
+  const int g = p.h / p.hkv, dh = p.dh, nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int hh = warp; hh < g; hh += nw) {
+    float s_own = 0.f;
+    if (own) {
+      for (int d = lane; d < dh; d += 32) s_own += rot[hh * rot_stride + d] * rot[g * rot_stride + d];
+      s_own = warp_sum(s_own) * p.scale;
+    }
+    float m = -1e30f;   // decode_fused's NEG: an empty split keeps it (its weight in the merge is then 0)
+    for (int t = lane; t < nt; t += 32) m = fmaxf(m, sc[hh * sc_stride + t]);
+    m = warp_max(m);
+    if (own) m = fmaxf(m, s_own);
+    float l = 0.f;
+    for (int t = lane; t < nt; t += 32) {
+      const float s = sc[hh * sc_stride + t];
+      const float e = s == -INFINITY ? 0.f : expf(s - m);
+      sc[hh * sc_stride + t] = round_bf16(e);
+      l += e;
+    }
+    l = warp_sum(l);
+    const float po = own ? expf(s_own - m) : 0.f;
+    if (lane == 0) {
+      stat[hh] = m;
+      stat[kMaxGroup + hh] = l + po;
+      stat[2 * kMaxGroup + hh] = po;
+    }
+  }
+  __syncthreads();
+}
+
 // Floats of shared memory the attention phase uses (layout in attention_phase).
 __host__ __device__ inline int attention_smem_floats(int g, int dh, int span_max) {
   return (g + 2) * dh + (g + 1) * dh + 32 + 3 * kMaxGroup + (g + 1) * (span_max + 1) + (kThreads / dh) * g * dh;
@@ -341,33 +376,8 @@ __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
       }
     }
     __syncthreads();
-    const bool own = c == 0 && __ldg(p.kv_mask + idx) != 0;   // the token itself: first split only
-    for (int hh = warp; hh < g; hh += nw) {
-      float s_own = 0.f;
-      if (own) {
-        for (int d = lane; d < dh; d += 32) s_own += rot[hh * dh + d] * rot[g * dh + d];
-        s_own = warp_sum(s_own) * p.scale;
-      }
-      float m = -1e30f;   // decode_fused's NEG: an empty split keeps it (its weight in the merge is then 0)
-      for (int t = lane; t < nt; t += 32) m = fmaxf(m, sc[hh * sw + t]);
-      m = warp_max(m);
-      if (own) m = fmaxf(m, s_own);
-      float l = 0.f;
-      for (int t = lane; t < nt; t += 32) {
-        const float s = sc[hh * sw + t];
-        const float e = s == -INFINITY ? 0.f : expf(s - m);
-        sc[hh * sw + t] = e;
-        l += e;
-      }
-      l = warp_sum(l);
-      const float po = own ? expf(s_own - m) : 0.f;
-      if (lane == 0) {
-        stat[hh] = m;
-        stat[kMaxGroup + hh] = l + po;
-        stat[2 * kMaxGroup + hh] = po;
-      }
-    }
-    __syncthreads();
+    const bool own = c == 0 && __ldcg(p.kv_mask + idx) != 0;   // the token itself: first split only
+    split_softmax(p, rot, dh, sc, sw, nt, own, stat);
     const int tg = kThreads / dh, d = threadIdx.x % dh, grp = threadIdx.x / dh;
     float a[kMaxGroup];
 #pragma unroll
@@ -385,7 +395,7 @@ __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
         if (t >= nt) break;
 #pragma unroll
         for (int hh = 0; hh < kMaxGroup; ++hh) {
-          if (hh < g) a[hh] += round_bf16(sc[hh * sw + t]) * vv[u];   // decode_fused: p rounded to bf16 for P.V
+          if (hh < g) a[hh] += sc[hh * sw + t] * vv[u];   // p already rounded to bf16 (split_softmax)
         }
       }
     }
@@ -409,6 +419,39 @@ __device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
   }
 }
 
+// The matvec prologues (matvec_kernel.cuh) of a layer's projections: qkv (mlp false) and gate_up (mlp true) read
+// RMSNorm of the residual stream, o merges the attention splits, down applies SwiGLU to gate_up's partials.
+__host__ __device__ inline Prologue norm_prologue(const LayerParams& p, bool mlp) {
+  Prologue pro = {};
+  pro.x = mlp ? p.x_mid : p.x;
+  pro.ss = mlp ? p.ss_mid : p.ss;
+  pro.n_chunks = p.d / p.chunk;
+  pro.k_total = p.d;
+  pro.eps = mlp ? p.eps_mlp : p.eps_attn;
+  pro.vec = mlp ? p.mlp_scale : p.attn_scale;
+  return pro;
+}
+
+__host__ __device__ inline Prologue attn_prologue(const LayerParams& p) {
+  Prologue pro = {};
+  pro.acc = p.acc;
+  pro.ml = p.ml;
+  pro.splits = p.attn_splits;
+  pro.gp = p.h / p.hkv;
+  pro.dh = p.dh;
+  pro.group = p.h / p.hkv;
+  return pro;
+}
+
+__host__ __device__ inline Prologue swiglu_prologue(const LayerParams& p) {
+  Prologue pro = {};
+  pro.xp = p.gu_parts;
+  pro.n_parts = p.split[2];
+  pro.x_stride = 2 * p.f;
+  pro.vec = p.b_gu;
+  return pro;
+}
+
 __device__ __forceinline__ void layer_body(const LayerParams& p, int phase_lo, int phase_hi, int pdl) {
   extern __shared__ float smem[];
   if (pdl) MATVEC_RELEASE_DEPENDENTS();
@@ -416,46 +459,30 @@ __device__ __forceinline__ void layer_body(const LayerParams& p, int phase_lo, i
   using cudaperf_matvec::kAttn;
   using cudaperf_matvec::kNorm;
   using cudaperf_matvec::kSwiglu;
-  const int g = p.h / p.hkv, n_qkv = (p.h + 2 * p.hkv) * p.dh;
+  const int n_qkv = (p.h + 2 * p.hkv) * p.dh;
   for (int ph = phase_lo; ph < phase_hi; ++ph) {
     if (ph > phase_lo) sync.pending = 2;
-    Prologue pro = {};
-    if (ph == 0 || ph == 4) {
-      pro.x = ph == 0 ? p.x : p.x_mid;
-      pro.ss = ph == 0 ? p.ss : p.ss_mid;
-      pro.n_chunks = p.d / p.chunk;
-      pro.k_total = p.d;
-      pro.eps = ph == 0 ? p.eps_attn : p.eps_mlp;
-      pro.vec = ph == 0 ? p.attn_scale : p.mlp_scale;
-    }
     switch (ph) {
       case 0:
-        matvec_phase<8, kNorm>(pro, p.w_qkv, p.d, n_qkv, p.split[0], p.cols[0], p.qkv_parts, smem, sync);
+        matvec_phase<8, kNorm>(norm_prologue(p, false), p.w_qkv, p.d, n_qkv, p.split[0], p.cols[0], p.qkv_parts, smem,
+                               sync);
         break;
       case 1:
         attention_phase(p, smem, sync);
         break;
       case 2:
-        pro.acc = p.acc;
-        pro.ml = p.ml;
-        pro.splits = p.attn_splits;
-        pro.gp = g;
-        pro.dh = p.dh;
-        pro.group = g;
-        matvec_phase<4, kAttn>(pro, p.w_o, p.h * p.dh, p.d, p.split[1], p.cols[1], p.o_parts, smem, sync);
+        matvec_phase<4, kAttn>(attn_prologue(p), p.w_o, p.h * p.dh, p.d, p.split[1], p.cols[1], p.o_parts, smem, sync);
         break;
       case 3:
         finish_phase(p.x, p.o_parts, p.split[1], p.b_o, p.d, p.chunk, p.x_mid, p.ss_mid, smem, sync);
         break;
       case 4:
-        matvec_phase<4, kNorm>(pro, p.w_gu, p.d, 2 * p.f, p.split[2], p.cols[2], p.gu_parts, smem, sync);
+        matvec_phase<4, kNorm>(norm_prologue(p, true), p.w_gu, p.d, 2 * p.f, p.split[2], p.cols[2], p.gu_parts, smem,
+                               sync);
         break;
       case 5:
-        pro.xp = p.gu_parts;
-        pro.n_parts = p.split[2];
-        pro.x_stride = 2 * p.f;
-        pro.vec = p.b_gu;
-        matvec_phase<8, kSwiglu>(pro, p.w_down, p.f, p.d, p.split[3], p.cols[3], p.down_parts, smem, sync);
+        matvec_phase<8, kSwiglu>(swiglu_prologue(p), p.w_down, p.f, p.d, p.split[3], p.cols[3], p.down_parts, smem,
+                                 sync);
         break;
       default:
         finish_phase(p.x_mid, p.down_parts, p.split[3], p.b_down, p.d, p.chunk, p.x_out, p.ss_out, smem, sync);
@@ -497,7 +524,6 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   extern __shared__ float smem[];
   if (pdl) MATVEC_RELEASE_DEPENDENTS();
   const int g = p.h / p.hkv, dh = p.dh, cap = p.span_max, ks = dh + 8, rs_stride = dh + 2;
-  const int nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int j = blockIdx.x / p.attn_splits, c = blockIdx.x % p.attn_splits;
   __nv_bfloat16* kv = reinterpret_cast<__nv_bfloat16*>(smem);            // [2][cap][ks]
   float* raw = smem + cap * ks;                                          // (2 * cap * ks bf16 = cap * ks floats)
@@ -526,56 +552,37 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   const int t0 = c * span, nt = max(min(t0 + span, idx) - t0, 0);
   const size_t head = static_cast<size_t>(j) * p.s_len;
   const int pieces = dh / 8, total = 2 * nt * pieces;
-  auto piece_at = [&](int q, const __nv_bfloat16** src, __nv_bfloat16** dst) {
-    const int which = q / (nt * pieces), r = q % (nt * pieces), t = r / pieces, pc = r % pieces;
-    *src = (which ? p.v_cache : p.k_cache) + (head + t0 + t) * dh + pc * 8;
-    *dst = kv + (static_cast<size_t>(which) * cap + t) * ks + pc * 8;
+  // piece q of the split: 16 bytes of its key (q < nt * pieces) or value rows, and its place in shared memory
+  auto src_of = [&](int q) {
+    const int which = q / (nt * pieces), r = q % (nt * pieces);
+    return reinterpret_cast<const uint4*>((which ? p.v_cache : p.k_cache) + (head + t0 + r / pieces) * dh + r % pieces * 8);
+  };
+  auto dst_of = [&](int q) {
+    const int which = q / (nt * pieces), r = q % (nt * pieces);
+    return reinterpret_cast<uint4*>(kv + (static_cast<size_t>(which) * cap + r / pieces) * ks + r % pieces * 8);
+  };
+  // eight pieces per thread, q0 + u * kThreads: loaded together, stored together
+  auto load8 = [&](int q0, uint4(&v)[8]) {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      if (q0 + u * kThreads < total) v[u] = __ldcg(src_of(q0 + u * kThreads));
+    }
+  };
+  auto store8 = [&](int q0, const uint4(&v)[8]) {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      if (q0 + u * kThreads < total) *dst_of(q0 + u * kThreads) = v[u];
+    }
   };
   uint4 first[8];
-#pragma unroll
-  for (int u = 0; u < 8; ++u) {
-    const int q = threadIdx.x + u * kThreads;
-    if (q < total) {
-      const __nv_bfloat16* src;
-      __nv_bfloat16* dst;
-      piece_at(q, &src, &dst);
-      first[u] = __ldcg(reinterpret_cast<const uint4*>(src));
-    }
-  }
+  load8(threadIdx.x, first);
   for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = __ldcg(p.kv_mask + t0 + t) != 0 ? 1.f : 0.f;
   attn_rope(p, raw, rot, rs_stride, rs, csn, csn + dh);   // starts and ends with __syncthreads
-#pragma unroll
-  for (int u = 0; u < 8; ++u) {
-    const int q = threadIdx.x + u * kThreads;
-    if (q < total) {
-      const __nv_bfloat16* src;
-      __nv_bfloat16* dst;
-      piece_at(q, &src, &dst);
-      *reinterpret_cast<uint4*>(dst) = first[u];
-    }
-  }
+  store8(threadIdx.x, first);
   for (int q0 = threadIdx.x + 8 * kThreads; q0 < total; q0 += 8 * kThreads) {   // splits of more than 64 slots
     uint4 v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int q = q0 + u * kThreads;
-      if (q < total) {
-        const __nv_bfloat16* src;
-        __nv_bfloat16* dst;
-        piece_at(q, &src, &dst);
-        v[u] = __ldcg(reinterpret_cast<const uint4*>(src));
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int q = q0 + u * kThreads;
-      if (q < total) {
-        const __nv_bfloat16* src;
-        __nv_bfloat16* dst;
-        piece_at(q, &src, &dst);
-        *reinterpret_cast<uint4*>(dst) = v[u];
-      }
-    }
+    load8(q0, v);
+    store8(q0, v);
   }
   __syncthreads();   // the staged rows
   if (c == 0) {   // the new token's key and value, in place
@@ -601,32 +608,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   }
   __syncthreads();
   const bool own = c == 0 && __ldcg(p.kv_mask + idx) != 0;   // the token itself: first split only
-  for (int hh = warp; hh < g; hh += nw) {
-    float s_own = 0.f;
-    if (own) {
-      for (int d = lane; d < dh; d += 32) s_own += rot[hh * rs_stride + d] * rot[g * rs_stride + d];
-      s_own = warp_sum(s_own) * p.scale;
-    }
-    float m = -1e30f;   // decode_fused's NEG: an empty split keeps it (its weight in the merge is then 0)
-    for (int t = lane; t < nt; t += 32) m = fmaxf(m, sc[hh * cap + t]);
-    m = warp_max(m);
-    if (own) m = fmaxf(m, s_own);
-    float l = 0.f;
-    for (int t = lane; t < nt; t += 32) {
-      const float s = sc[hh * cap + t];
-      const float e = s == -INFINITY ? 0.f : expf(s - m);
-      sc[hh * cap + t] = round_bf16(e);   // decode_fused: p rounded to bf16 for P.V (l sums the unrounded)
-      l += e;
-    }
-    l = warp_sum(l);
-    const float po = own ? expf(s_own - m) : 0.f;
-    if (lane == 0) {
-      stat[hh] = m;
-      stat[kMaxGroup + hh] = l + po;
-      stat[2 * kMaxGroup + hh] = po;
-    }
-  }
-  __syncthreads();
+  split_softmax(p, rot, rs_stride, sc, cap, nt, own, stat);
   // P.V: a thread per (head, dim), the values from shared memory
   const __nv_bfloat16* vs = kv + static_cast<size_t>(cap) * ks;
   for (int e = threadIdx.x; e < g * dh; e += kThreads) {

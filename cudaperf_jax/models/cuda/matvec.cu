@@ -349,32 +349,17 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
       return ffi::Error::InvalidArgument("cudaperf_layer: unroll must be 4 or 8");
   const size_t att_smem = attend_smem_bytes(g, p.dh, p.span_max);
   if (att_smem > 200 * 1024) return ffi::Error::InvalidArgument("cudaperf_layer: the attention split is too long");
-  Prologue pro = {};
-  pro.x = p.x;
-  pro.ss = p.ss;
-  pro.n_chunks = p.d / kChunk;
-  pro.k_total = p.d;
-  pro.eps = p.eps_attn;
-  pro.vec = p.attn_scale;
-  cudaError_t e = launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, pro, p.w_qkv, p.d, n_qkv, p.split[0],
-                                     p.qkv_parts, pdl);
+  cudaError_t e = launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, norm_prologue(p, false), p.w_qkv,
+                                     p.d, n_qkv, p.split[0], p.qkv_parts, pdl);
   if (e == cudaSuccess && att_smem > 48 * 1024)
     e = cudaFuncSetAttribute(attend_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(att_smem));
   if (e == cudaSuccess) {
     Launch l(dim3(static_cast<unsigned>(p.hkv * p.attn_splits), 1, 1), dim3(kThreads, 1, 1), att_smem, stream, pdl);
     e = cudaLaunchKernelEx(&l.cfg, attend_kernel, p, static_cast<int>(pdl));
   }
-  if (e == cudaSuccess) {
-    Prologue pa = {};
-    pa.acc = p.acc;
-    pa.ml = p.ml;
-    pa.splits = p.attn_splits;
-    pa.gp = g;
-    pa.dh = p.dh;
-    pa.group = g;
-    e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, pa, p.w_o, p.h * p.dh, p.d, p.split[1],
-                           p.o_parts, pdl);
-  }
+  if (e == cudaSuccess)
+    e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, attn_prologue(p), p.w_o, p.h * p.dh, p.d,
+                           p.split[1], p.o_parts, pdl);
   auto fin = [&](const __nv_bfloat16* x, const float* parts, int n_parts, const __nv_bfloat16* bias, __nv_bfloat16* xo,
                  float* ss) {
     Launch l(dim3(static_cast<unsigned>(p.d / kChunk), 1, 1), dim3(kChunk, 1, 1), 0, stream, pdl);
@@ -382,23 +367,12 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
                               static_cast<int>(pdl));
   };
   if (e == cudaSuccess) e = fin(p.x, p.o_parts, p.split[1], p.b_o, p.x_mid, p.ss_mid);
-  if (e == cudaSuccess) {
-    pro.x = p.x_mid;
-    pro.ss = p.ss_mid;
-    pro.eps = p.eps_mlp;
-    pro.vec = p.mlp_scale;
-    e = launch_cols<kNorm>(p.cols[2], static_cast<int>(ints[21]), stream, pro, p.w_gu, p.d, 2 * p.f, p.split[2],
-                           p.gu_parts, pdl);
-  }
-  if (e == cudaSuccess) {
-    Prologue ps = {};
-    ps.xp = p.gu_parts;
-    ps.n_parts = p.split[2];
-    ps.x_stride = 2 * p.f;
-    ps.vec = p.b_gu;
-    e = launch_cols<kSwiglu>(p.cols[3], static_cast<int>(ints[22]), stream, ps, p.w_down, p.f, p.d, p.split[3],
-                             p.down_parts, pdl);
-  }
+  if (e == cudaSuccess)
+    e = launch_cols<kNorm>(p.cols[2], static_cast<int>(ints[21]), stream, norm_prologue(p, true), p.w_gu, p.d,
+                           2 * p.f, p.split[2], p.gu_parts, pdl);
+  if (e == cudaSuccess)
+    e = launch_cols<kSwiglu>(p.cols[3], static_cast<int>(ints[22]), stream, swiglu_prologue(p), p.w_down, p.f, p.d,
+                             p.split[3], p.down_parts, pdl);
   if (e == cudaSuccess) e = fin(p.x_mid, p.down_parts, p.split[3], p.b_down, p.x_out, p.ss_out);
   if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
   return ffi::Error::Success();

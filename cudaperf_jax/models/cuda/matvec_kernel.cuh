@@ -97,17 +97,17 @@ __device__ __forceinline__ T act(const T* p) {
 // loads are inline assembly, which the compiler does not hoist past the adds: one load per round trip otherwise).
 template <bool kL2>
 __device__ __forceinline__ float sum_strided(float acc, const float* p, int n, size_t stride) {
-  if (!kL2) {   // plain loads: the compiler batches them itself (the code the one-kernel calls were measured with)
+  if constexpr (!kL2) {   // plain loads: the compiler batches them itself (the code the one-kernel calls were measured with)
     for (int q = 0; q < n; ++q) acc += p[static_cast<size_t>(q) * stride];
-    return acc;
-  }
-  for (int q0 = 0; q0 < n; q0 += 8) {
-    float t[8];
+  } else {
+    for (int q0 = 0; q0 < n; q0 += 8) {
+      float t[8];
 #pragma unroll
-    for (int u = 0; u < 8; ++u) t[u] = q0 + u < n ? act<kL2>(p + static_cast<size_t>(q0 + u) * stride) : 0.f;
+      for (int u = 0; u < 8; ++u) t[u] = q0 + u < n ? act<kL2>(p + static_cast<size_t>(q0 + u) * stride) : 0.f;
 #pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      if (q0 + u < n) acc += t[u];
+      for (int u = 0; u < 8; ++u) {
+        if (q0 + u < n) acc += t[u];
+      }
     }
   }
   return acc;
@@ -122,43 +122,40 @@ __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) 
   if (MODE == kAttn) {   // flash-decoding's combine of the head's splits, as decode_fused's "attn" prologue
     const int h = k / p.dh, d = k % p.dh, j = h / p.group, r = h % p.group;
     const float* ml = p.ml + static_cast<size_t>(j) * p.splits * 2 * p.gp;
-    if (!kL2) {   // plain loads (the code the one-kernel calls were measured with)
-      float mx = -INFINITY;
+    float mx = -INFINITY, num = 0.f, den = 0.f;
+    if constexpr (!kL2) {   // plain loads (the code the one-kernel calls were measured with)
 #pragma unroll 4
       for (int c = 0; c < p.splits; ++c) mx = fmaxf(mx, ml[c * 2 * p.gp + r]);
-      float num = 0.f, den = 0.f;
 #pragma unroll 4
       for (int c = 0; c < p.splits; ++c) {
         const float wgt = expf(ml[c * 2 * p.gp + r] - mx);
         den += wgt * ml[c * 2 * p.gp + p.gp + r];
         num += wgt * p.acc[((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d];
       }
-      return round_bf16(num / fmaxf(den, 1e-30f));
-    }
-    float mx = -INFINITY;
-    for (int c0 = 0; c0 < p.splits; c0 += 8) {   // eight splits' loads in flight at a time (same order of math)
-      float m8[8];
+    } else {   // the same math, the loads issued in batches (eight maxima, then four splits' m, l and acc)
+      for (int c0 = 0; c0 < p.splits; c0 += 8) {
+        float m8[8];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) m8[u] = c0 + u < p.splits ? act<kL2>(ml + (c0 + u) * 2 * p.gp + r) : -INFINITY;
+        for (int u = 0; u < 8; ++u) m8[u] = c0 + u < p.splits ? act<kL2>(ml + (c0 + u) * 2 * p.gp + r) : -INFINITY;
 #pragma unroll
-      for (int u = 0; u < 8; ++u) mx = fmaxf(mx, m8[u]);
-    }
-    float num = 0.f, den = 0.f;
-    for (int c0 = 0; c0 < p.splits; c0 += 4) {
-      float m4[4], l4[4], a4[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int c = c0 + u < p.splits ? c0 + u : c0;
-        m4[u] = act<kL2>(ml + c * 2 * p.gp + r);
-        l4[u] = act<kL2>(ml + c * 2 * p.gp + p.gp + r);
-        a4[u] = act<kL2>(p.acc + ((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d);
+        for (int u = 0; u < 8; ++u) mx = fmaxf(mx, m8[u]);
       }
+      for (int c0 = 0; c0 < p.splits; c0 += 4) {
+        float m4[4], l4[4], a4[4];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        if (c0 + u >= p.splits) break;
-        const float wgt = expf(m4[u] - mx);
-        den += wgt * l4[u];
-        num += wgt * a4[u];
+        for (int u = 0; u < 4; ++u) {
+          const int c = c0 + u < p.splits ? c0 + u : c0;
+          m4[u] = act<kL2>(ml + c * 2 * p.gp + r);
+          l4[u] = act<kL2>(ml + c * 2 * p.gp + p.gp + r);
+          a4[u] = act<kL2>(p.acc + ((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          if (c0 + u >= p.splits) break;
+          const float wgt = expf(m4[u] - mx);
+          den += wgt * l4[u];
+          num += wgt * a4[u];
+        }
       }
     }
     return round_bf16(num / fmaxf(den, 1e-30f));
