@@ -382,20 +382,27 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
 // gate_up, down), cols x4, chunk, has_b_qkv, has_qk_norm, has_b_o, has_b_gu, has_b_down, pdl, launch (0: one
 // persistent launch, 1: one launch per phase, 2: seven standalone kernels, layer_kernels), blocks_per_sm (0: the
 // occupancy calculator's), unroll x4 (launch 2). floats: eps_attn, eps_mlp, eps_qk, scale.
-ffi::Error layer_params(cudaperf_layer::LayerParams& p, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::BF16> attn_scale,
-                     ffi::Buffer<ffi::BF16> mlp_scale, ffi::Buffer<ffi::BF16> w_qkv, ffi::Buffer<ffi::BF16> b_qkv,
-                     ffi::Buffer<ffi::BF16> q_norm, ffi::Buffer<ffi::BF16> k_norm, ffi::Buffer<ffi::F32> cos,
-                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
-                     ffi::Buffer<ffi::BF16> k_cache, ffi::Buffer<ffi::BF16> v_cache, ffi::Buffer<ffi::BF16> w_o,
-                     ffi::Buffer<ffi::BF16> b_o, ffi::Buffer<ffi::BF16> w_gu, ffi::Buffer<ffi::BF16> b_gu,
-                     ffi::Buffer<ffi::BF16> w_down, ffi::Buffer<ffi::BF16> b_down,
-                     ffi::Result<ffi::Buffer<ffi::BF16>> x_out, ffi::Result<ffi::Buffer<ffi::F32>> ss_out,
-                     ffi::Result<ffi::Buffer<ffi::BF16>> k_out, ffi::Result<ffi::Buffer<ffi::BF16>> v_out,
-                     ffi::Result<ffi::Buffer<ffi::F32>> qkv_parts, ffi::Result<ffi::Buffer<ffi::F32>> acc,
-                     ffi::Result<ffi::Buffer<ffi::F32>> ml, ffi::Result<ffi::Buffer<ffi::F32>> o_parts,
-                     ffi::Result<ffi::Buffer<ffi::BF16>> x_mid, ffi::Result<ffi::Buffer<ffi::F32>> ss_mid,
-                     ffi::Result<ffi::Buffer<ffi::F32>> gu_parts, ffi::Result<ffi::Buffer<ffi::F32>> down_parts,
-                     ffi::Span<const int64_t> ints, ffi::Span<const float> floats) {
+// The layer handler's buffers and attributes (CudaperfLayer's binding order), and their names as arguments.
+#define LAYER_PARAMS                                                                                           \
+  ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::BF16> attn_scale,                       \
+      ffi::Buffer<ffi::BF16> mlp_scale, ffi::Buffer<ffi::BF16> w_qkv, ffi::Buffer<ffi::BF16> b_qkv,            \
+      ffi::Buffer<ffi::BF16> q_norm, ffi::Buffer<ffi::BF16> k_norm, ffi::Buffer<ffi::F32> cos,                 \
+      ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,             \
+      ffi::Buffer<ffi::BF16> k_cache, ffi::Buffer<ffi::BF16> v_cache, ffi::Buffer<ffi::BF16> w_o,              \
+      ffi::Buffer<ffi::BF16> b_o, ffi::Buffer<ffi::BF16> w_gu, ffi::Buffer<ffi::BF16> b_gu,                    \
+      ffi::Buffer<ffi::BF16> w_down, ffi::Buffer<ffi::BF16> b_down, ffi::Result<ffi::Buffer<ffi::BF16>> x_out, \
+      ffi::Result<ffi::Buffer<ffi::F32>> ss_out, ffi::Result<ffi::Buffer<ffi::BF16>> k_out,                    \
+      ffi::Result<ffi::Buffer<ffi::BF16>> v_out, ffi::Result<ffi::Buffer<ffi::F32>> qkv_parts,                 \
+      ffi::Result<ffi::Buffer<ffi::F32>> acc, ffi::Result<ffi::Buffer<ffi::F32>> ml,                           \
+      ffi::Result<ffi::Buffer<ffi::F32>> o_parts, ffi::Result<ffi::Buffer<ffi::BF16>> x_mid,                   \
+      ffi::Result<ffi::Buffer<ffi::F32>> ss_mid, ffi::Result<ffi::Buffer<ffi::F32>> gu_parts,                  \
+      ffi::Result<ffi::Buffer<ffi::F32>> down_parts, ffi::Span<const int64_t> ints, ffi::Span<const float> floats
+#define LAYER_ARGS                                                                                               \
+  x, ss, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, sin, kv_mask, cache_index, k_cache, v_cache, w_o, \
+      b_o, w_gu, b_gu, w_down, b_down, x_out, ss_out, k_out, v_out, qkv_parts, acc, ml, o_parts, x_mid, ss_mid,    \
+      gu_parts, down_parts, ints, floats
+
+ffi::Error layer_params(cudaperf_layer::LayerParams& p, LAYER_PARAMS) {
   using namespace cudaperf_layer;
   auto bad = [](const char* what) { return ffi::Error::InvalidArgument(std::string("cudaperf_layer: ") + what); };
   if (ints.size() != 23 || floats.size() != 4) return bad("needs 23 int and 4 float attributes");
@@ -481,24 +488,11 @@ ffi::Error layer_params(cudaperf_layer::LayerParams& p, ffi::Buffer<ffi::BF16> x
   return ffi::Error::Success();
 }
 
-ffi::Error LayerImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::BF16> attn_scale,
-                     ffi::Buffer<ffi::BF16> mlp_scale, ffi::Buffer<ffi::BF16> w_qkv, ffi::Buffer<ffi::BF16> b_qkv,
-                     ffi::Buffer<ffi::BF16> q_norm, ffi::Buffer<ffi::BF16> k_norm, ffi::Buffer<ffi::F32> cos,
-                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
-                     ffi::Buffer<ffi::BF16> k_cache, ffi::Buffer<ffi::BF16> v_cache, ffi::Buffer<ffi::BF16> w_o,
-                     ffi::Buffer<ffi::BF16> b_o, ffi::Buffer<ffi::BF16> w_gu, ffi::Buffer<ffi::BF16> b_gu,
-                     ffi::Buffer<ffi::BF16> w_down, ffi::Buffer<ffi::BF16> b_down,
-                     ffi::Result<ffi::Buffer<ffi::BF16>> x_out, ffi::Result<ffi::Buffer<ffi::F32>> ss_out,
-                     ffi::Result<ffi::Buffer<ffi::BF16>> k_out, ffi::Result<ffi::Buffer<ffi::BF16>> v_out,
-                     ffi::Result<ffi::Buffer<ffi::F32>> qkv_parts, ffi::Result<ffi::Buffer<ffi::F32>> acc,
-                     ffi::Result<ffi::Buffer<ffi::F32>> ml, ffi::Result<ffi::Buffer<ffi::F32>> o_parts,
-                     ffi::Result<ffi::Buffer<ffi::BF16>> x_mid, ffi::Result<ffi::Buffer<ffi::F32>> ss_mid,
-                     ffi::Result<ffi::Buffer<ffi::F32>> gu_parts, ffi::Result<ffi::Buffer<ffi::F32>> down_parts,
-                     ffi::Span<const int64_t> ints, ffi::Span<const float> floats) {
+ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
   using namespace cudaperf_layer;
   auto bad = [](const char* what) { return ffi::Error::InvalidArgument(std::string("cudaperf_layer: ") + what); };
   LayerParams p;
-  ffi::Error err = layer_params(p, x, ss, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, sin, kv_mask, cache_index, k_cache, v_cache, w_o, b_o, w_gu, b_gu, w_down, b_down, x_out, ss_out, k_out, v_out, qkv_parts, acc, ml, o_parts, x_mid, ss_mid, gu_parts, down_parts, ints, floats);
+  ffi::Error err = layer_params(p, LAYER_ARGS);
   if (err.failure()) return err;
   if (ints[17] == 2) return layer_kernels(stream, p, ints, ints[16] != 0);
   const size_t smem = layer_smem_bytes(p);
