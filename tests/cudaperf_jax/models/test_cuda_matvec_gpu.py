@@ -238,6 +238,18 @@ def test_the_sampler_picks_the_cuda_top_k_when_asked(monkeypatch):
 def test_the_one_kernel_layer_agrees_with_the_fused_step(monkeypatch, name):
     """CUDAPERF_CUDA_LAYER=on: each layer of the bf16 step is one persistent kernel with grid barriers; =phases: the
     same kernel launched once per phase. Both against the seven-kernel fused step, and bit-equal to each other."""
+    run, want = _layer_launch_case(monkeypatch, name)
+    got = {}
+    for mode in ("phases", "on"):
+        got[mode] = run(mode)
+        assert (np.argmax(got[mode], -1) == np.argmax(want, -1)).mean() >= 0.9
+        np.testing.assert_allclose(got[mode], want, atol=0.1 * float(np.abs(want).max()))
+    np.testing.assert_array_equal(got["on"], got["phases"])   # the barrier changes nothing but the launch count
+
+
+def _layer_launch_case(monkeypatch, name):
+    """(run(CUDAPERF_CUDA_LAYER value) -> its bf16 stepwise logits, the seven-kernel fused step's logits) for a small
+    model of `name`'s shape; run checks that the decoder takes that layer launch."""
     from cudaperf_jax.models import decode_fused as df
     from tests.cudaperf_jax.models import tiny
     from tests.cudaperf_jax.models.test_decode_fused_gpu import _model
@@ -247,15 +259,13 @@ def test_the_one_kernel_layer_agrees_with_the_fused_step(monkeypatch, name):
     monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "on")
     monkeypatch.setenv("CUDAPERF_CUDA_LAYER", "off")
     want = tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
-    got = {}
-    for mode in ("phases", "on"):
+
+    def run(mode):
         monkeypatch.setenv("CUDAPERF_CUDA_LAYER", mode)
         assert df._cuda_layer(model, jnp.bfloat16, jnp.zeros((1, model.cfg.num_kv_heads, 16, model.cfg.head_dim),
                                                              jnp.bfloat16)) is not None
-        got[mode] = tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
-        assert (np.argmax(got[mode], -1) == np.argmax(want, -1)).mean() >= 0.9
-        np.testing.assert_allclose(got[mode], want, atol=0.1 * float(np.abs(want).max()))
-    np.testing.assert_array_equal(got["on"], got["phases"])   # the barrier changes nothing but the launch count
+        return tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
+    return run, want
 
 
 @pytest.mark.parametrize("pdl", ["on", "off"])
@@ -264,19 +274,8 @@ def test_the_one_kernel_layer_agrees_with_the_fused_step(monkeypatch, name):
 def test_the_seven_kernel_layer_launch_agrees_with_the_fused_step(monkeypatch, name, mode, pdl):
     """CUDAPERF_CUDA_LAYER=kernels: each layer is seven standalone kernels (the CUDA attention among them) launched by
     one FFI call and chained by PDL; =step: every layer from one FFI call. Against the fused step of separate calls."""
-    from cudaperf_jax.models import decode_fused as df
-    from tests.cudaperf_jax.models import tiny
-    from tests.cudaperf_jax.models.test_decode_fused_gpu import _model
-    model = _model(name, jnp.bfloat16)
-    toks = jnp.asarray([[5, 17, 3, 60, 11, 900, 4000, 2, 8, 9]], jnp.int32)
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "on")
-    monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "on")
-    monkeypatch.setenv("CUDAPERF_CUDA_LAYER", "off")
-    want = tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
-    monkeypatch.setenv("CUDAPERF_CUDA_LAYER", mode)
+    run, want = _layer_launch_case(monkeypatch, name)
     monkeypatch.setenv("CUDAPERF_CUDA_PDL", pdl)
-    assert df._cuda_layer(model, jnp.bfloat16, jnp.zeros((1, model.cfg.num_kv_heads, 16, model.cfg.head_dim),
-                                                         jnp.bfloat16)) is not None
-    got = tiny.stepwise_logits(model, toks, 16, jnp.bfloat16)
+    got = run(mode)
     assert (np.argmax(got, -1) == np.argmax(want, -1)).mean() >= 0.9
     np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
