@@ -632,12 +632,13 @@ def _cuda_layer(model, dt, k_cache):
         a, mlp = layer.attn, layer.mlp
         ws = (a.qkv[...], a.o[...], mlp.gate_up[...], mlp.down[...])
         gu_b = val(mlp.gate_up_bias)
-        return ws, dict(
-            attn_scale=layer.attn_norm.scale[...], mlp_scale=layer.mlp_norm.scale[...], w_qkv=ws[0].astype(dt),
-            b_qkv=val(a.qkv_bias), q_norm=None if a.q_norm is None else a.q_norm.scale[...],
-            k_norm=None if a.k_norm is None else a.k_norm.scale[...], k_cache=kc, v_cache=vc, w_o=ws[1].astype(dt),
-            b_o=val(a.o_bias), w_gu=ws[2].astype(dt).reshape(d, -1), b_gu=None if gu_b is None else gu_b.reshape(-1),
-            w_down=ws[3].astype(dt), b_down=val(mlp.down_bias))
+        return ws, {
+            "attn_scale": layer.attn_norm.scale[...], "mlp_scale": layer.mlp_norm.scale[...], "w_qkv": ws[0].astype(dt),
+            "b_qkv": val(a.qkv_bias), "q_norm": None if a.q_norm is None else a.q_norm.scale[...],
+            "k_norm": None if a.k_norm is None else a.k_norm.scale[...], "k_cache": kc, "v_cache": vc,
+            "w_o": ws[1].astype(dt), "b_o": val(a.o_bias), "w_gu": ws[2].astype(dt).reshape(d, -1),
+            "b_gu": None if gu_b is None else gu_b.reshape(-1), "w_down": ws[3].astype(dt),
+            "b_down": val(mlp.down_bias)}
 
     if lm == "step":   # every layer from one FFI call: (layers, x, ss, k caches, v caches, ...) -> x, ss, ks, vs
         def run_all(layers, x, ss, kcs, vcs, kvm, cache_index, cos, sin):

@@ -227,8 +227,8 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert cm.pdl_enabled()
     monkeypatch.setenv("CUDAPERF_CUDA_PDL", "off")
     assert not cm.pdl_enabled()
-    kw = dict(cos=None, sin=None, kv_mask=None, cache_index=0, heads=12, chunk=128, eps_attn=1e-6, eps_mlp=1e-6,
-              eps_qk=1e-6)
+    kw = {"cos": None, "sin": None, "kv_mask": None, "cache_index": 0, "heads": 12, "chunk": 128, "eps_attn": 1e-6,
+          "eps_mlp": 1e-6, "eps_qk": 1e-6}
     with pytest.raises(ValueError, match="at least one layer"):
         cm.step(None, None, [], **kw)
     layer = {k: None for k in cm.LAYER_KEYS}
