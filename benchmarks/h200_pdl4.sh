@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The next PDL call (~5 min; written 2026-12-03, not yet run): the chain with L2 activation loads batched eight at a
-# time (plain loads beside them) and the two-round-trip attention, the layer-launch GPU tests, then the batch-1 step
-# with the default and with CUDAPERF_CUDA_LAYER=step (logs under $OUT/steps).
+# One device call for the PDL work (~5 min): the standalone chain (benchmarks/pdl_chain.cu), GPU tests of
+# test_cuda_matvec_gpu.py (TESTS, a -k expression), a profile when VARIANTS names decode_profile.py variants (e.g. step),
+# then decode_tune.py baselines for STEPS ("name:VAR=v,VAR=v ..."; logs under $OUT/steps). The 2026-12-03 calls ran
+# it as TESTS="seven_kernel or fused_decoder_with_cuda" VARIANTS=step, and as TESTS="not one_kernel".
 set -u
 nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && timeout 60 /tmp/pdl_chain $OUT/pdl_chain.json
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
@@ -10,6 +11,11 @@ export PYTHONPATH=/tmp/site:$PWD
 timeout ${TEST_TIMEOUT:-200} env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= \
   tests/cudaperf_jax/models/test_cuda_matvec_gpu.py -k "${TESTS:-seven_kernel or one_kernel}" 2>&1 \
   | grep -E "passed|failed|FAILED|Error" | tail -8
+if [ -n "${VARIANTS:-}" ]; then
+  mkdir -p $OUT/profile
+  OUT=$OUT/profile timeout ${PROFILE_TIMEOUT:-120} python3 benchmarks/decode_profile.py --variants=$VARIANTS --top 16 \
+    2>&1 | tail -30
+fi
 echo '{}' > /tmp/none.json
 mkdir -p $OUT/steps
 steps=${STEPS:-"step:CUDAPERF_CUDA_LAYER=step step_s8:CUDAPERF_CUDA_LAYER=step,CUDAPERF_CUDA_LAYER_ATTN_SPLITS=8 default:"}
