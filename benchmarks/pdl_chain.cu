@@ -17,6 +17,7 @@
 #define MATVEC_RELEASE_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
 #define MATVEC_WAIT_FOR_PRODUCER() asm volatile("griddepcontrol.wait;" ::: "memory")
 #include "../cudaperf_jax/models/cuda/layer_kernel.cuh"
+#include "../cudaperf_jax/models/cuda/launch.cuh"
 
 using namespace cudaperf_matvec;
 
@@ -70,16 +71,8 @@ void mv(cudaStream_t s, const Cfg& c, int u, const Prologue& pro, const __nv_bfl
         float* y, int ys) {
   const int ks = k / split;
   Epilogue epi = {};
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.gridDim = dim3(n / (8 * TPR), split, 1);
-  cfg.blockDim = dim3(kThreads, 1, 1);
-  cfg.dynamicSmemBytes = ks * 4;
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = c.pdl ? 1 : 0;
+  Launch lc(dim3(n / (8 * TPR), split, 1), dim3(kThreads, 1, 1), ks * 4, s, c.pdl);
+  cudaLaunchConfig_t& cfg = lc.cfg;
   begin_launch();
   if (u == 8 && c.l2)
     CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 8, MODE, true>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
@@ -94,15 +87,8 @@ void mv(cudaStream_t s, const Cfg& c, int u, const Prologue& pro, const __nv_bfl
 
 void fin(cudaStream_t s, const Cfg& c, const __nv_bfloat16* x, const float* parts, int np, int stride, int n,
          __nv_bfloat16* xo, float* ss) {
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.gridDim = dim3(n / kFinishChunk, 1, 1);
-  cfg.blockDim = dim3(kFinishChunk, 1, 1);
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = c.pdl ? 1 : 0;
+  Launch lc(dim3(n / kFinishChunk, 1, 1), dim3(kFinishChunk, 1, 1), 0, s, c.pdl);
+  cudaLaunchConfig_t& cfg = lc.cfg;
   begin_launch();
   CK(cudaLaunchKernelEx(&cfg, c.l2 ? finish_kernel<true> : finish_kernel<false>, x, parts, np, stride,
                         (const __nv_bfloat16*)nullptr, xo, ss, int(c.pdl)));
@@ -183,16 +169,8 @@ int main(int argc, char** argv) {
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   g_stream = s;
   auto attend = [&](const Cfg& c, int l) {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3(HKV * SPL, 1, 1);
-    cfg.blockDim = dim3(kThreads, 1, 1);
-    cfg.dynamicSmemBytes = att_smem;
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = c.pdl ? 1 : 0;
+    Launch lc(dim3(HKV * SPL, 1, 1), dim3(kThreads, 1, 1), att_smem, s, c.pdl);
+    cudaLaunchConfig_t& cfg = lc.cfg;
     begin_launch();
     CK(cudaLaunchKernelEx(&cfg, cudaperf_layer::attend_kernel, lp[l], int(c.pdl)));
     end_launch();

@@ -76,7 +76,8 @@ def build(cache: Path | None = None) -> Path:
     from cudaperf_jax.assets import cache_dir
     from kernels_harness.build.nvcc import find_nvcc
     version = subprocess.run([str(find_nvcc()), "--version"], check=False, capture_output=True, text=True).stdout
-    h = hashlib.sha256(SOURCE.read_bytes() + KERNEL.read_bytes() + TOPK_KERNEL.read_bytes() + LAYER_KERNEL.read_bytes() + str(jax.ffi.include_dir()).encode() + version.encode()
+    sources = b"".join(f.read_bytes() for f in sorted(SOURCE.parent.glob("*.cu*")))   # matvec.cu and its headers
+    h = hashlib.sha256(sources + str(jax.ffi.include_dir()).encode() + version.encode()
                        + bytes([cmd_buffer()])
                        + (Path(jax.ffi.include_dir()) / "xla/ffi/api/api.h").read_bytes()).hexdigest()[:16]
     out = (cache or cache_dir() / "cuda_ffi") / f"matvec_{ARCH}_{h}.so"

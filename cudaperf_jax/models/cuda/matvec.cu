@@ -45,6 +45,7 @@
 #include "matvec_kernel.cuh"
 #include "topk_kernel.cuh"
 #include "layer_kernel.cuh"
+#include "launch.cuh"
 
 namespace ffi = xla::ffi;
 
@@ -68,23 +69,6 @@ using cudaperf_matvec::kNorm;
 using cudaperf_matvec::kSwiglu;
 using cudaperf_matvec::kAttn;
 
-// A launch configuration, with programmatic stream serialization (PDL) when pdl; not copyable (cfg points at attr).
-struct Launch {
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  Launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl) {
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-  }
-  Launch(const Launch&) = delete;
-  Launch& operator=(const Launch&) = delete;
-};
 
 template <int TPR, int U, int MODE, bool kL2 = false>
 cudaError_t launch(cudaStream_t stream, const Prologue& pro, const Epilogue& epi, const __nv_bfloat16* w, int k, int n,
