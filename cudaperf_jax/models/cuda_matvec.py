@@ -486,13 +486,19 @@ def layer_attn_splits() -> int:
     return int(v)
 
 
+def _layer_heads_ok(heads: int, kv_heads: int, head_dim: int) -> bool:
+    """The attention shapes the layer kernels take: heads a multiple of the KV heads, at most LAYER_MAX_GROUP per KV
+    head, a power-of-two head dim from 32 to 256."""
+    return (kv_heads >= 1 and heads % kv_heads == 0 and heads // kv_heads <= LAYER_MAX_GROUP and 32 <= head_dim <= 256
+            and head_dim & (head_dim - 1) == 0)
+
+
 def layer_supported(d: int, heads: int, kv_heads: int, head_dim: int, f: int, s_len: int, chunk: int,
                     tiling=None, attn_splits: int | None = None) -> bool:
     """Shapes the layer kernel takes (as its FFI handler checks them)."""
-    g = heads // max(kv_heads, 1)
-    if kv_heads < 1 or heads % kv_heads or g > LAYER_MAX_GROUP or head_dim < 32 or head_dim > 256 or \
-            head_dim & (head_dim - 1) or chunk < 1 or chunk > 256 or d % chunk:
+    if not _layer_heads_ok(heads, kv_heads, head_dim) or chunk < 1 or chunk > 256 or d % chunk:
         return False
+    g = heads // kv_heads
     n_qkv = (heads + 2 * kv_heads) * head_dim
     tiling = tiling or layer_tiling(d, n_qkv, heads * head_dim, f)
     ks, ns = (d, heads * head_dim, d, f), (n_qkv, d, 2 * f, d)
@@ -509,10 +515,9 @@ def layer_kernels_supported(d: int, heads: int, kv_heads: int, head_dim: int, f:
                             attn_splits: int | None = None) -> bool:
     """Shapes the `kernels` launch of the layer takes: the layer kernel's head limits, chunk 128 dividing D, the
     fused step's tilings (tiling_for), and the attention split in shared memory."""
-    g = heads // max(kv_heads, 1)
-    if kv_heads < 1 or heads % kv_heads or g > LAYER_MAX_GROUP or head_dim < 32 or head_dim > 256 or \
-            head_dim & (head_dim - 1) or chunk != FINISH_CHUNK or d % chunk:
+    if not _layer_heads_ok(heads, kv_heads, head_dim) or chunk != FINISH_CHUNK or d % chunk:
         return False
+    g = heads // kv_heads
     n_qkv = (heads + 2 * kv_heads) * head_dim
     for k, n in ((d, n_qkv), (heads * head_dim, d), (d, 2 * f), (f, d)):
         split, cols, _ = tiling_for(k, n)
@@ -606,6 +611,7 @@ def _layer_plan(d, cache_shape, n_qkv, hdh, f, heads, chunk, tiling, attn_splits
 
 LAYER_KEYS = ("attn_scale", "mlp_scale", "w_qkv", "b_qkv", "q_norm", "k_norm", "k_cache", "v_cache", "w_o", "b_o",
               "w_gu", "b_gu", "w_down", "b_down")
+LAYER_OPTIONAL = ("b_qkv", "q_norm", "b_o", "b_gu", "b_down")   # in the order of the handler's has_* ints
 
 
 def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: int, eps_attn: float, eps_mlp: float,
@@ -617,8 +623,8 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
     if not layers:
         raise ValueError("cuda_matvec.step: needs at least one layer")
     first = layers[0]
-    optional = tuple(first[k] for k in ("b_qkv", "q_norm", "b_o", "b_gu", "b_down"))
-    if any((l[k] is None) != (first[k] is None) for l in layers for k in ("b_qkv", "q_norm", "b_o", "b_gu", "b_down")):
+    optional = tuple(first[k] for k in LAYER_OPTIONAL)
+    if any((l[k] is None) != (first[k] is None) for l in layers for k in LAYER_OPTIONAL):
         raise ValueError("cuda_matvec.step: every layer must have the same optional parameters")
     ints, scratch = _layer_plan(x.shape[0], first["k_cache"].shape, first["w_qkv"].shape[1], first["w_o"].shape[0],
                                 first["w_down"].shape[0], heads, chunk, None, attn_splits, True, optional, pdl, False,
@@ -627,7 +633,7 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
     args = [x.astype(bf), ss.astype(f32), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
             jnp.asarray(cache_index, jnp.int32).reshape(1)]
     aliases, cache_shapes = {}, []
-    for i, l in enumerate(layers):
+    for l in layers:
         for key in LAYER_KEYS:
             if key in ("k_cache", "v_cache"):
                 aliases[len(args)] = len(scratch) + len(cache_shapes)

@@ -587,8 +587,8 @@ def _cuda_kernels(dt):
         keep = residual
         if epi == "partials" or (epi == "qkv" and epilogue == "residual"):
             epilogue, residual = "partials", None
-        opts = dict(split_k=split, pdl=w.dtype == dt and call_pdl, out_cols=out_cols, cols=cols, unroll=unroll, epilogue=epilogue,
-                    residual=residual)
+        opts = dict(split_k=split, pdl=w.dtype == dt and call_pdl, out_cols=out_cols, cols=cols, unroll=unroll,
+                    epilogue=epilogue, residual=residual)
         if kind == "norm":
             out = cm.matvec_norm(inputs["x"], inputs["ss"], inputs["scale"], w.astype(dt), eps=inputs["eps"],
                                  n_chunks=inputs["ss_count"] or finish_count(k), **opts)
@@ -611,8 +611,9 @@ def _param(p, dt):
 
 
 def _cuda_layer(model, dt, k_cache):
-    """A function running one whole layer as ONE CUDA kernel (cuda_matvec.layer, CUDAPERF_CUDA_LAYER=on|phases) when
-    the CUDA matvecs are on, the compute and cache dtype is bf16 and the shapes fit; else None (seven kernels)."""
+    """A function running one whole layer from one FFI call (cuda_matvec.layer, CUDAPERF_CUDA_LAYER=on|phases|kernels),
+    or for CUDAPERF_CUDA_LAYER=step one running every layer from one call (cuda_matvec.step; marked whole_step), when
+    the CUDA matvecs are on, the compute and cache dtype is bf16 and the shapes fit; else None (seven kernel calls)."""
     from cudaperf_jax.models import cuda_matvec as cm
     lm = cm.layer_mode()
     if lm == "off" or dt != jnp.bfloat16 or k_cache.dtype != jnp.bfloat16 or _interpret(None) or cm.mode() == "off" \
