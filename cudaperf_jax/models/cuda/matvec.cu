@@ -519,13 +519,11 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");
   const ffi::Span<const int64_t> layer_ints(ints.begin(), 23);
   for (int64_t l = 0; l < n_layers; ++l) {
-    ffi::Buffer<ffi::BF16>* b[kPerLayer];
-    std::optional<ffi::Buffer<ffi::BF16>> held[kPerLayer];
+    std::optional<ffi::Buffer<ffi::BF16>> b[kPerLayer];   // (buffers have no default constructor)
     for (int i = 0; i < kPerLayer; ++i) {
       auto got = layers.get<ffi::Buffer<ffi::BF16>>(static_cast<size_t>(l * kPerLayer + i));
       if (got.has_error()) return ffi::Error::InvalidArgument("cudaperf_step: every layer buffer must be bf16");
-      held[i].emplace(got.value());
-      b[i] = &*held[i];
+      b[i].emplace(got.value());
     }
     auto k_out = caches.get<ffi::Buffer<ffi::BF16>>(static_cast<size_t>(2 * l));
     auto v_out = caches.get<ffi::Buffer<ffi::BF16>>(static_cast<size_t>(2 * l + 1));
