@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# One device call for the PDL work (~5 min): the standalone chain (benchmarks/pdl_chain.cu), GPU tests of
+# One device call for the PDL work (~5 min): the standalone chain (benchmarks/pdl_chain.cu; CHAIN: a variant-name
+# filter), an Nsight Compute profile of one kernel of it (NCU, NCU_VARIANT), GPU tests of
 # test_cuda_matvec_gpu.py (TESTS, a -k expression), a profile when VARIANTS names decode_profile.py variants (e.g. step),
 # then decode_tune.py baselines for STEPS ("name:VAR=v,VAR=v ..."; logs under $OUT/steps). The 2026-12-03 calls ran
 # it as TESTS="seven_kernel or fused_decoder_with_cuda" VARIANTS=step, and as TESTS="not one_kernel".
 set -u
-nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && timeout 60 /tmp/pdl_chain $OUT/pdl_chain.json
+nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && timeout 90 /tmp/pdl_chain $OUT/pdl_chain.json "${CHAIN:-}"
+if [ -n "${NCU:-}" ]; then   # NCU: a kernel-name regex; profiles it in pdl_chain's NCU_VARIANT (default attn_only_nopdl)
+  timeout 120 ncu --clock-control none -k "regex:$NCU" -s 3 -c 1 --set full --import-source yes -o $OUT/ncu \
+    /tmp/pdl_chain - "${NCU_VARIANT:-attn_only_nopdl}" 1 > /dev/null 2>&1
+  ncu --import $OUT/ncu.ncu-rep --page details 2>&1 | grep -E "Duration|Elapsed Cycles|Registers|Memory Throughput|\
+Achieved Occupancy|Issue Slot|Warp Cycles Per Issued|Stall|Block Limit|Dynamic Shared|No Eligible|One or More|L1/TEX Hit|L2 Hit" | head -40
+  ncu --import $OUT/ncu.ncu-rep --page raw --csv 2>/dev/null | head -3 > $OUT/ncu_raw.csv
+fi
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONPATH=/tmp/site:$PWD

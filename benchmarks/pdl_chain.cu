@@ -5,7 +5,7 @@
 // (norm prologue), down (swiglu prologue), finish; then the LM head. Weights of all layers are distinct buffers
 // (2.6 GB, far beyond L2). Variants: PDL on/off x stream launches / captured graph, and the unroll of gate_up/o.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && /tmp/pdl_chain [json_out]
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && /tmp/pdl_chain [json_out|-] [name_part] [reps]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -14,8 +14,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#define MATVEC_RELEASE_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
-#define MATVEC_WAIT_FOR_PRODUCER() asm volatile("griddepcontrol.wait;" ::: "memory")
 #include "../cudaperf_jax/models/cuda/layer_kernel.cuh"
 #include "../cudaperf_jax/models/cuda/launch.cuh"
 
@@ -41,7 +39,9 @@ __global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed) {
 struct Cfg {
   bool pdl;
   int u_small, u_gu, u_down;
-  bool l2 = true;   // activations read with __ldcg (what the layer handler's PDL chains do); false: plain loads
+  bool l2 = true;   // activations read with __ldcg; false: plain loads (after PDL's wait and its acquire fence)
+  bool late = false;   // kPdlLate: a kernel lets the next one launch only once its own wait has returned
+  int flags() const { return pdl ? kPdlOn | (late ? kPdlLate : 0) : 0; }
 };
 
 // Child-graph mode (how XLA's command buffers hold FFI custom calls: each call's launches captured into a nested
@@ -75,13 +75,13 @@ void mv(cudaStream_t s, const Cfg& c, int u, const Prologue& pro, const __nv_bfl
   cudaLaunchConfig_t& cfg = lc.cfg;
   begin_launch();
   if (u == 8 && c.l2)
-    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 8, MODE, true>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
+    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 8, MODE, true>, pro, epi, w, n, ks, y, ys, c.flags()));
   else if (u == 8)
-    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 8, MODE, false>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
+    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 8, MODE, false>, pro, epi, w, n, ks, y, ys, c.flags()));
   else if (c.l2)
-    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 4, MODE, true>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
+    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 4, MODE, true>, pro, epi, w, n, ks, y, ys, c.flags()));
   else
-    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 4, MODE, false>, pro, epi, w, n, ks, y, ys, int(c.pdl)));
+    CK(cudaLaunchKernelEx(&cfg, matvec_kernel<TPR, 4, MODE, false>, pro, epi, w, n, ks, y, ys, c.flags()));
   end_launch();
 }
 
@@ -91,7 +91,7 @@ void fin(cudaStream_t s, const Cfg& c, const __nv_bfloat16* x, const float* part
   cudaLaunchConfig_t& cfg = lc.cfg;
   begin_launch();
   CK(cudaLaunchKernelEx(&cfg, c.l2 ? finish_kernel<true> : finish_kernel<false>, x, parts, np, stride,
-                        (const __nv_bfloat16*)nullptr, xo, ss, int(c.pdl)));
+                        (const __nv_bfloat16*)nullptr, xo, ss, c.flags()));
   end_launch();
 }
 
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
     Launch lc(dim3(HKV * SPL, 1, 1), dim3(kThreads, 1, 1), att_smem, s, c.pdl);
     cudaLaunchConfig_t& cfg = lc.cfg;
     begin_launch();
-    CK(cudaLaunchKernelEx(&cfg, cudaperf_layer::attend_kernel, lp[l], int(c.pdl)));
+    CK(cudaLaunchKernelEx(&cfg, cudaperf_layer::attend_kernel, lp[l], c.flags()));
     end_launch();
   };
   // attn: 0 a finish kernel stands in for attention, 1 the real attention and o's merge prologue, 2 the real attention
@@ -225,32 +225,39 @@ int main(int argc, char** argv) {
     bool attn, fin, head;
     int attn_mode = 0;
   };
+  // (the 2026-12-03 morning runs also timed each launch in its own child graph - XLA's FFI nesting - and plain stream
+  // launches: benchmarks/results/pdl_chain_h200*.json)
   std::vector<Variant> vs = {
-      {"7k_pdl_graph_plain", {true, 8, 4, 8, false}, true, true, true, true},
-      {"7k_pdl_graph_u8_plain", {true, 8, 8, 8, false}, true, true, true, true},
-      {"7k_nopdl_graph", {false, 8, 4, 8}, true, true, true, true},
-      {"7k_nopdl_child", {false, 8, 4, 8}, 2, true, true, true},
-      {"7k_pdl_child", {true, 8, 4, 8}, 2, true, true, true},
-      {"7k_pdl_layerchild", {true, 8, 4, 8}, 3, true, true, true},
-      {"7k_pdl_graph", {true, 8, 4, 8}, true, true, true, true},
-      {"7k_nopdl_stream", {false, 8, 4, 8}, false, true, true, true},
-      {"7k_pdl_stream", {true, 8, 4, 8}, false, true, true, true},
-      {"7k_pdl_graph_u8", {true, 8, 8, 8}, true, true, true, true},
-      {"4k_nopdl_graph", {false, 8, 4, 8}, true, false, false, true},
-      {"4k_pdl_graph", {true, 8, 4, 8}, true, false, false, true},
-      {"4k_pdl_graph_u8", {true, 8, 8, 8}, true, false, false, true},
-      {"7k_realattn_nopdl_graph", {false, 8, 4, 8}, true, true, true, true, 1},
-      {"7k_realattn_pdl_graph", {true, 8, 4, 8}, true, true, true, true, 1},
-      {"7k_realattn_plain_o_pdl", {true, 8, 4, 8}, true, true, true, true, 3},
-      {"attn_only_nopdl_graph", {false, 8, 4, 8}, true, true, true, false, 2},
-      {"attn_only_pdl_graph", {true, 8, 4, 8}, true, true, true, false, 2},
+      {"7k_pdl_graph_plain", {true, 8, 4, 8, false}, 1, true, true, true},
+      {"7k_pdl_graph_u8_plain", {true, 8, 8, 8, false}, 1, true, true, true},
+      {"7k_pdl_graph_plain_late", {true, 8, 4, 8, false, true}, 1, true, true, true},
+      {"7k_pdl_graph_u8_plain_late", {true, 8, 8, 8, false, true}, 1, true, true, true},
+      {"7k_nopdl_graph_plain", {false, 8, 4, 8, false}, 1, true, true, true},
+      {"7k_pdl_graph", {true, 8, 4, 8}, 1, true, true, true},
+      {"7k_pdl_layerchild_plain", {true, 8, 4, 8, false}, 3, true, true, true},
+      {"4k_nopdl_graph_plain", {false, 8, 4, 8, false}, 1, false, false, true},
+      {"4k_pdl_graph_plain", {true, 8, 4, 8, false}, 1, false, false, true},
+      {"4k_pdl_graph_plain_late", {true, 8, 4, 8, false, true}, 1, false, false, true},
+      {"7k_realattn_nopdl_plain", {false, 8, 4, 8, false}, 1, true, true, true, 1},
+      {"7k_realattn_pdl_plain", {true, 8, 4, 8, false}, 1, true, true, true, 1},
+      {"7k_realattn_pdl_u8_plain_late", {true, 8, 8, 8, false, true}, 1, true, true, true, 1},
+      {"7k_realattn_pdl_plain_late", {true, 8, 4, 8, false, true}, 1, true, true, true, 1},
+      {"attn_only_nopdl_graph", {false, 8, 4, 8}, 1, true, true, false, 2},
+      {"attn_only_pdl_graph", {true, 8, 4, 8}, 1, true, true, false, 2},
   };
+  if (argc > 2) {   // only the variants whose names contain argv[2]
+    std::vector<Variant> keep;
+    for (auto& v : vs)
+      if (std::string(v.name).find(argv[2]) != std::string::npos) keep.push_back(v);
+    vs = keep;
+  }
+  const int reps = argc > 3 ? std::atoi(argv[3]) : 2;
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   std::string json = "[";
   std::printf("%-20s %10s %10s\n", "variant", "us/step", "TB/s");
-  for (int rep = 0; rep < 2; ++rep) {
+  for (int rep = 0; rep < reps; ++rep) {
     for (auto& v : vs) {
       attn_mode = v.attn_mode;
       cudaGraphExec_t ge = nullptr;
@@ -295,7 +302,7 @@ int main(int argc, char** argv) {
   }
   json += "]\n";
   CK(cudaGetLastError());
-  if (argc > 1) {
+  if (argc > 1 && std::string(argv[1]) != "-") {
     FILE* f = std::fopen(argv[1], "w");
     std::fputs(json.c_str(), f);
     std::fclose(f);

@@ -418,11 +418,16 @@ def layer_mode() -> str:
     return env_choice("CUDAPERF_CUDA_LAYER", "off", ("off", "on", "phases", "kernels", "step"))
 
 
-def pdl_enabled() -> bool:
+PDL_FLAGS = {"off": 0, "on": 1, "late": 3}   # matvec_kernel.cuh's kPdlOn (1) | kPdlLate (2)
+
+
+def pdl_flags() -> int:
     """CUDAPERF_CUDA_PDL: `on` (default) - the layer and step launches chain their kernels by programmatic dependent
-    launch; `off` - plain launches (a diagnostic: same results, no overlap)."""
+    launch, each kernel letting the next one launch as soon as it starts; `late` - only once its own wait for the
+    kernel before it has returned (at most one kernel runs ahead); `off` - plain launches (a diagnostic: same results,
+    no overlap). Returns the kernels' pdl argument."""
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_PDL", "on", ("off", "on")) == "on"
+    return PDL_FLAGS[env_choice("CUDAPERF_CUDA_PDL", "on", tuple(PDL_FLAGS))]
 
 
 def layer_blocks_per_sm() -> int:
@@ -540,7 +545,7 @@ def kernels_attn_splits(s_len: int, attn_splits: int | None = None) -> int:
 
 def layer(x, ss, *, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, sin, kv_mask, cache_index, k_cache,
           v_cache, w_o, b_o, w_gu, b_gu, w_down, b_down, heads: int, chunk: int, eps_attn: float, eps_mlp: float,
-          eps_qk: float, tiling=None, attn_splits: int | None = None, pdl: bool = True, per_phase: bool = False,
+          eps_qk: float, tiling=None, attn_splits: int | None = None, pdl: int = 1, per_phase: bool = False,
           blocks_per_sm: int | None = None, kernels: bool = False):
     """One decoder layer of a batch-1 decode step as one CUDA kernel (cuda/layer_kernel.cuh), with decode_fused's
     roundings: (x_out bf16 [D], its per-chunk sums of squares [D / chunk], new k cache, new v cache).
@@ -548,8 +553,8 @@ def layer(x, ss, *, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, si
     x bf16 [D] and ss (its sums of squares per `chunk` entries, decode_fused.finish's) are the layer's input; weights
     bf16 w_qkv [D, (H + 2 Hkv) Dh], w_o [H Dh, D], w_gu [D, 2F] (gate, then up), w_down [F, D]; biases, q_norm and
     k_norm may be None; cos/sin float32 [Dh] of the new token's position; kv_mask [S]; cache_index int32 (the new
-    token's slot); caches [1, Hkv, S, Dh] bf16, updated in place (donate them). pdl: the kernel prefetches its first
-    weights before waiting for the previous kernel, so no kernel of the same program may write the weights (pass them
+    token's slot); caches [1, Hkv, S, Dh] bf16, updated in place (donate them). pdl (0 off, else pdl_flags()'s
+    values): the kernel prefetches its first weights before waiting for the previous kernel, so no kernel of the same program may write the weights (pass them
     as the jitted function receives them). per_phase: seven launches without the grid barrier (a cross-check).
     kernels: seven standalone kernels with the fused step's tilings (tiling_for), chained by PDL (layer_mode)."""
     ints, scratch = _layer_plan(x.shape[0], k_cache.shape, w_qkv.shape[1], w_o.shape[0], w_down.shape[0], heads, chunk,
@@ -604,7 +609,7 @@ def _layer_plan(d, cache_shape, n_qkv, hdh, f, heads, chunk, tiling, attn_splits
                jax.ShapeDtypeStruct((d,), bf), jax.ShapeDtypeStruct((d // chunk,), f32),
                jax.ShapeDtypeStruct((tiling[2][0] * 2 * f,), f32), jax.ShapeDtypeStruct((tiling[3][0] * d,), f32)]
     ints = [heads, splits, *(s for s, _ in tiling), *(c for _, c in tiling), chunk,
-            *(a is not None for a in optional), pdl and not per_phase, 2 if kernels else int(per_phase),
+            *(a is not None for a in optional), 0 if per_phase else int(pdl), 2 if kernels else int(per_phase),
             blocks_per_sm or layer_blocks_per_sm(), *unrolls]
     return ints, scratch
 
@@ -615,7 +620,7 @@ LAYER_OPTIONAL = ("b_qkv", "q_norm", "b_o", "b_gu", "b_down")   # in the order o
 
 
 def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: int, eps_attn: float, eps_mlp: float,
-         eps_qk: float, attn_splits: int | None = None, pdl: bool = True):
+         eps_qk: float, attn_splits: int | None = None, pdl: int = 1):
     """Every decoder layer of a batch-1 decode step from ONE FFI call (CUDAPERF_CUDA_LAYER=step): each layer as the
     `kernels` launch of `layer` (seven kernels), chained by PDL across the layer boundaries too. layers: one dict per
     layer with LAYER_KEYS (the arguments of `layer`; optional ones None, the same ones None in every layer). Returns

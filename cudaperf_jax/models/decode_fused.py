@@ -648,7 +648,7 @@ def _cuda_layer(model, dt, k_cache):
             return cm.step(x, ss, [p for _, p in parts], cos=cos, sin=sin, kv_mask=kvm, cache_index=cache_index,
                            heads=cfg.num_heads, chunk=chunk, eps_attn=l0.attn_norm.eps, eps_mlp=l0.mlp_norm.eps,
                            eps_qk=cfg.rms_norm_eps,
-                           pdl=cm.pdl_enabled() and all(w.dtype == dt for ws, _ in parts for w in ws))
+                           pdl=cm.pdl_flags() if all(w.dtype == dt for ws, _ in parts for w in ws) else 0)
         run_all.whole_step = True
         return run_all
 
@@ -657,7 +657,7 @@ def _cuda_layer(model, dt, k_cache):
         return cm.layer(
             x, ss, cos=cos, sin=sin, kv_mask=kvm, cache_index=cache_index, heads=cfg.num_heads, chunk=chunk,
             eps_attn=layer.attn_norm.eps, eps_mlp=layer.mlp_norm.eps, eps_qk=cfg.rms_norm_eps, **kw,
-            pdl=cm.pdl_enabled() and all(w.dtype == dt for w in ws), per_phase=lm == "phases", kernels=lm == "kernels")
+            pdl=cm.pdl_flags() if all(w.dtype == dt for w in ws) else 0, per_phase=lm == "phases", kernels=lm == "kernels")
     return run
 
 

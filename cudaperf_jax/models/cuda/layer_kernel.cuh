@@ -30,6 +30,8 @@ namespace cudaperf_layer {
 using cudaperf_matvec::kThreads;
 using cudaperf_matvec::Prologue;
 using cudaperf_matvec::round_bf16;
+using cudaperf_matvec::pdl_start;
+using cudaperf_matvec::pdl_wait;
 
 constexpr int kPhases = 7;
 constexpr int kRedFloats = 2080;   // max over TPR 8/16 of (kThreads / TPR) * (8 * TPR + 1): matvec_columns' red
@@ -522,7 +524,7 @@ __host__ __device__ inline size_t attend_smem_bytes(int g, int dh, int span_max)
 // ml [Hkv, splits, 2, g] with decode_fused's roundings.
 __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl) {
   extern __shared__ float smem[];
-  if (pdl) MATVEC_RELEASE_DEPENDENTS();
+  pdl_start(pdl);
   const int g = p.h / p.hkv, dh = p.dh, cap = p.span_max, ks = dh + 8, rs_stride = dh + 2;
   const int j = blockIdx.x / p.attn_splits, c = blockIdx.x % p.attn_splits;
   __nv_bfloat16* kv = reinterpret_cast<__nv_bfloat16*>(smem);            // [2][cap][ks]
@@ -534,7 +536,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   float* stat = okf + cap;                                               // m, l, own weight [kMaxGroup] each
   // Everything is read after the wait: even the program's inputs (cache_index, kv_mask) may come from the XLA kernel
   // just before this call, which a PDL chain does not wait for until griddepcontrol.wait.
-  if (pdl) MATVEC_WAIT_FOR_PRODUCER();
+  pdl_wait(pdl);
   float* csn = stat + 3 * kMaxGroup;                                     // cos [dh], sin [dh]
   // Loads go to L2 (__ldcg): in a PDL chain, L1 may hold lines of buffers that a kernel before this one rewrote.
   // Two round trips of loads: (1) the slot index, cos/sin and the qkv partials, (2) the split's key and value rows

@@ -35,13 +35,6 @@
 
 #include "xla/ffi/api/ffi.h"
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define MATVEC_RELEASE_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
-#define MATVEC_WAIT_FOR_PRODUCER() asm volatile("griddepcontrol.wait;" ::: "memory")
-#else
-#define MATVEC_RELEASE_DEPENDENTS() ((void)0)
-#define MATVEC_WAIT_FOR_PRODUCER() ((void)0)
-#endif
 #include "matvec_kernel.cuh"
 #include "topk_kernel.cuh"
 #include "layer_kernel.cuh"
@@ -70,9 +63,10 @@ using cudaperf_matvec::kSwiglu;
 using cudaperf_matvec::kAttn;
 
 
+// pdl: 0, or the kernels' PDL flags (kPdlOn, kPdlLate)
 template <int TPR, int U, int MODE, bool kL2 = false>
 cudaError_t launch(cudaStream_t stream, const Prologue& pro, const Epilogue& epi, const __nv_bfloat16* w, int k, int n,
-                   int split, float* y, int y_stride, bool pdl) {
+                   int split, float* y, int y_stride, int pdl) {
   const int ks = k / split;
   const size_t smem = static_cast<size_t>(ks) * sizeof(float);
   auto kernel = matvec_kernel<TPR, U, MODE, kL2>;
@@ -80,13 +74,13 @@ cudaError_t launch(cudaStream_t stream, const Prologue& pro, const Epilogue& epi
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != cudaSuccess) return e;
   }
-  Launch l(dim3(n / (8 * TPR), split, 1), dim3(kThreads, 1, 1), smem, stream, pdl);
-  return cudaLaunchKernelEx(&l.cfg, kernel, pro, epi, w, n, ks, y, y_stride, static_cast<int>(pdl));
+  Launch l(dim3(n / (8 * TPR), split, 1), dim3(kThreads, 1, 1), smem, stream, pdl != 0);
+  return cudaLaunchKernelEx(&l.cfg, kernel, pro, epi, w, n, ks, y, y_stride, pdl);
 }
 
 template <int TPR, int MODE, bool kL2 = false>
 cudaError_t launch_unrolled(int unroll, cudaStream_t stream, const Prologue& pro, const Epilogue& epi,
-                            const __nv_bfloat16* w, int k, int n, int split, float* y, int y_stride, bool pdl) {
+                            const __nv_bfloat16* w, int k, int n, int split, float* y, int y_stride, int pdl) {
   if (unroll == 8) return launch<TPR, 8, MODE, kL2>(stream, pro, epi, w, k, n, split, y, y_stride, pdl);
   return launch<TPR, 4, MODE, kL2>(stream, pro, epi, w, k, n, split, y, y_stride, pdl);
 }
@@ -140,7 +134,7 @@ ffi::Error dispatch(cudaStream_t stream, const Prologue& pro, ffi::Buffer<ffi::B
   float* yptr = out.y->typed_data();
   const int ys = static_cast<int>(yd[1]);
   const int u = static_cast<int>(opt.unroll);
-  const bool pdl = opt.pdl != 0;
+  const int pdl = opt.pdl != 0 ? cudaperf_matvec::kPdlOn : 0;
   cudaError_t e;
   if (cols == 256) {
     e = launch_unrolled<32, MODE>(u, stream, pro, epi, wptr, k, n, split_k, yptr, ys, pdl);
@@ -307,13 +301,14 @@ cudaError_t layer_grid(size_t smem, int* sms, int* per_sm) {
   return cudaSuccess;
 }
 
+// Plain activation loads: PDL's wait is followed by an acquire fence (L1 invalidated; matvec_kernel.cuh).
 template <int MODE>
 cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologue& pro, const __nv_bfloat16* w, int k,
-                        int n, int split, float* y, bool pdl) {
-  const Epilogue epi = {};   // activations from L2: a PDL chain
-  if (cols == 256) return launch_unrolled<32, MODE, true>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
-  if (cols == 128) return launch_unrolled<16, MODE, true>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
-  return launch_unrolled<8, MODE, true>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
+                        int n, int split, float* y, int pdl) {
+  const Epilogue epi = {};
+  if (cols == 256) return launch_unrolled<32, MODE>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
+  if (cols == 128) return launch_unrolled<16, MODE>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
+  return launch_unrolled<8, MODE>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
 }
 
 // The layer as seven standalone kernels from one handler call (launch 2): qkv, attend_kernel, o, finish, gate_up, down,
@@ -322,7 +317,7 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // programmatic edges, so each matvec streams its first weight rows while the kernel before it drains. (Separate FFI
 // calls become separate child graphs, between which PDL does nothing.) Needs chunk == kFinishChunk.
 ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams& p, ffi::Span<const int64_t> ints,
-                         bool pdl) {
+                         int pdl) {
   using namespace cudaperf_layer;
   constexpr int kChunk = cudaperf_matvec::kFinishChunk;
   if (p.chunk != kChunk || p.d % kChunk)
@@ -338,17 +333,18 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   if (e == cudaSuccess && att_smem > 48 * 1024)
     e = cudaFuncSetAttribute(attend_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(att_smem));
   if (e == cudaSuccess) {
-    Launch l(dim3(static_cast<unsigned>(p.hkv * p.attn_splits), 1, 1), dim3(kThreads, 1, 1), att_smem, stream, pdl);
-    e = cudaLaunchKernelEx(&l.cfg, attend_kernel, p, static_cast<int>(pdl));
+    Launch l(dim3(static_cast<unsigned>(p.hkv * p.attn_splits), 1, 1), dim3(kThreads, 1, 1), att_smem, stream,
+             pdl != 0);
+    e = cudaLaunchKernelEx(&l.cfg, attend_kernel, p, pdl);
   }
   if (e == cudaSuccess)
     e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, attn_prologue(p), p.w_o, p.h * p.dh, p.d,
                            p.split[1], p.o_parts, pdl);
   auto fin = [&](const __nv_bfloat16* x, const float* parts, int n_parts, const __nv_bfloat16* bias, __nv_bfloat16* xo,
                  float* ss) {
-    Launch l(dim3(static_cast<unsigned>(p.d / kChunk), 1, 1), dim3(kChunk, 1, 1), 0, stream, pdl);
-    return cudaLaunchKernelEx(&l.cfg, cudaperf_matvec::finish_kernel<true>, x, parts, n_parts, p.d, bias, xo, ss,
-                              static_cast<int>(pdl));
+    Launch l(dim3(static_cast<unsigned>(p.d / kChunk), 1, 1), dim3(kChunk, 1, 1), 0, stream, pdl != 0);
+    return cudaLaunchKernelEx(&l.cfg, cudaperf_matvec::finish_kernel<false>, x, parts, n_parts, p.d, bias, xo, ss,
+                              pdl);
   };
   if (e == cudaSuccess) e = fin(p.x, p.o_parts, p.split[1], p.b_o, p.x_mid, p.ss_mid);
   if (e == cudaSuccess)
@@ -478,7 +474,7 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
   LayerParams p;
   ffi::Error err = layer_params(p, LAYER_ARGS);
   if (err.failure()) return err;
-  if (ints[17] == 2) return layer_kernels(stream, p, ints, ints[16] != 0);
+  if (ints[17] == 2) return layer_kernels(stream, p, ints, static_cast<int>(ints[16]));
   const size_t smem = layer_smem_bytes(p);
   if (smem > 200 * 1024) return bad("the attention split or a K slice is too long for shared memory");
   int sms = 0, per_sm = 0;
@@ -538,7 +534,7 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
       p.x = reinterpret_cast<const __nv_bfloat16*>(x_out->typed_data());
       p.ss = ss_out->typed_data();
     }
-    err = layer_kernels(stream, p, layer_ints, ints[16] != 0);
+    err = layer_kernels(stream, p, layer_ints, static_cast<int>(ints[16]));
     if (err.failure()) return err;
   }
   return ffi::Error::Success();

@@ -9,12 +9,30 @@ namespace cudaperf_matvec {
 
 constexpr int kThreads = 256;
 
-// Programmatic dependent launch hooks: matvec.cu defines them as griddepcontrol instructions (sm_90); without
-// them (the CPU emulation in tests) they do nothing.
-#ifndef MATVEC_RELEASE_DEPENDENTS
+// Programmatic dependent launch hooks: griddepcontrol instructions on sm_90; nothing elsewhere (the CPU emulation in
+// tests). The wait is followed by an acquire fence (SASS: CCTL.IVALL, the SM's L1 invalidated): griddepcontrol.wait
+// alone (ACQBULK) leaves L1 lines that a block of an earlier kernel loaded while this one was already resident - in a
+// PDL chain kernels launch ahead of their producers - and plain loads then read stale activations (seen as wrong
+// tokens in the Qwen3-shaped tests, 2026-12-03).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define MATVEC_RELEASE_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
+#define MATVEC_WAIT_FOR_PRODUCER() asm volatile("griddepcontrol.wait;\n\tfence.acquire.gpu;" ::: "memory")
+#else
 #define MATVEC_RELEASE_DEPENDENTS() ((void)0)
 #define MATVEC_WAIT_FOR_PRODUCER() ((void)0)
 #endif
+
+// The kernels' `pdl` argument: 0 an ordinary launch; otherwise kPdlOn, plus kPdlLate to let the next kernel launch
+// only once this one's wait has returned (instead of at its start: then every kernel of a chain can become resident
+// early, its blocks holding SM slots while they wait).
+constexpr int kPdlOn = 1, kPdlLate = 2;
+__device__ __forceinline__ void pdl_start(int pdl) {
+  if (pdl == kPdlOn) MATVEC_RELEASE_DEPENDENTS();
+}
+__device__ __forceinline__ void pdl_wait(int pdl) {
+  if (pdl) MATVEC_WAIT_FOR_PRODUCER();
+  if (pdl & kPdlLate) MATVEC_RELEASE_DEPENDENTS();
+}
 
 __device__ __forceinline__ uint4 load_stream(const __nv_bfloat16* p) {
   return __ldg(reinterpret_cast<const uint4*>(p));
@@ -258,9 +276,9 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
   extern __shared__ float xs[];             // the input slice, summed and rounded: ks floats
   __shared__ float red[kGroups][kCols + 1];
 
-  if (pdl) MATVEC_RELEASE_DEPENDENTS();
+  pdl_start(pdl);
   float s = matvec_columns<TPR, U, MODE, kL2>(pro, w, n, ks, blockIdx.x, blockIdx.y, xs, &red[0][0], [&] {
-    if (pdl) MATVEC_WAIT_FOR_PRODUCER();
+    pdl_wait(pdl);
   });
   static_assert(kCols <= kThreads, "one column per thread in the epilogue");
   const int c = threadIdx.x, oc = blockIdx.x * kCols + c;   // this thread's output column
@@ -326,10 +344,8 @@ __global__ void __launch_bounds__(kFinishChunk) finish_kernel(const __nv_bfloat1
                                                               int stride, const __nv_bfloat16* __restrict__ bias,
                                                               __nv_bfloat16* __restrict__ xo, float* __restrict__ ss,
                                                               int pdl) {
-  if (pdl) {
-    MATVEC_RELEASE_DEPENDENTS();
-    MATVEC_WAIT_FOR_PRODUCER();
-  }
+  pdl_start(pdl);
+  pdl_wait(pdl);
   const int i = blockIdx.x * kFinishChunk + threadIdx.x;
   float xn = __bfloat162float(act<kL2>(x + i));
   if (n_parts > 0) {

@@ -224,9 +224,11 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert not cm.layer_kernels_supported(1536, 12, 2, 128, 8960, 384, 64)       # the finish kernel's chunk is 128
     assert not cm.layer_kernels_supported(1536, 12, 2, 96, 8960, 384, 128)       # head dim not a power of two
     assert not cm.layer_kernels_supported(1536, 12, 5, 128, 8960, 384, 128)      # heads not a multiple of KV heads
-    assert cm.pdl_enabled()
+    assert cm.pdl_flags() == 1
+    monkeypatch.setenv("CUDAPERF_CUDA_PDL", "late")
+    assert cm.pdl_flags() == 3
     monkeypatch.setenv("CUDAPERF_CUDA_PDL", "off")
-    assert not cm.pdl_enabled()
+    assert cm.pdl_flags() == 0
     kw = {"cos": None, "sin": None, "kv_mask": None, "cache_index": 0, "heads": 12, "chunk": 128, "eps_attn": 1e-6,
           "eps_mlp": 1e-6, "eps_qk": 1e-6}
     with pytest.raises(ValueError, match="at least one layer"):

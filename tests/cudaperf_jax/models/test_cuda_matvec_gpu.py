@@ -268,7 +268,7 @@ def _layer_launch_case(monkeypatch, name):
     return run, want
 
 
-@pytest.mark.parametrize("pdl", ["on", "off"])
+@pytest.mark.parametrize("pdl", ["on", "off", "late"])
 @pytest.mark.parametrize("mode", ["kernels", "step"])
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
 def test_the_seven_kernel_layer_launch_agrees_with_the_fused_step(monkeypatch, name, mode, pdl):
