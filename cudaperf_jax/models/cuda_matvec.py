@@ -528,9 +528,12 @@ def layer_kernels_supported(d: int, heads: int, kv_heads: int, head_dim: int, f:
         split, cols, _ = tiling_for(k, n)
         if not supported(k, n, split, cols):
             return False
+    if head_dim not in (32, 64, 128, 256):   # attend_kernel_for
+        return False
     span = -(-s_len // kernels_attn_splits(s_len, attn_splits))
-    att = 2 * span * (head_dim + 8) * 2 + ((g + 2) * head_dim + (g + 1) * (head_dim + 2) + 32 + g * span + span +
-                                           3 * LAYER_MAX_GROUP + 2 * head_dim) * 4   # attend_smem_bytes
+    kv = span * (head_dim + (0 if head_dim == 32 else 32)) * 2   # layer_kernel.cuh attend_smem_bytes
+    att = max(kv, 2 * 256 * g * 4) + kv + ((g + 2) * head_dim + (g + 1) * head_dim + 32 + g * span + span +
+                                           3 * LAYER_MAX_GROUP + 2 * head_dim) * 4
     return att <= LAYER_MAX_SMEM
 
 
@@ -554,8 +557,8 @@ def layer(x, ss, *, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, si
     bf16 w_qkv [D, (H + 2 Hkv) Dh], w_o [H Dh, D], w_gu [D, 2F] (gate, then up), w_down [F, D]; biases, q_norm and
     k_norm may be None; cos/sin float32 [Dh] of the new token's position; kv_mask [S]; cache_index int32 (the new
     token's slot); caches [1, Hkv, S, Dh] bf16, updated in place (donate them). pdl (0 off, else pdl_flags()'s
-    values): the kernel prefetches its first weights before waiting for the previous kernel, so no kernel of the same program may write the weights (pass them
-    as the jitted function receives them). per_phase: seven launches without the grid barrier (a cross-check).
+    values): the kernel prefetches its first weights before waiting for the previous kernel, so no kernel of the same
+    program may write the weights (pass them as the jitted function receives them). per_phase: seven launches without the grid barrier (a cross-check).
     kernels: seven standalone kernels with the fused step's tilings (tiling_for), chained by PDL (layer_mode)."""
     ints, scratch = _layer_plan(x.shape[0], k_cache.shape, w_qkv.shape[1], w_o.shape[0], w_down.shape[0], heads, chunk,
                                 tiling, attn_splits, kernels, (b_qkv, q_norm, b_o, b_gu, b_down), pdl, per_phase,

@@ -205,8 +205,10 @@ __device__ __forceinline__ void load_key_slice(const __nv_bfloat16* row, int dh,
 
 // The KV head j's query heads, key and value of the new token, raw [g + 2][dh]: the qkv partials' columns summed
 // (+ bias), rounded. No barrier at the end.
+// DH: the head dim when known at compile time (divisions by it become shifts), else 0 (p.dh).
+template <int DH = 0>
 __device__ void attn_sum_parts(const LayerParams& p, int j, float* raw) {
-  const int g = p.h / p.hkv, dh = p.dh, rows = g + 2, n_qkv = (p.h + 2 * p.hkv) * dh;
+  const int g = p.h / p.hkv, dh = DH ? DH : p.dh, rows = g + 2, n_qkv = (p.h + 2 * p.hkv) * dh;
   // the q heads', k's and v's columns summed over the qkv partials: four columns per thread at a time, their
   // loads issued together (a serial chain of L2 round trips here cost the layer kernel ~25 us per layer)
   for (int e0 = threadIdx.x; e0 < rows * dh; e0 += 4 * kThreads) {
@@ -245,9 +247,10 @@ __device__ void attn_sum_parts(const LayerParams& p, int j, float* raw) {
 
 // rot [g + 1][rot_stride]: the q heads and k of raw after Qwen3's q/k norms and RoPE (cosp, sinp [dh]); rs [>= g + 1]
 // scratch. Starts and ends with __syncthreads.
+template <int DH = 0>
 __device__ void attn_rope(const LayerParams& p, const float* raw, float* rot, int rot_stride, float* rs,
                         const float* cosp, const float* sinp) {
-  const int g = p.h / p.hkv, dh = p.dh, half = dh / 2;
+  const int g = p.h / p.hkv, dh = DH ? DH : p.dh, half = dh / 2;
   const int nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();
   if (p.q_norm != nullptr) {   // Qwen3: RMSNorm over each q and k head's dims before RoPE
@@ -506,126 +509,201 @@ __global__ void __launch_bounds__(kThreads, kLayerMinBlocks) layer_phase_kernel(
 }
 
 // Slots of a cache split the standalone attention kernel stages in shared memory (the split count is raised until
-// ceil(S / splits) fits: attend_kernel_splits).
+// ceil(S / splits) fits: cuda_matvec.kernels_attn_splits).
 constexpr int kAttendMaxSlots = 128;
 
-// Shared memory (bytes) of attend_kernel: key and value rows of span_max slots (bf16, rows padded by 8 entries so
-// that threads reading different rows hit different banks), raw [g + 2][dh], rot [g + 1][dh + 2], rs [32],
-// scores [g][span_max], valid [span_max], stat [3][kMaxGroup], cos and sin [2][dh].
+// Row stride (bf16) of the staged keys and values: a multiple of 8 whose byte size is 64 more than a multiple of 128,
+// so that the score loop's 16-byte reads of two adjacent rows by eight lanes fall in distinct banks.
+__host__ __device__ constexpr int attend_row(int dh) { return dh == 32 ? dh : dh + 32; }
+
+// Shared memory (bytes) of attend_kernel (cuda_matvec.layer_kernels_supported mirrors it): the keys [span_max][row]
+// bf16, whose space the P.V partial sums [groups][g][dh] float32 reuse (at most 2048 g bytes), the values
+// [span_max][row] bf16, then float32 raw [g + 2][dh], rot [g + 1][dh], rs [32], scores [g][span_max], valid [span_max],
+// stat [3][kMaxGroup], cos and sin [2][dh].
 __host__ __device__ inline size_t attend_smem_bytes(int g, int dh, int span_max) {
-  return static_cast<size_t>(2 * span_max * (dh + 8)) * 2 +
-         static_cast<size_t>((g + 2) * dh + (g + 1) * (dh + 2) + 32 + g * span_max + span_max + 3 * kMaxGroup + 2 * dh) * 4;
+  const size_t kv = static_cast<size_t>(span_max) * attend_row(dh) * 2;
+  const size_t red = static_cast<size_t>(2 * kThreads) * g * 4;
+  return (kv > red ? kv : red) + kv +
+         static_cast<size_t>((g + 2) * dh + (g + 1) * dh + 32 + g * span_max + span_max + 3 * kMaxGroup + 2 * dh) * 4;
 }
 
-// One-token attention of one (KV head, cache split) per block: the layer handler's `kernels` launch (seven standalone
-// kernels chained by programmatic dependent launch). It copies the split's key and value rows into shared memory (their
-// loads in flight together), then as attention_phase: the new token's q, k, v from the qkv
-// partials, the new k and v into the cache (split 0), scores, unnormalised softmax, P.V -> acc [Hkv, splits, g, dh],
-// ml [Hkv, splits, 2, g] with decode_fused's roundings.
+// One-token attention of one (KV head, cache split) per block: the layer handler's `kernels` and `step` launches
+// (standalone kernels chained by programmatic dependent launch). DH: the head dim (32, 64, 128 or 256; attend_kernel_for).
+// As attention_phase, with decode_fused's roundings: the new token's q, k, v from the qkv partials, Qwen3's q/k norms,
+// RoPE; split 0 writes the new k and v into the cache; the split's scores, unnormalised softmax and P.V -> acc [Hkv,
+// splits, g, dh], ml [Hkv, splits, 2, g]. Built for few instructions per thread (a block runs once per layer, on a
+// handful of SMs, so its time is its longest thread's dependent chain): the split's key and value rows are staged in
+// shared memory by 16-byte loads issued together (the first batch while RoPE runs); a score is four threads' partial
+// dot products (each 16-byte key piece read once for all g heads) met by two shuffles; P.V gives each thread a column
+// pair of the values for all g heads over every (kThreads / (DH / 2))-th slot, the slot groups' sums met in shared
+// memory. Masked slots get a zero softmax weight and zero value rows.
+template <int DH>
 __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl) {
-  extern __shared__ float smem[];
+  constexpr int kRow = attend_row(DH), kPieces = DH / 8, kQuarter = kPieces / 4;
+  constexpr int kPairs = DH / 2, kGroups = kThreads / kPairs;   // P.V: column pairs x slot groups
+  static_assert(DH >= 32 && DH <= kMaxHeadDim && DH % 32 == 0 && kThreads % kPairs == 0, "head dim");
+  extern __shared__ __align__(16) float smem[];
   pdl_start(pdl);
-  const int g = p.h / p.hkv, dh = p.dh, cap = p.span_max, ks = dh + 8, rs_stride = dh + 2;
+  const int g = p.h / p.hkv, cap = p.span_max;
   const int j = blockIdx.x / p.attn_splits, c = blockIdx.x % p.attn_splits;
-  __nv_bfloat16* kv = reinterpret_cast<__nv_bfloat16*>(smem);            // [2][cap][ks]
-  float* raw = smem + cap * ks;                                          // (2 * cap * ks bf16 = cap * ks floats)
-  float* rot = raw + (g + 2) * dh;
-  float* rs = rot + (g + 1) * rs_stride;
-  float* sc = rs + 32;                                                   // [g][cap]
-  float* okf = sc + g * cap;                                             // [cap]
-  float* stat = okf + cap;                                               // m, l, own weight [kMaxGroup] each
+  const size_t kv_bytes = static_cast<size_t>(cap) * kRow * 2, red_bytes = static_cast<size_t>(2 * kThreads) * g * 4;
+  __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(smem);                          // [cap][kRow]
+  float* red = smem;                                                                    // [kGroups][g][DH] (after scores)
+  __nv_bfloat16* vs = ks + (kv_bytes > red_bytes ? kv_bytes : red_bytes) / 2;           // [cap][kRow]
+  float* raw = reinterpret_cast<float*>(vs + static_cast<size_t>(cap) * kRow);          // [g + 2][DH]
+  float* rot = raw + (g + 2) * DH;                                                      // [g + 1][DH]
+  float* rs = rot + (g + 1) * DH;
+  float* sc = rs + 32;                                                                  // [g][cap]
+  float* okf = sc + g * cap;                                                            // [cap]
+  float* stat = okf + cap;                                                              // m, l, own weight
+  float* csn = stat + 3 * kMaxGroup;                                                    // cos [DH], sin [DH]
   // Everything is read after the wait: even the program's inputs (cache_index, kv_mask) may come from the XLA kernel
   // just before this call, which a PDL chain does not wait for until griddepcontrol.wait.
   pdl_wait(pdl);
-  float* csn = stat + 3 * kMaxGroup;                                     // cos [dh], sin [dh]
-  // Loads go to L2 (__ldcg): in a PDL chain, L1 may hold lines of buffers that a kernel before this one rewrote.
   // Two round trips of loads: (1) the slot index, cos/sin and the qkv partials, (2) the split's key and value rows
-  // (their addresses need the index), whose first eight 16-byte pieces per thread stay in registers while RoPE runs.
-  const int idx = __ldcg(p.cache_index);
+  // (their addresses need the index), whose first pieces stay in registers while RoPE runs.
+  const int idx = *p.cache_index;
   static_assert(kMaxHeadDim <= kThreads, "a thread per cos/sin entry");
-  const bool trig = static_cast<int>(threadIdx.x) < dh;
-  const float cs_r = trig ? __ldcg(p.cos + threadIdx.x) : 0.f, sn_r = trig ? __ldcg(p.sin + threadIdx.x) : 0.f;
-  attn_sum_parts(p, j, raw);
+  const bool trig = static_cast<int>(threadIdx.x) < DH;
+  const float cs_r = trig ? p.cos[threadIdx.x] : 0.f, sn_r = trig ? p.sin[threadIdx.x] : 0.f;
+  attn_sum_parts<DH>(p, j, raw);
   if (trig) {
     csn[threadIdx.x] = cs_r;
-    csn[dh + threadIdx.x] = sn_r;
+    csn[DH + threadIdx.x] = sn_r;
   }
   const int span = (idx + p.attn_splits - 1) / p.attn_splits;
   const int t0 = c * span, nt = max(min(t0 + span, idx) - t0, 0);
   const size_t head = static_cast<size_t>(j) * p.s_len;
-  const int pieces = dh / 8, total = 2 * nt * pieces;
-  // piece q of the split: 16 bytes of its key (q < nt * pieces) or value rows, and its place in shared memory
-  auto src_of = [&](int q) {
-    const int which = q / (nt * pieces), r = q % (nt * pieces);
-    return reinterpret_cast<const uint4*>((which ? p.v_cache : p.k_cache) + (head + t0 + r / pieces) * dh + r % pieces * 8);
+  const int total = nt * kPieces;   // 16-byte pieces of the split's keys (and as many of its values)
+  const uint4* kg = reinterpret_cast<const uint4*>(p.k_cache + (head + t0) * DH);
+  const uint4* vg = reinterpret_cast<const uint4*>(p.v_cache + (head + t0) * DH);
+  auto dst = [&](__nv_bfloat16* base, int q) {
+    return reinterpret_cast<uint4*>(base + (q / kPieces) * kRow + q % kPieces * 8);
   };
-  auto dst_of = [&](int q) {
-    const int which = q / (nt * pieces), r = q % (nt * pieces);
-    return reinterpret_cast<uint4*>(kv + (static_cast<size_t>(which) * cap + r / pieces) * ks + r % pieces * 8);
-  };
-  // eight pieces per thread, q0 + u * kThreads: loaded together, stored together
-  auto load8 = [&](int q0, uint4(&v)[8]) {
+  constexpr int kBatch = 4;   // pieces of keys (and of values) per thread in flight at once
+  uint4 kr[kBatch], vr[kBatch];
+  auto load = [&](int q0) {
 #pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      if (q0 + u * kThreads < total) v[u] = __ldcg(src_of(q0 + u * kThreads));
+    for (int u = 0; u < kBatch; ++u) {
+      const int q = q0 + u * kThreads;
+      if (q < total) {
+        kr[u] = kg[q];
+        vr[u] = vg[q];
+      }
     }
   };
-  auto store8 = [&](int q0, const uint4(&v)[8]) {
+  auto store = [&](int q0) {
 #pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      if (q0 + u * kThreads < total) *dst_of(q0 + u * kThreads) = v[u];
+    for (int u = 0; u < kBatch; ++u) {
+      const int q = q0 + u * kThreads;
+      if (q < total) {   // a masked slot's value row as zeros (left padding may hold anything, even NaN)
+        *dst(ks, q) = kr[u];
+        *dst(vs, q) = okf[q / kPieces] != 0.f ? vr[u] : make_uint4(0, 0, 0, 0);
+      }
     }
   };
-  uint4 first[8];
-  load8(threadIdx.x, first);
-  for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = __ldcg(p.kv_mask + t0 + t) != 0 ? 1.f : 0.f;
-  attn_rope(p, raw, rot, rs_stride, rs, csn, csn + dh);   // starts and ends with __syncthreads
-  store8(threadIdx.x, first);
-  for (int q0 = threadIdx.x + 8 * kThreads; q0 < total; q0 += 8 * kThreads) {   // splits of more than 64 slots
-    uint4 v[8];
-    load8(q0, v);
-    store8(q0, v);
+  load(threadIdx.x);
+  for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = p.kv_mask[t0 + t] != 0 ? 1.f : 0.f;
+  attn_rope<DH>(p, raw, rot, DH, rs, csn, csn + DH);   // starts and ends with __syncthreads (okf is complete)
+  store(threadIdx.x);
+  for (int q0 = threadIdx.x + kBatch * kThreads; q0 < total; q0 += kBatch * kThreads) {   // long splits
+    load(q0);
+    store(q0);
   }
   __syncthreads();   // the staged rows
   if (c == 0) {   // the new token's key and value, in place
-    for (int d = threadIdx.x; d < dh; d += kThreads) {
-      p.k_cache[(head + idx) * dh + d] = __float2bfloat16(rot[g * rs_stride + d]);
-      p.v_cache[(head + idx) * dh + d] = __float2bfloat16(raw[(g + 1) * dh + d]);
+    for (int d = threadIdx.x; d < DH; d += kThreads) {
+      p.k_cache[(head + idx) * DH + d] = __float2bfloat16(rot[g * DH + d]);
+      p.v_cache[(head + idx) * DH + d] = __float2bfloat16(raw[(g + 1) * DH + d]);
     }
   }
-  // scores: a thread per (slot, head), the key from shared memory
-  for (int e = threadIdx.x; e < nt * g; e += kThreads) {
-    const int t = e / g, hh = e % g;
-    float s = 0.f;
-    if (okf[t] != 0.f) {
-      const __nv_bfloat162* kr = reinterpret_cast<const __nv_bfloat162*>(kv + static_cast<size_t>(t) * ks);
-      const float2* qr = reinterpret_cast<const float2*>(rot + hh * rs_stride);
-      for (int d2 = 0; d2 < dh / 2; ++d2) {
-        const float2 kf = __bfloat1622float2(kr[d2]);
-        const float2 qf = qr[d2];
-        s += qf.x * kf.x + qf.y * kf.y;
+  // scores: four threads per slot, thread `quarter` taking the key pieces quarter, quarter + 4, ... for every head
+  const int lane = threadIdx.x % 32;
+  for (int e0 = threadIdx.x - lane; e0 < nt * 4; e0 += kThreads) {   // warp-uniform bounds: the shuffles below
+    const int e = e0 + lane, t = e / 4, quarter = e % 4;
+    const bool live = t < nt;
+    float acc[kMaxGroup];
+#pragma unroll
+    for (int hh = 0; hh < kMaxGroup; ++hh) acc[hh] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kQuarter; ++i) {
+      const int piece = quarter + 4 * i;
+      const uint4 kp = live ? *reinterpret_cast<const uint4*>(ks + t * kRow + piece * 8) : make_uint4(0, 0, 0, 0);
+      const uint32_t w[4] = {kp.x, kp.y, kp.z, kp.w};
+      float kf[8];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        kf[2 * u] = __uint_as_float(w[u] << 16);
+        kf[2 * u + 1] = __uint_as_float(w[u] & 0xffff0000u);
+      }
+#pragma unroll
+      for (int hh = 0; hh < kMaxGroup; ++hh) {
+        if (hh < g) {
+          const float4 qa = *reinterpret_cast<const float4*>(rot + hh * DH + piece * 8);
+          const float4 qb = *reinterpret_cast<const float4*>(rot + hh * DH + piece * 8 + 4);
+          acc[hh] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] +
+                     qb.x * kf[4] + qb.y * kf[5] + qb.z * kf[6] + qb.w * kf[7];
+        }
       }
     }
-    sc[hh * cap + t] = okf[t] != 0.f ? s * p.scale : -INFINITY;
+#pragma unroll
+    for (int hh = 0; hh < kMaxGroup; ++hh) {
+      if (hh < g) {
+        float v = acc[hh];
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        v += __shfl_xor_sync(0xffffffffu, v, 2);
+        if (live && quarter == 0) sc[hh * cap + t] = okf[t] != 0.f ? v * p.scale : -INFINITY;
+      }
+    }
   }
   __syncthreads();
-  const bool own = c == 0 && __ldcg(p.kv_mask + idx) != 0;   // the token itself: first split only
-  split_softmax(p, rot, rs_stride, sc, cap, nt, own, stat);
-  // P.V: a thread per (head, dim), the values from shared memory
-  const __nv_bfloat16* vs = kv + static_cast<size_t>(cap) * ks;
-  for (int e = threadIdx.x; e < g * dh; e += kThreads) {
-    const int hh = e / dh, d = e % dh;
-    float o = 0.f;
-    for (int t = 0; t < nt; ++t) {
-      if (okf[t] != 0.f) o += sc[hh * cap + t] * __bfloat162float(vs[static_cast<size_t>(t) * ks + d]);
+  const bool own = c == 0 && p.kv_mask[idx] != 0;   // the token itself: first split only
+  split_softmax(p, rot, DH, sc, cap, nt, own, stat);   // ends with __syncthreads; the keys' space is free
+  // P.V: column pair `pair` of the values for every head, over slots group, group + kGroups, ...
+  const int pair = threadIdx.x % kPairs, group = threadIdx.x / kPairs;
+  float2 o[kMaxGroup];
+#pragma unroll
+  for (int hh = 0; hh < kMaxGroup; ++hh) o[hh] = make_float2(0.f, 0.f);
+  for (int t = group; t < nt; t += kGroups) {
+    const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(vs + t * kRow + 2 * pair));
+#pragma unroll
+    for (int hh = 0; hh < kMaxGroup; ++hh) {
+      if (hh < g) {
+        const float pw = sc[hh * cap + t];
+        o[hh].x += pw * v.x;
+        o[hh].y += pw * v.y;
+      }
     }
-    if (own) o += stat[2 * kMaxGroup + hh] * raw[(g + 1) * dh + d];
-    p.acc[((static_cast<size_t>(j) * p.attn_splits + c) * g + hh) * dh + d] = o;
+  }
+#pragma unroll
+  for (int hh = 0; hh < kMaxGroup; ++hh) {
+    if (hh < g) *reinterpret_cast<float2*>(red + (group * g + hh) * DH + 2 * pair) = o[hh];
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < g * DH; e += kThreads) {
+    const int hh = e / DH, d = e % DH;
+    float out = 0.f;
+#pragma unroll
+    for (int q = 0; q < kGroups; ++q) out += red[(q * g + hh) * DH + d];
+    if (own) out += stat[2 * kMaxGroup + hh] * raw[(g + 1) * DH + d];
+    p.acc[((static_cast<size_t>(j) * p.attn_splits + c) * g + hh) * DH + d] = out;
   }
   if (static_cast<int>(threadIdx.x) < g) {
     float* ml = p.ml + (static_cast<size_t>(j) * p.attn_splits + c) * 2 * g;
     ml[threadIdx.x] = stat[threadIdx.x];
     ml[g + threadIdx.x] = stat[kMaxGroup + threadIdx.x];
+  }
+}
+
+// The attend kernel for head dim dh, or nullptr (cuda_matvec.layer_kernels_supported takes only these).
+using AttendKernel = void (*)(LayerParams, int);
+inline AttendKernel attend_kernel_for(int dh) {
+  switch (dh) {
+    case 32: return attend_kernel<32>;
+    case 64: return attend_kernel<64>;
+    case 128: return attend_kernel<128>;
+    case 256: return attend_kernel<256>;
+    default: return nullptr;
   }
 }
 

@@ -328,14 +328,16 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
       return ffi::Error::InvalidArgument("cudaperf_layer: unroll must be 4 or 8");
   const size_t att_smem = attend_smem_bytes(g, p.dh, p.span_max);
   if (att_smem > 200 * 1024) return ffi::Error::InvalidArgument("cudaperf_layer: the attention split is too long");
+  const AttendKernel attend = attend_kernel_for(p.dh);
+  if (attend == nullptr) return ffi::Error::InvalidArgument("cudaperf_layer: head dim must be 32, 64, 128 or 256");
   cudaError_t e = launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, norm_prologue(p, false), p.w_qkv,
                                      p.d, n_qkv, p.split[0], p.qkv_parts, pdl);
   if (e == cudaSuccess && att_smem > 48 * 1024)
-    e = cudaFuncSetAttribute(attend_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(att_smem));
+    e = cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(att_smem));
   if (e == cudaSuccess) {
     Launch l(dim3(static_cast<unsigned>(p.hkv * p.attn_splits), 1, 1), dim3(kThreads, 1, 1), att_smem, stream,
              pdl != 0);
-    e = cudaLaunchKernelEx(&l.cfg, attend_kernel, p, pdl);
+    e = cudaLaunchKernelEx(&l.cfg, attend, p, pdl);
   }
   if (e == cudaSuccess)
     e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, attn_prologue(p), p.w_o, p.h * p.dh, p.d,
