@@ -12,6 +12,7 @@ if [ -n "${NCU:-}" ]; then   # NCU: a kernel-name regex; profiles it in pdl_chai
   ncu --import $OUT/ncu.ncu-rep --page details 2>&1 | grep -E "Duration|Elapsed Cycles|Registers|Memory Throughput|\
 Achieved Occupancy|Issue Slot|Warp Cycles Per Issued|Stall|Block Limit|Dynamic Shared|No Eligible|One or More|L1/TEX Hit|L2 Hit" | head -40
   ncu --import $OUT/ncu.ncu-rep --page raw --csv 2>/dev/null | head -3 > $OUT/ncu_raw.csv
+  ncu --import $OUT/ncu.ncu-rep --page source --csv --print-source sass > $OUT/ncu_source.csv 2>/dev/null
 fi
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null

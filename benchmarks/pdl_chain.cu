@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
     q.attn_splits = SPL; q.span_max = (SL + SPL - 1) / SPL; q.acc = acc; q.ml = ml;
   }
   const size_t att_smem = cudaperf_layer::attend_smem_bytes(G, DH, lp[0].span_max);
-  CK(cudaFuncSetAttribute(cudaperf_layer::attend_kernel<DH>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(att_smem)));
+  CK(cudaFuncSetAttribute(cudaperf_layer::attend_kernel<DH, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(att_smem)));
   CK(cudaDeviceSynchronize());
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
     Launch lc(dim3(HKV * SPL, 1, 1), dim3(kThreads, 1, 1), att_smem, s, c.pdl);
     cudaLaunchConfig_t& cfg = lc.cfg;
     begin_launch();
-    CK(cudaLaunchKernelEx(&cfg, cudaperf_layer::attend_kernel<DH>, lp[l], c.flags()));
+    CK(cudaLaunchKernelEx(&cfg, cudaperf_layer::attend_kernel<DH, 8>, lp[l], c.flags()));
     end_launch();
   };
   // attn: 0 a finish kernel stands in for attention, 1 the real attention and o's merge prologue, 2 the real attention

@@ -533,15 +533,18 @@ __host__ __device__ inline size_t attend_smem_bytes(int g, int dh, int span_max)
 // RoPE; split 0 writes the new k and v into the cache; the split's scores, unnormalised softmax and P.V -> acc [Hkv,
 // splits, g, dh], ml [Hkv, splits, 2, g]. Built for few instructions per thread (a block runs once per layer, on a
 // handful of SMs, so its time is its longest thread's dependent chain): the split's key and value rows are staged in
-// shared memory by 16-byte loads issued together (the first batch while RoPE runs); a score is four threads' partial
-// dot products (each 16-byte key piece read once for all g heads) met by two shuffles; P.V gives each thread a column
+// shared memory by 16-byte loads issued together (the first batch while RoPE runs); a score is eight threads'
+// partial dot products (each 16-byte key piece read once for all g heads) met by shuffles; P.V gives each thread a column
 // pair of the values for all g heads over every (kThreads / (DH / 2))-th slot, the slot groups' sums met in shared
-// memory. Masked slots get a zero softmax weight and zero value rows.
-template <int DH>
+// memory. Masked slots get a zero softmax weight and zero value rows. KG: g rounded up to 2, 4, 8 or 16 (the head
+// loops are unrolled to KG, so fewer dead iterations than kMaxGroup).
+template <int DH, int KG>
 __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl) {
-  constexpr int kRow = attend_row(DH), kPieces = DH / 8, kQuarter = kPieces / 4;
+  constexpr int kRow = attend_row(DH), kPieces = DH / 8;
+  constexpr int kTps = kPieces >= 8 ? 8 : 4, kPer = kPieces / kTps;   // scores: threads per slot, pieces per thread
   constexpr int kPairs = DH / 2, kGroups = kThreads / kPairs;   // P.V: column pairs x slot groups
   static_assert(DH >= 32 && DH <= kMaxHeadDim && DH % 32 == 0 && kThreads % kPairs == 0, "head dim");
+  static_assert(KG <= kMaxGroup, "heads per KV head");
   extern __shared__ __align__(16) float smem[];
   pdl_start(pdl);
   const int g = p.h / p.hkv, cap = p.span_max;
@@ -603,6 +606,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
     }
   };
   load(threadIdx.x);
+  const bool own = c == 0 && p.kv_mask[idx] != 0;   // the token itself: first split only
   for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = p.kv_mask[t0 + t] != 0 ? 1.f : 0.f;
   attn_rope<DH>(p, raw, rot, DH, rs, csn, csn + DH);   // starts and ends with __syncthreads (okf is complete)
   store(threadIdx.x);
@@ -617,17 +621,17 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
       p.v_cache[(head + idx) * DH + d] = __float2bfloat16(raw[(g + 1) * DH + d]);
     }
   }
-  // scores: four threads per slot, thread `quarter` taking the key pieces quarter, quarter + 4, ... for every head
+  // scores: kTps threads per slot, thread `part` taking the key pieces part, part + kTps, ... for every head
   const int lane = threadIdx.x % 32;
-  for (int e0 = threadIdx.x - lane; e0 < nt * 4; e0 += kThreads) {   // warp-uniform bounds: the shuffles below
-    const int e = e0 + lane, t = e / 4, quarter = e % 4;
+  for (int e0 = threadIdx.x - lane; e0 < nt * kTps; e0 += kThreads) {   // warp-uniform bounds: the shuffles below
+    const int e = e0 + lane, t = e / kTps, part = e % kTps;
     const bool live = t < nt;
-    float acc[kMaxGroup];
+    float acc[KG];
 #pragma unroll
-    for (int hh = 0; hh < kMaxGroup; ++hh) acc[hh] = 0.f;
+    for (int hh = 0; hh < KG; ++hh) acc[hh] = 0.f;
 #pragma unroll
-    for (int i = 0; i < kQuarter; ++i) {
-      const int piece = quarter + 4 * i;
+    for (int i = 0; i < kPer; ++i) {
+      const int piece = part + kTps * i;
       const uint4 kp = live ? *reinterpret_cast<const uint4*>(ks + t * kRow + piece * 8) : make_uint4(0, 0, 0, 0);
       const uint32_t w[4] = {kp.x, kp.y, kp.z, kp.w};
       float kf[8];
@@ -637,7 +641,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
         kf[2 * u + 1] = __uint_as_float(w[u] & 0xffff0000u);
       }
 #pragma unroll
-      for (int hh = 0; hh < kMaxGroup; ++hh) {
+      for (int hh = 0; hh < KG; ++hh) {
         if (hh < g) {
           const float4 qa = *reinterpret_cast<const float4*>(rot + hh * DH + piece * 8);
           const float4 qb = *reinterpret_cast<const float4*>(rot + hh * DH + piece * 8 + 4);
@@ -647,27 +651,26 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
       }
     }
 #pragma unroll
-    for (int hh = 0; hh < kMaxGroup; ++hh) {
+    for (int hh = 0; hh < KG; ++hh) {
       if (hh < g) {
         float v = acc[hh];
-        v += __shfl_xor_sync(0xffffffffu, v, 1);
-        v += __shfl_xor_sync(0xffffffffu, v, 2);
-        if (live && quarter == 0) sc[hh * cap + t] = okf[t] != 0.f ? v * p.scale : -INFINITY;
+#pragma unroll
+        for (int off = 1; off < kTps; off *= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+        if (live && part == 0) sc[hh * cap + t] = okf[t] != 0.f ? v * p.scale : -INFINITY;
       }
     }
   }
   __syncthreads();
-  const bool own = c == 0 && p.kv_mask[idx] != 0;   // the token itself: first split only
   split_softmax(p, rot, DH, sc, cap, nt, own, stat);   // ends with __syncthreads; the keys' space is free
   // P.V: column pair `pair` of the values for every head, over slots group, group + kGroups, ...
   const int pair = threadIdx.x % kPairs, group = threadIdx.x / kPairs;
-  float2 o[kMaxGroup];
+  float2 o[KG];
 #pragma unroll
-  for (int hh = 0; hh < kMaxGroup; ++hh) o[hh] = make_float2(0.f, 0.f);
+  for (int hh = 0; hh < KG; ++hh) o[hh] = make_float2(0.f, 0.f);
   for (int t = group; t < nt; t += kGroups) {
     const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(vs + t * kRow + 2 * pair));
 #pragma unroll
-    for (int hh = 0; hh < kMaxGroup; ++hh) {
+    for (int hh = 0; hh < KG; ++hh) {
       if (hh < g) {
         const float pw = sc[hh * cap + t];
         o[hh].x += pw * v.x;
@@ -676,7 +679,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
     }
   }
 #pragma unroll
-  for (int hh = 0; hh < kMaxGroup; ++hh) {
+  for (int hh = 0; hh < KG; ++hh) {
     if (hh < g) *reinterpret_cast<float2*>(red + (group * g + hh) * DH + 2 * pair) = o[hh];
   }
   __syncthreads();
@@ -695,14 +698,23 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   }
 }
 
-// The attend kernel for head dim dh, or nullptr (cuda_matvec.layer_kernels_supported takes only these).
+// The attend kernel for head dim dh and g query heads per KV head, or nullptr (cuda_matvec.layer_kernels_supported
+// takes only head dims 32, 64, 128, 256 and g <= kMaxGroup).
 using AttendKernel = void (*)(LayerParams, int);
-inline AttendKernel attend_kernel_for(int dh) {
+template <int DH>
+AttendKernel attend_kernel_g(int g) {
+  if (g <= 2) return attend_kernel<DH, 2>;
+  if (g <= 4) return attend_kernel<DH, 4>;
+  if (g <= 8) return attend_kernel<DH, 8>;
+  return attend_kernel<DH, 16>;
+}
+inline AttendKernel attend_kernel_for(int dh, int g) {
+  if (g < 1 || g > kMaxGroup) return nullptr;
   switch (dh) {
-    case 32: return attend_kernel<32>;
-    case 64: return attend_kernel<64>;
-    case 128: return attend_kernel<128>;
-    case 256: return attend_kernel<256>;
+    case 32: return attend_kernel_g<32>(g);
+    case 64: return attend_kernel_g<64>(g);
+    case 128: return attend_kernel_g<128>(g);
+    case 256: return attend_kernel_g<256>(g);
     default: return nullptr;
   }
 }

@@ -328,7 +328,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
       return ffi::Error::InvalidArgument("cudaperf_layer: unroll must be 4 or 8");
   const size_t att_smem = attend_smem_bytes(g, p.dh, p.span_max);
   if (att_smem > 200 * 1024) return ffi::Error::InvalidArgument("cudaperf_layer: the attention split is too long");
-  const AttendKernel attend = attend_kernel_for(p.dh);
+  const AttendKernel attend = attend_kernel_for(p.dh, g);
   if (attend == nullptr) return ffi::Error::InvalidArgument("cudaperf_layer: head dim must be 32, 64, 128 or 256");
   cudaError_t e = launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, norm_prologue(p, false), p.w_qkv,
                                      p.d, n_qkv, p.split[0], p.qkv_parts, pdl);

@@ -68,9 +68,9 @@ extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int bl
   int e = mv_cols<cudaperf_matvec::kNorm>(p.cols[0], norm_prologue(p, false), p.w_qkv, p.d, n_qkv, p.split[0], p.qkv_parts);
   if (e) return e;
   const size_t att_smem = attend_smem_bytes(g, p.dh, p.span_max);
-  if (p.dh != 128) return 98;   // the cases below: head dim 128
-  cudaFuncSetAttribute(attend_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)att_smem);
-  attend_kernel<128><<<p.hkv * p.attn_splits, kThreads, att_smem>>>(p, 0);
+  if (p.dh != 128 || g > 4) return 98;   // the cases below: head dim 128, 2 or 3 heads per KV head
+  cudaFuncSetAttribute(attend_kernel<128, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)att_smem);
+  attend_kernel<128, 4><<<p.hkv * p.attn_splits, kThreads, att_smem>>>(p, 0);
   cudaDeviceSynchronize();
   if ((e = (int)cudaGetLastError())) return e;
   if ((e = mv_cols<cudaperf_matvec::kAttn>(p.cols[1], attn_prologue(p), p.w_o, p.h * p.dh, p.d, p.split[1], p.o_parts))) return e;
