@@ -214,7 +214,7 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     for mode in ("kernels", "step"):
         monkeypatch.setenv("CUDAPERF_CUDA_LAYER", mode)
         assert cm.layer_mode() == mode
-    assert cm.kernels_attn_splits(384) == 4                       # the default splits already fit 128 slots
+    assert cm.kernels_attn_splits(384) == cm.KERNELS_ATTN_SPLITS  # the default splits already fit 128 slots
     assert cm.kernels_attn_splits(4096) == 4096 // cm.ATTEND_MAX_SLOTS
     monkeypatch.setenv("CUDAPERF_CUDA_LAYER_ATTN_SPLITS", "16")
     assert cm.kernels_attn_splits(384) == 16
