@@ -406,10 +406,10 @@ def layer_mode() -> str:
     chained by programmatic dependent launch (separate FFI calls land in separate child graphs of XLA's command
     buffer, where PDL does nothing); `step` - the same for every layer of the step from one FFI call (PDL across
     the layer boundaries too; cuda_matvec.step); `off` (default). kernels and step are correct on the H200 (GPU
-    tests, 2026-12-03, once the chained kernels read earlier kernels' outputs from L2: with L1-cached loads Qwen3
-    shapes gave wrong tokens under PDL) but slower there so far: step 1.83 ms against 1.49-1.55 for the default
-    (their attention kernel takes ~14 us against the Pallas attend's 5.4; unbatched L2 loads cost more). In plain
-    CUDA graphs (benchmarks/pdl_chain.cu) PDL took the matvec chain from 1.25 to 1.07-1.14 ms a step. `on` is
+    tests, 2026-12-03; PDL's wait is followed by an acquire fence, without which L1 served stale activations) but
+    slower there so far: step 1.637 ms against 1.46-1.56 for the default (their attend_kernel takes 8.5-12 us against
+    the Pallas attend's 5.4). In plain CUDA graphs (benchmarks/pdl_chain.cu) PDL took the matvec chain with a
+    stand-in attention from 1.27 to 1.15 ms a step. `on` is
     correct on the H200 (Qwen2.5-1.5B, SmolLM2 and Qwen3 shapes, persistent and per-phase bit-equal) but about 2x
     slower (2.6-3.9 ms a step against 1.48-1.52; WORKSPACE_NOTES.md 2026-12-03): the barriers saved nothing over
     seven launches, and its attention phase cost ~25 us per layer (probably its L2 loads of the qkv partials, issued
