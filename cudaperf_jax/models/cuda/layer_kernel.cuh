@@ -205,34 +205,49 @@ __device__ __forceinline__ void load_key_slice(const __nv_bfloat16* row, int dh,
 
 // The KV head j's query heads, key and value of the new token, raw [g + 2][dh]: the qkv partials' columns summed
 // (+ bias), rounded. No barrier at the end.
-// DH: the head dim when known at compile time (divisions by it become shifts), else 0 (p.dh).
-template <int DH = 0>
+// DH: the head dim when known at compile time (divisions by it become shifts), else 0 (p.dh). kL2: the partials are
+// read with __ldcg (the layer kernel, whose blocks read what other blocks of the launch wrote before a grid barrier);
+// attend_kernel reads them with plain loads (PDL's wait is followed by an acquire fence; matvec_kernel.cuh).
+template <int DH = 0, bool kL2 = true>
 __device__ void attn_sum_parts(const LayerParams& p, int j, float* raw) {
   const int g = p.h / p.hkv, dh = DH ? DH : p.dh, rows = g + 2, n_qkv = (p.h + 2 * p.hkv) * dh;
-  // the q heads', k's and v's columns summed over the qkv partials: four columns per thread at a time, their
-  // loads issued together (a serial chain of L2 round trips here cost the layer kernel ~25 us per layer)
+  const int n = p.split[0];
+  // the q heads', k's and v's columns summed over the qkv partials in order: four columns per thread at a time, four
+  // partials' loads of each in flight together (a serial chain of L2 round trips here cost the layer kernel ~25 us
+  // per layer), from pointers stepped by a row (per-load 64-bit address arithmetic and predicates cost attend_kernel
+  // ~650 instructions per warp, ncu 2026-12-03)
   for (int e0 = threadIdx.x; e0 < rows * dh; e0 += 4 * kThreads) {
     int col[4];
+    const float* src[4];   // column col[u] of partial 0 (column 0 where col[u] < 0: read, not used)
     float v[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int e = e0 + u * kThreads, r = e / dh, d = e % dh;
       col[u] = e < rows * dh ? (r < g ? j * g + r : r == g ? p.h + j : p.h + p.hkv + j) * dh + d : -1;
+      src[u] = p.qkv_parts + (col[u] < 0 ? 0 : col[u]);
     }
-    for (int q0 = 0; q0 < p.split[0]; q0 += 8) {   // 8 partials x 4 columns of loads in flight, then the adds
-      float t[8][4];
+    const size_t row = static_cast<size_t>(n_qkv);
+    int q = 0;
+    for (; q + 4 <= n; q += 4) {
+      float t[4][4];
 #pragma unroll
-      for (int a = 0; a < 8; ++a) {
+      for (int a = 0; a < 4; ++a) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-          t[a][u] = col[u] >= 0 && q0 + a < p.split[0] ? __ldcg(p.qkv_parts + static_cast<size_t>(q0 + a) * n_qkv + col[u]) : 0.f;
+        for (int u = 0; u < 4; ++u) t[a][u] = cudaperf_matvec::act<kL2>(src[u] + a * row);
       }
 #pragma unroll
-      for (int a = 0; a < 8; ++a) {
+      for (int a = 0; a < 4; ++a) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          if (q0 + a < p.split[0]) v[u] += t[a][u];
-        }
+        for (int u = 0; u < 4; ++u) v[u] += t[a][u];
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) src[u] += 4 * row;
+    }
+    for (; q < n; ++q) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        v[u] += cudaperf_matvec::act<kL2>(src[u]);
+        src[u] += row;
       }
     }
 #pragma unroll
@@ -569,7 +584,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   static_assert(kMaxHeadDim <= kThreads, "a thread per cos/sin entry");
   const bool trig = static_cast<int>(threadIdx.x) < DH;
   const float cs_r = trig ? p.cos[threadIdx.x] : 0.f, sn_r = trig ? p.sin[threadIdx.x] : 0.f;
-  attn_sum_parts<DH>(p, j, raw);
+  attn_sum_parts<DH, false>(p, j, raw);
   if (trig) {
     csn[threadIdx.x] = cs_r;
     csn[DH + threadIdx.x] = sn_r;
