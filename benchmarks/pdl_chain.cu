@@ -163,16 +163,20 @@ int main(int argc, char** argv) {
     q.attn_splits = SPL; q.span_max = (SL + SPL - 1) / SPL; q.acc = acc; q.ml = ml;
   }
   const size_t att_smem = cudaperf_layer::attend_smem_bytes(G, DH, lp[0].span_max);
-  CK(cudaFuncSetAttribute(cudaperf_layer::attend_kernel<DH, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(att_smem)));
+  for (int hs : {1, 2, 3})
+    CK(cudaFuncSetAttribute(cudaperf_layer::attend_kernel_for(DH, G / hs), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            int(att_smem)));
+  int head_groups = 1;   // attend_kernel blocks per (KV head, split), set per variant
   CK(cudaDeviceSynchronize());
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   g_stream = s;
   auto attend = [&](const Cfg& c, int l) {
-    Launch lc(dim3(HKV * SPL, 1, 1), dim3(kThreads, 1, 1), att_smem, s, c.pdl);
+    Launch lc(dim3(HKV * SPL * head_groups, 1, 1), dim3(kThreads, 1, 1), att_smem, s, c.pdl);
     cudaLaunchConfig_t& cfg = lc.cfg;
     begin_launch();
-    CK(cudaLaunchKernelEx(&cfg, cudaperf_layer::attend_kernel<DH, 8>, lp[l], c.flags()));
+    lp[l].attn_hsplit = head_groups;
+    CK(cudaLaunchKernelEx(&cfg, cudaperf_layer::attend_kernel_for(DH, G / head_groups), lp[l], c.flags()));
     end_launch();
   };
   // attn: 0 a finish kernel stands in for attention, 1 the real attention and o's merge prologue, 2 the real attention
@@ -224,6 +228,7 @@ int main(int argc, char** argv) {
     int graph;   // 0 stream launches, 1 one captured graph, 2 a child graph per launch (XLA's FFI nesting), 3 per layer
     bool attn, fin, head;
     int attn_mode = 0;
+    int head_groups = 1;
   };
   // (the 2026-12-03 morning runs also timed each launch in its own child graph - XLA's FFI nesting - and plain stream
   // launches: benchmarks/results/pdl_chain_h200*.json)
@@ -244,6 +249,10 @@ int main(int argc, char** argv) {
       {"7k_realattn_pdl_plain_late", {true, 8, 4, 8, false, true}, 1, true, true, true, 1},
       {"attn_only_nopdl_graph", {false, 8, 4, 8}, 1, true, true, false, 2},
       {"attn_only_pdl_graph", {true, 8, 4, 8}, 1, true, true, false, 2},
+      {"attn_only_nopdl_graph_hg2", {false, 8, 4, 8}, 1, true, true, false, 2, 2},
+      {"attn_only_nopdl_graph_hg3", {false, 8, 4, 8}, 1, true, true, false, 2, 3},
+      {"7k_realattn_pdl_plain_hg2", {true, 8, 4, 8, false}, 1, true, true, true, 1, 2},
+      {"7k_realattn_nopdl_plain_hg2", {false, 8, 4, 8, false}, 1, true, true, true, 1, 2},
   };
   if (argc > 2) {   // only the variants whose names contain argv[2]
     std::vector<Variant> keep;
@@ -260,6 +269,7 @@ int main(int argc, char** argv) {
   for (int rep = 0; rep < reps; ++rep) {
     for (auto& v : vs) {
       attn_mode = v.attn_mode;
+      head_groups = v.head_groups;
       cudaGraphExec_t ge = nullptr;
       if (v.graph >= 2) {
         CK(cudaGraphCreate(&g_parent, 0));

@@ -543,6 +543,16 @@ ATTEND_MAX_SLOTS = 128   # layer_kernel.cuh kAttendMaxSlots
 KERNELS_ATTN_SPLITS = 8   # H200, 2026-12-03, 192-slot cache: step 1.641 ms with 8 splits, 1.696 with 4, 2.243 with 2
 
 
+def attend_head_groups(g: int) -> int:
+    """CUDAPERF_CUDA_ATTEND_HEAD_GROUPS: blocks of the `kernels`/`step` attention per (KV head, cache split), each
+    taking g / this of the KV head's g query heads (default 1; e.g. 2 or 3 for Qwen2.5-1.5B's g = 6: less work per
+    block, more blocks - attend_kernel is instruction-latency bound, ncu 2026-12-03). Not dividing g gives 1."""
+    v = os.environ.get("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS", "1")
+    if not v.isdigit() or not 1 <= int(v) <= LAYER_MAX_GROUP:
+        raise ValueError(f"CUDAPERF_CUDA_ATTEND_HEAD_GROUPS={v!r}: give an integer from 1 to {LAYER_MAX_GROUP}")
+    return int(v) if g % int(v) == 0 else 1
+
+
 def kernels_attn_splits(s_len: int, attn_splits: int | None = None) -> int:
     """Cache splits per KV head of the `kernels` launch's attention: attn_splits, else CUDAPERF_CUDA_LAYER_ATTN_SPLITS,
     else KERNELS_ATTN_SPLITS; raised until a split's slots (staged in shared memory) are at most ATTEND_MAX_SLOTS."""
@@ -618,7 +628,7 @@ def _layer_plan(d, cache_shape, n_qkv, hdh, f, heads, chunk, tiling, attn_splits
                jax.ShapeDtypeStruct((tiling[2][0] * 2 * f,), f32), jax.ShapeDtypeStruct((tiling[3][0] * d,), f32)]
     ints = [heads, splits, *(s for s, _ in tiling), *(c for _, c in tiling), chunk,
             *(a is not None for a in optional), 0 if per_phase else int(pdl), 2 if kernels else int(per_phase),
-            blocks_per_sm or layer_blocks_per_sm(), *unrolls]
+            blocks_per_sm or layer_blocks_per_sm(), *unrolls, attend_head_groups(g) if kernels else 1]
     return ints, scratch
 
 

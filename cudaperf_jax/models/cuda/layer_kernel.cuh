@@ -59,6 +59,7 @@ struct LayerParams {
   __nv_bfloat16* k_cache;                 // [hkv, s_len, dh] (updated in place at cache_index)
   __nv_bfloat16* v_cache;
   int attn_splits, span_max;              // cache splits per KV head; ceil(s_len / attn_splits)
+  int attn_hsplit;                        // attend_kernel: blocks per (KV head, split), each with g / this q heads
   const __nv_bfloat16* w_o;               // [h dh, d]
   const __nv_bfloat16* b_o;               // [d] or null
   const __nv_bfloat16* w_gu;              // [d, 2f] (gate columns, then up)
@@ -203,14 +204,16 @@ __device__ __forceinline__ void load_key_slice(const __nv_bfloat16* row, int dh,
   }
 }
 
-// The KV head j's query heads, key and value of the new token, raw [g + 2][dh]: the qkv partials' columns summed
-// (+ bias), rounded. No barrier at the end.
+// The KV head j's query heads h0 .. h0 + gl - 1 (default: all g), key and value of the new token, raw [gl + 2][dh]:
+// the qkv partials' columns summed (+ bias), rounded. No barrier at the end.
 // DH: the head dim when known at compile time (divisions by it become shifts), else 0 (p.dh). kL2: the partials are
 // read with __ldcg (the layer kernel, whose blocks read what other blocks of the launch wrote before a grid barrier);
 // attend_kernel reads them with plain loads (PDL's wait is followed by an acquire fence; matvec_kernel.cuh).
 template <int DH = 0, bool kL2 = true>
-__device__ void attn_sum_parts(const LayerParams& p, int j, float* raw) {
-  const int g = p.h / p.hkv, dh = DH ? DH : p.dh, rows = g + 2, n_qkv = (p.h + 2 * p.hkv) * dh;
+__device__ void attn_sum_parts(const LayerParams& p, int j, float* raw, int h0 = 0, int gl = -1) {
+  const int g = p.h / p.hkv, dh = DH ? DH : p.dh, n_qkv = (p.h + 2 * p.hkv) * dh;
+  if (gl < 0) gl = g;
+  const int rows = gl + 2;
   const int n = p.split[0];
   // the q heads', k's and v's columns summed over the qkv partials in order: four columns per thread at a time, four
   // partials' loads of each in flight together (a serial chain of L2 round trips here cost the layer kernel ~25 us
@@ -223,7 +226,7 @@ __device__ void attn_sum_parts(const LayerParams& p, int j, float* raw) {
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int e = e0 + u * kThreads, r = e / dh, d = e % dh;
-      col[u] = e < rows * dh ? (r < g ? j * g + r : r == g ? p.h + j : p.h + p.hkv + j) * dh + d : -1;
+      col[u] = e < rows * dh ? (r < gl ? j * g + h0 + r : r == gl ? p.h + j : p.h + p.hkv + j) * dh + d : -1;
       src[u] = p.qkv_parts + (col[u] < 0 ? 0 : col[u]);
     }
     const size_t row = static_cast<size_t>(n_qkv);
@@ -261,11 +264,12 @@ __device__ void attn_sum_parts(const LayerParams& p, int j, float* raw) {
 }
 
 // rot [g + 1][rot_stride]: the q heads and k of raw after Qwen3's q/k norms and RoPE (cosp, sinp [dh]); rs [>= g + 1]
-// scratch. Starts and ends with __syncthreads.
+// scratch; g: the q heads in raw (default all of a KV head's). Starts and ends with __syncthreads.
 template <int DH = 0>
 __device__ void attn_rope(const LayerParams& p, const float* raw, float* rot, int rot_stride, float* rs,
-                        const float* cosp, const float* sinp) {
-  const int g = p.h / p.hkv, dh = DH ? DH : p.dh, half = dh / 2;
+                        const float* cosp, const float* sinp, int g = -1) {
+  if (g < 0) g = p.h / p.hkv;
+  const int dh = DH ? DH : p.dh, half = dh / 2;
   const int nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();
   if (p.q_norm != nullptr) {   // Qwen3: RMSNorm over each q and k head's dims before RoPE
@@ -301,10 +305,12 @@ __device__ void attn_prepare(const LayerParams& p, int j, float* raw, float* rot
 // One warp per head hh: the split's softmax numerators over its nt scores sc[hh * sc_stride + t] (-inf where the
 // slot is not attended), in place and rounded to bf16 (decode_fused rounds p for P.V), with the new token's own score
 // q . k (rot rows hh and g) on the first split (own); stat: running max m [kMaxGroup], l (the unrounded numerators
-// + the own weight) [kMaxGroup], own weight [kMaxGroup]. Ends with __syncthreads.
+// + the own weight) [kMaxGroup], own weight [kMaxGroup]; g: the heads in rot (default all of a KV head's). Ends with
+// __syncthreads.
 __device__ void split_softmax(const LayerParams& p, const float* rot, int rot_stride, float* sc, int sc_stride, int nt,
-                              bool own, float* stat) {
-  const int g = p.h / p.hkv, dh = p.dh, nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+                              bool own, float* stat, int g = -1) {
+  if (g < 0) g = p.h / p.hkv;
+  const int dh = p.dh, nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int hh = warp; hh < g; hh += nw) {
     float s_own = 0.f;
     if (own) {
@@ -542,7 +548,7 @@ __host__ __device__ inline size_t attend_smem_bytes(int g, int dh, int span_max)
          static_cast<size_t>((g + 2) * dh + (g + 1) * dh + 32 + g * span_max + span_max + 3 * kMaxGroup + 2 * dh) * 4;
 }
 
-// One-token attention of one (KV head, cache split) per block: the layer handler's `kernels` and `step` launches
+// One-token attention of one (KV head, cache split[, head group]) per block: the layer handler's `kernels` and `step` launches
 // (standalone kernels chained by programmatic dependent launch). DH: the head dim (32, 64, 128 or 256; attend_kernel_for).
 // As attention_phase, with decode_fused's roundings: the new token's q, k, v from the qkv partials, Qwen3's q/k norms,
 // RoPE; split 0 writes the new k and v into the cache; the split's scores, unnormalised softmax and P.V -> acc [Hkv,
@@ -551,8 +557,9 @@ __host__ __device__ inline size_t attend_smem_bytes(int g, int dh, int span_max)
 // shared memory by 16-byte loads issued together (the first batch while RoPE runs); a score is eight threads'
 // partial dot products (each 16-byte key piece read once for all g heads) met by shuffles; P.V gives each thread a column
 // pair of the values for all g heads over every (kThreads / (DH / 2))-th slot, the slot groups' sums met in shared
-// memory. Masked slots get a zero softmax weight and zero value rows. KG: g rounded up to 2, 4, 8 or 16 (the head
-// loops are unrolled to KG, so fewer dead iterations than kMaxGroup).
+// memory. Masked slots get a zero softmax weight and zero value rows. p.attn_hsplit blocks share a (KV head, split),
+// each taking g / attn_hsplit of its q heads (less work per block, more blocks; the first writes the cache). KG: the
+// block's heads rounded up to 2, 4, 8 or 16 (the head loops are unrolled to KG, so few dead iterations).
 template <int DH, int KG>
 __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl) {
   constexpr int kRow = attend_row(DH), kPieces = DH / 8;
@@ -562,8 +569,9 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   static_assert(KG <= kMaxGroup, "heads per KV head");
   extern __shared__ __align__(16) float smem[];
   pdl_start(pdl);
-  const int g = p.h / p.hkv, cap = p.span_max;
-  const int j = blockIdx.x / p.attn_splits, c = blockIdx.x % p.attn_splits;
+  const int g = p.h / p.hkv, cap = p.span_max, hs = max(p.attn_hsplit, 1), gl = g / hs;   // gl: this block's heads
+  const int hp = blockIdx.x % hs, c = blockIdx.x / hs % p.attn_splits, j = blockIdx.x / hs / p.attn_splits;
+  const int h0 = hp * gl;
   const size_t kv_bytes = static_cast<size_t>(cap) * kRow * 2, red_bytes = static_cast<size_t>(2 * kThreads) * g * 4;
   __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(smem);                          // [cap][kRow]
   float* red = smem;                                                                    // [kGroups][g][DH] (after scores)
@@ -584,7 +592,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   static_assert(kMaxHeadDim <= kThreads, "a thread per cos/sin entry");
   const bool trig = static_cast<int>(threadIdx.x) < DH;
   const float cs_r = trig ? p.cos[threadIdx.x] : 0.f, sn_r = trig ? p.sin[threadIdx.x] : 0.f;
-  attn_sum_parts<DH, false>(p, j, raw);
+  attn_sum_parts<DH, false>(p, j, raw, h0, gl);
   if (trig) {
     csn[threadIdx.x] = cs_r;
     csn[DH + threadIdx.x] = sn_r;
@@ -623,17 +631,17 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   load(threadIdx.x);
   const bool own = c == 0 && p.kv_mask[idx] != 0;   // the token itself: first split only
   for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = p.kv_mask[t0 + t] != 0 ? 1.f : 0.f;
-  attn_rope<DH>(p, raw, rot, DH, rs, csn, csn + DH);   // starts and ends with __syncthreads (okf is complete)
+  attn_rope<DH>(p, raw, rot, DH, rs, csn, csn + DH, gl);   // starts and ends with __syncthreads (okf is complete)
   store(threadIdx.x);
   for (int q0 = threadIdx.x + kBatch * kThreads; q0 < total; q0 += kBatch * kThreads) {   // long splits
     load(q0);
     store(q0);
   }
   __syncthreads();   // the staged rows
-  if (c == 0) {   // the new token's key and value, in place
+  if (c == 0 && hp == 0) {   // the new token's key and value, in place
     for (int d = threadIdx.x; d < DH; d += kThreads) {
-      p.k_cache[(head + idx) * DH + d] = __float2bfloat16(rot[g * DH + d]);
-      p.v_cache[(head + idx) * DH + d] = __float2bfloat16(raw[(g + 1) * DH + d]);
+      p.k_cache[(head + idx) * DH + d] = __float2bfloat16(rot[gl * DH + d]);
+      p.v_cache[(head + idx) * DH + d] = __float2bfloat16(raw[(gl + 1) * DH + d]);
     }
   }
   // scores: kTps threads per slot, thread `part` taking the key pieces part, part + kTps, ... for every head
@@ -657,7 +665,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
       }
 #pragma unroll
       for (int hh = 0; hh < KG; ++hh) {
-        if (hh < g) {
+        if (hh < gl) {
           const float4 qa = *reinterpret_cast<const float4*>(rot + hh * DH + piece * 8);
           const float4 qb = *reinterpret_cast<const float4*>(rot + hh * DH + piece * 8 + 4);
           acc[hh] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] +
@@ -667,7 +675,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
     }
 #pragma unroll
     for (int hh = 0; hh < KG; ++hh) {
-      if (hh < g) {
+      if (hh < gl) {
         float v = acc[hh];
 #pragma unroll
         for (int off = 1; off < kTps; off *= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
@@ -676,7 +684,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
     }
   }
   __syncthreads();
-  split_softmax(p, rot, DH, sc, cap, nt, own, stat);   // ends with __syncthreads; the keys' space is free
+  split_softmax(p, rot, DH, sc, cap, nt, own, stat, gl);   // ends with __syncthreads; the keys' space is free
   // P.V: column pair `pair` of the values for every head, over slots group, group + kGroups, ...
   const int pair = threadIdx.x % kPairs, group = threadIdx.x / kPairs;
   float2 o[KG];
@@ -686,7 +694,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
     const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(vs + t * kRow + 2 * pair));
 #pragma unroll
     for (int hh = 0; hh < KG; ++hh) {
-      if (hh < g) {
+      if (hh < gl) {
         const float pw = sc[hh * cap + t];
         o[hh].x += pw * v.x;
         o[hh].y += pw * v.y;
@@ -695,19 +703,19 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   }
 #pragma unroll
   for (int hh = 0; hh < KG; ++hh) {
-    if (hh < g) *reinterpret_cast<float2*>(red + (group * g + hh) * DH + 2 * pair) = o[hh];
+    if (hh < gl) *reinterpret_cast<float2*>(red + (group * gl + hh) * DH + 2 * pair) = o[hh];
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < g * DH; e += kThreads) {
+  for (int e = threadIdx.x; e < gl * DH; e += kThreads) {
     const int hh = e / DH, d = e % DH;
     float out = 0.f;
 #pragma unroll
-    for (int q = 0; q < kGroups; ++q) out += red[(q * g + hh) * DH + d];
-    if (own) out += stat[2 * kMaxGroup + hh] * raw[(g + 1) * DH + d];
-    p.acc[((static_cast<size_t>(j) * p.attn_splits + c) * g + hh) * DH + d] = out;
+    for (int q = 0; q < kGroups; ++q) out += red[(q * gl + hh) * DH + d];
+    if (own) out += stat[2 * kMaxGroup + hh] * raw[(gl + 1) * DH + d];
+    p.acc[((static_cast<size_t>(j) * p.attn_splits + c) * g + h0 + hh) * DH + d] = out;
   }
-  if (static_cast<int>(threadIdx.x) < g) {
-    float* ml = p.ml + (static_cast<size_t>(j) * p.attn_splits + c) * 2 * g;
+  if (static_cast<int>(threadIdx.x) < gl) {
+    float* ml = p.ml + (static_cast<size_t>(j) * p.attn_splits + c) * 2 * g + h0;
     ml[threadIdx.x] = stat[threadIdx.x];
     ml[g + threadIdx.x] = stat[kMaxGroup + threadIdx.x];
   }

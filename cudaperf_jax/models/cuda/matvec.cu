@@ -328,15 +328,15 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
       return ffi::Error::InvalidArgument("cudaperf_layer: unroll must be 4 or 8");
   const size_t att_smem = attend_smem_bytes(g, p.dh, p.span_max);
   if (att_smem > 200 * 1024) return ffi::Error::InvalidArgument("cudaperf_layer: the attention split is too long");
-  const AttendKernel attend = attend_kernel_for(p.dh, g);
+  const AttendKernel attend = attend_kernel_for(p.dh, g / p.attn_hsplit);
   if (attend == nullptr) return ffi::Error::InvalidArgument("cudaperf_layer: head dim must be 32, 64, 128 or 256");
   cudaError_t e = launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, norm_prologue(p, false), p.w_qkv,
                                      p.d, n_qkv, p.split[0], p.qkv_parts, pdl);
   if (e == cudaSuccess && att_smem > 48 * 1024)
     e = cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(att_smem));
   if (e == cudaSuccess) {
-    Launch l(dim3(static_cast<unsigned>(p.hkv * p.attn_splits), 1, 1), dim3(kThreads, 1, 1), att_smem, stream,
-             pdl != 0);
+    Launch l(dim3(static_cast<unsigned>(p.hkv * p.attn_splits * p.attn_hsplit), 1, 1), dim3(kThreads, 1, 1), att_smem,
+             stream, pdl != 0);
     e = cudaLaunchKernelEx(&l.cfg, attend, p, pdl);
   }
   if (e == cudaSuccess)
@@ -363,7 +363,8 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
 // One decoder layer as one persistent kernel (layer_kernel.cuh). ints: heads, attn_splits, split x4 (qkv, o,
 // gate_up, down), cols x4, chunk, has_b_qkv, has_qk_norm, has_b_o, has_b_gu, has_b_down, pdl, launch (0: one
 // persistent launch, 1: one launch per phase, 2: seven standalone kernels, layer_kernels), blocks_per_sm (0: the
-// occupancy calculator's), unroll x4 (launch 2). floats: eps_attn, eps_mlp, eps_qk, scale.
+// occupancy calculator's), unroll x4 (launch 2), attention head groups (launch 2: attend_kernel blocks per KV head
+// and split). floats: eps_attn, eps_mlp, eps_qk, scale.
 // The layer handler's buffers and attributes (CudaperfLayer's binding order), and their names as arguments.
 #define LAYER_PARAMS                                                                                           \
   ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::BF16> attn_scale,                       \
@@ -387,7 +388,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
 ffi::Error layer_params(cudaperf_layer::LayerParams& p, LAYER_PARAMS) {
   using namespace cudaperf_layer;
   auto bad = [](const char* what) { return ffi::Error::InvalidArgument(std::string("cudaperf_layer: ") + what); };
-  if (ints.size() != 23 || floats.size() != 4) return bad("needs 23 int and 4 float attributes");
+  if (ints.size() != 24 || floats.size() != 4) return bad("needs 24 int and 4 float attributes");
   auto kd = k_cache.dimensions(), qd = w_qkv.dimensions(), od = w_o.dimensions(), gd = w_gu.dimensions(),
        dd = w_down.dimensions();
   if (kd.size() != 4 || kd[0] != 1 || qd.size() != 2 || od.size() != 2 || gd.size() != 2 || dd.size() != 2)
@@ -418,6 +419,8 @@ ffi::Error layer_params(cudaperf_layer::LayerParams& p, LAYER_PARAMS) {
       return bad("each split must divide its K (slices <= 51200 rows) and each cols (64 or 128; 256 in the kernels launch) its N");
   if (p.chunk < 1 || p.chunk > kThreads || p.d % p.chunk || p.attn_splits < 1)
     return bad("chunk must divide D and be <= 256, attn_splits >= 1");
+  p.attn_hsplit = static_cast<int>(ints[23]);
+  if (p.attn_hsplit < 1 || g % p.attn_hsplit) return bad("the attention's head groups must divide the heads per KV head");
   p.span_max = (p.s_len + p.attn_splits - 1) / p.attn_splits;
   p.eps_attn = floats[0];
   p.eps_mlp = floats[1];
@@ -500,7 +503,7 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
 // bf16 buffers (attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, k_cache, v_cache, w_o, b_o, w_gu, b_gu, w_down,
 // b_down). Results: x_out, ss_out and the layer handler's scratch (shared by the layers: each kernel writes them only
 // after PDL's wait, when every kernel before it has finished), then per layer the k and v caches (aliased). ints: the
-// layer handler's 23, then the layer count.
+// layer handler's 24, then the layer count.
 ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::F32> cos,
                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
                     ffi::RemainingArgs layers, ffi::Result<ffi::Buffer<ffi::BF16>> x_out,
@@ -511,11 +514,11 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
                     ffi::Result<ffi::Buffer<ffi::F32>> down_parts, ffi::RemainingRets caches,
                     ffi::Span<const int64_t> ints, ffi::Span<const float> floats) {
   constexpr int kPerLayer = 14;
-  if (ints.size() != 24 || ints[23] < 1) return ffi::Error::InvalidArgument("cudaperf_step: needs 24 int attributes");
-  const int64_t n_layers = ints[23];
+  if (ints.size() != 25 || ints[24] < 1) return ffi::Error::InvalidArgument("cudaperf_step: needs 25 int attributes");
+  const int64_t n_layers = ints[24];
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");
-  const ffi::Span<const int64_t> layer_ints(ints.begin(), 23);
+  const ffi::Span<const int64_t> layer_ints(ints.begin(), 24);
   for (int64_t l = 0; l < n_layers; ++l) {
     std::optional<ffi::Buffer<ffi::BF16>> b[kPerLayer];   // (buffers have no default constructor)
     for (int i = 0; i < kPerLayer; ++i) {

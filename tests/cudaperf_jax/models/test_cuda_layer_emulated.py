@@ -61,16 +61,17 @@ int mv_cols(int cols, const Prologue& pro, const __nv_bfloat16* w, int k, int n,
 }
 
 // The seven standalone kernels of the handler's `kernels` launch (matvec.cu layer_kernels), in its order.
-extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int blocks) {
+extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int head_groups) {
   LayerParams p = {};
   fill(p, b, n, fl);
+  p.attn_hsplit = head_groups;
   const int g = p.h / p.hkv, n_qkv = (p.h + 2 * p.hkv) * p.dh, kc = cudaperf_matvec::kFinishChunk;
   int e = mv_cols<cudaperf_matvec::kNorm>(p.cols[0], norm_prologue(p, false), p.w_qkv, p.d, n_qkv, p.split[0], p.qkv_parts);
   if (e) return e;
   const size_t att_smem = attend_smem_bytes(g, p.dh, p.span_max);
-  if (p.dh != 128 || g > 4) return 98;   // the cases below: head dim 128, 2 or 3 heads per KV head
+  if (p.dh != 128 || g / head_groups > 4) return 98;   // the cases below: head dim 128, <= 4 heads per block
   cudaFuncSetAttribute(attend_kernel<128, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)att_smem);
-  attend_kernel<128, 4><<<p.hkv * p.attn_splits, kThreads, att_smem>>>(p, 0);
+  attend_kernel<128, 4><<<p.hkv * p.attn_splits * head_groups, kThreads, att_smem>>>(p, 0);
   cudaDeviceSynchronize();
   if ((e = (int)cudaGetLastError())) return e;
   if ((e = mv_cols<cudaperf_matvec::kAttn>(p.cols[1], attn_prologue(p), p.w_o, p.h * p.dh, p.d, p.split[1], p.o_parts))) return e;
@@ -171,20 +172,24 @@ def mlp_half(w, x1, eps):
     return _r(x1 + down)
 
 
-CASES = {   # d, heads, kv heads, head dim, F, cache slots, bias, q/k norm, attention splits, tiling, blocks
+CASES = {   # d, heads, kv heads, head dim, F, cache slots, bias, q/k norm, attention splits, tiling, blocks per SM
+    # (the one-kernel cases) or the attention's head groups (the seven-kernel launch: *_kernels)
     "qwen2": (256, 6, 2, 32, 320, 40, True, False, 3, ((2, 64), (3, 64), (2, 128), (5, 128)), 7),
     "qwen3": (192, 4, 2, 64, 256, 33, False, True, 4, ((3, 64), (2, 64), (1, 128), (4, 64)), 5),
     # the seven-kernel launch: chunk 128, 256 columns per block, splits past the layer kernel's 16, head dim 128
-    "qwen3_kernels": (256, 4, 2, 128, 512, 33, False, True, 4, ((16, 256), (32, 256), (16, 256), (32, 256)), 0),
-    "qwen2_kernels": (256, 6, 2, 128, 384, 40, True, False, 8, ((4, 64), (3, 128), (2, 128), (24, 128)), 0),
+    "qwen3_kernels": (256, 4, 2, 128, 512, 33, False, True, 4, ((16, 256), (32, 256), (16, 256), (32, 256)), 1),
+    "qwen2_kernels": (256, 6, 2, 128, 384, 40, True, False, 8, ((4, 64), (3, 128), (2, 128), (24, 128)), 1),
     # long splits: more key/value pieces than one batch of registers (the attention's staging loop)
-    "long_kernels": (256, 4, 2, 128, 256, 300, False, False, 2, ((4, 64), (4, 64), (2, 128), (4, 64)), 0),
+    "long_kernels": (256, 4, 2, 128, 256, 300, False, False, 2, ((4, 64), (4, 64), (2, 128), (4, 64)), 1),
+    # attend_kernel blocks taking half of a KV head's four query heads each
+    "groups_kernels": (256, 8, 2, 128, 384, 40, True, False, 4, ((4, 64), (4, 128), (2, 128), (24, 128)), 2),
 }
 
 
 @pytest.mark.parametrize("case,idx,pad", [("qwen2", 21, 0), ("qwen2", 39, 5), ("qwen3", 0, 0), ("qwen3", 17, 3),
                                           ("qwen3_kernels", 17, 3), ("qwen3_kernels", 0, 0), ("qwen2_kernels", 39, 5),
-                                          ("long_kernels", 290, 7)])
+                                          ("long_kernels", 290, 7), ("groups_kernels", 39, 5),
+                                          ("groups_kernels", 0, 0)])
 def test_layer_matches_numpy(lib, case, idx, pad):
     lib_, fns = lib
     fn = fns["run_layer_kernels" if case.endswith("_kernels") else "run_layer"]

@@ -225,6 +225,14 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert not cm.layer_kernels_supported(1536, 12, 2, 96, 8960, 384, 128)       # head dim not a power of two
     assert not cm.layer_kernels_supported(1536, 12, 5, 128, 8960, 384, 128)      # heads not a multiple of KV heads
     assert cm.pdl_flags() == 1
+    assert cm.attend_head_groups(6) == 1
+    monkeypatch.setenv("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS", "3")
+    assert cm.attend_head_groups(6) == 3
+    assert cm.attend_head_groups(4) == 1                                          # not dividing g: one group
+    monkeypatch.setenv("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS", "0")
+    with pytest.raises(ValueError, match="ATTEND_HEAD_GROUPS"):
+        cm.attend_head_groups(6)
+    monkeypatch.delenv("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS")
     monkeypatch.setenv("CUDAPERF_CUDA_PDL", "late")
     assert cm.pdl_flags() == 3
     monkeypatch.setenv("CUDAPERF_CUDA_PDL", "off")
