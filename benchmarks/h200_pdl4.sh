@@ -5,7 +5,7 @@
 # then decode_tune.py baselines for STEPS ("name:VAR=v,VAR=v ..."; logs under $OUT/steps). The 2026-12-03 calls ran
 # it as TESTS="seven_kernel or fused_decoder_with_cuda" VARIANTS=step, and as TESTS="not one_kernel".
 set -u
-nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && timeout 90 /tmp/pdl_chain $OUT/pdl_chain.json "${CHAIN:-}"
+nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -o /tmp/pdl_chain benchmarks/pdl_chain.cu && timeout 90 /tmp/pdl_chain $OUT/pdl_chain.json "${CHAIN:-}"
 if [ -n "${NCU:-}" ]; then   # NCU: a kernel-name regex; profiles it in pdl_chain's NCU_VARIANT (default attn_only_nopdl)
   timeout 120 ncu --clock-control none -k "regex:$NCU" -s 3 -c 1 --set full --import-source yes -o $OUT/ncu \
     /tmp/pdl_chain - "${NCU_VARIANT:-attn_only_nopdl}" 1 > /dev/null 2>&1
@@ -13,6 +13,7 @@ if [ -n "${NCU:-}" ]; then   # NCU: a kernel-name regex; profiles it in pdl_chai
 Achieved Occupancy|Issue Slot|Warp Cycles Per Issued|Stall|Block Limit|Dynamic Shared|No Eligible|One or More|L1/TEX Hit|L2 Hit" | head -40
   ncu --import $OUT/ncu.ncu-rep --page raw --csv 2>/dev/null | head -3 > $OUT/ncu_raw.csv
   ncu --import $OUT/ncu.ncu-rep --page source --csv --print-source sass > $OUT/ncu_source.csv 2>/dev/null
+  ncu --import $OUT/ncu.ncu-rep --page source --csv --print-source cuda > $OUT/ncu_source_cuda.csv 2>/dev/null
 fi
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null
