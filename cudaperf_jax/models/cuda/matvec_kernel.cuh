@@ -103,9 +103,9 @@ __device__ __forceinline__ void block_sum_to(float v, float* warp_buf, float* ou
   }
 }
 
-// Activation loads: L2 (__ldcg) in the layer kernel, whose blocks read what other blocks of the same launch wrote, and
-// in PDL chains, where L1 may hold stale lines of what an earlier kernel of the chain rewrote; plain loads (L1 may
-// serve repeats) in the one-kernel calls.
+// Activation loads: L2 (__ldcg) in the persistent layer kernel, whose blocks read what other blocks of the same launch
+// wrote before a grid barrier (which invalidates no L1); plain loads (L1 may serve repeats) everywhere else - PDL
+// chains included, since their wait is followed by an acquire fence (MATVEC_WAIT_FOR_PRODUCER).
 template <bool kL2, typename T>
 __device__ __forceinline__ T act(const T* p) {
   if (kL2) return __ldcg(p);
@@ -197,7 +197,7 @@ __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) 
 // weight rows, calls wait() (the caller's dependency wait: PDL's griddepcontrol.wait, the layer kernel's grid
 // barrier, or nothing), fills xs [ks] with the prologue's input, streams the rest of the slice, and returns the
 // column sum of thread c = threadIdx.x (c < 8 * TPR; others get 0). red: (kThreads / TPR) x (8 * TPR + 1) floats
-// of shared memory. kL2: activations are read with __ldcg (the layer kernel and PDL chains; see act).
+// of shared memory. kL2: activations are read with __ldcg (the persistent layer kernel; see act).
 template <int TPR, int U, int MODE, bool kL2, typename Wait>
 __device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_bfloat16* __restrict__ w, int n,
                                                 int ks, int tile, int split, float* xs, float* red, Wait wait) {
@@ -266,8 +266,7 @@ __device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_
   return s;
 }
 
-// kL2: activations read with __ldcg (the layer handler's PDL chains, where L1 may hold lines of buffers that a kernel
-// before this one rewrote); the one-kernel calls read them with plain loads.
+// kL2: activations read with __ldcg (see act; benchmarks/pdl_chain.cu times both); the handlers use plain loads.
 template <int TPR, int U, int MODE, bool kL2 = false>
 __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue epi, const __nv_bfloat16* __restrict__ w,
                                                          int n, int ks, float* __restrict__ y, int y_stride, int pdl) {
