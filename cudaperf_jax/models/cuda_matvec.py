@@ -573,8 +573,8 @@ def layer(x, ss, *, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, si
     k_norm may be None; cos/sin float32 [Dh] of the new token's position; kv_mask [S]; cache_index int32 (the new
     token's slot); caches [1, Hkv, S, Dh] bf16, updated in place (donate them). pdl (0 off, else pdl_flags()'s
     values): the kernel prefetches its first weights before waiting for the previous kernel, so no kernel of the same
-    program may write the weights (pass them as the jitted function receives them). per_phase: seven launches without the grid barrier (a cross-check).
-    kernels: seven standalone kernels with the fused step's tilings (tiling_for), chained by PDL (layer_mode)."""
+    program may write the weights (pass them as the jitted function receives them). per_phase: seven launches without
+    the grid barrier (a cross-check). kernels: seven standalone kernels with the fused step's tilings (tiling_for), chained by PDL (layer_mode)."""
     ints, scratch = _layer_plan(x.shape[0], k_cache.shape, w_qkv.shape[1], w_o.shape[0], w_down.shape[0], heads, chunk,
                                 tiling, attn_splits, kernels, (b_qkv, q_norm, b_o, b_gu, b_down), pdl, per_phase,
                                 blocks_per_sm)

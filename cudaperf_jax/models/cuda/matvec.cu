@@ -365,6 +365,26 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
 // persistent launch, 1: one launch per phase, 2: seven standalone kernels, layer_kernels), blocks_per_sm (0: the
 // occupancy calculator's), unroll x4 (launch 2), attention head groups (launch 2: attend_kernel blocks per KV head
 // and split). floats: eps_attn, eps_mlp, eps_qk, scale.
+// The layer scratch results both the layer and the step handler return (after x_out, ss_out and, for the layer
+// handler, its caches): as parameters, and as FFI binding steps.
+#define LAYER_SCRATCH_PARAMS                                                                                   \
+  ffi::Result<ffi::Buffer<ffi::F32>> qkv_parts, ffi::Result<ffi::Buffer<ffi::F32>> acc,                        \
+      ffi::Result<ffi::Buffer<ffi::F32>> ml, ffi::Result<ffi::Buffer<ffi::F32>> o_parts,                       \
+      ffi::Result<ffi::Buffer<ffi::BF16>> x_mid, ffi::Result<ffi::Buffer<ffi::F32>> ss_mid,                    \
+      ffi::Result<ffi::Buffer<ffi::F32>> gu_parts, ffi::Result<ffi::Buffer<ffi::F32>> down_parts
+#define LAYER_SCRATCH_RETS(BINDING)                                                                            \
+  BINDING.Ret<ffi::Buffer<ffi::F32>>()       /* qkv_parts */                                                   \
+      .Ret<ffi::Buffer<ffi::F32>>()          /* acc */                                                         \
+      .Ret<ffi::Buffer<ffi::F32>>()          /* ml */                                                          \
+      .Ret<ffi::Buffer<ffi::F32>>()          /* o_parts */                                                     \
+      .Ret<ffi::Buffer<ffi::BF16>>()         /* x_mid */                                                       \
+      .Ret<ffi::Buffer<ffi::F32>>()          /* ss_mid */                                                      \
+      .Ret<ffi::Buffer<ffi::F32>>()          /* gu_parts */                                                    \
+      .Ret<ffi::Buffer<ffi::F32>>()          /* down_parts */
+
+// The layer handler's int attributes (listed above LAYER_PARAMS); the step handler's are these and the layer count.
+constexpr size_t kLayerInts = 24;
+
 // The layer handler's buffers and attributes (CudaperfLayer's binding order), and their names as arguments.
 #define LAYER_PARAMS                                                                                           \
   ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::BF16> attn_scale,                       \
@@ -375,11 +395,8 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
       ffi::Buffer<ffi::BF16> b_o, ffi::Buffer<ffi::BF16> w_gu, ffi::Buffer<ffi::BF16> b_gu,                    \
       ffi::Buffer<ffi::BF16> w_down, ffi::Buffer<ffi::BF16> b_down, ffi::Result<ffi::Buffer<ffi::BF16>> x_out, \
       ffi::Result<ffi::Buffer<ffi::F32>> ss_out, ffi::Result<ffi::Buffer<ffi::BF16>> k_out,                    \
-      ffi::Result<ffi::Buffer<ffi::BF16>> v_out, ffi::Result<ffi::Buffer<ffi::F32>> qkv_parts,                 \
-      ffi::Result<ffi::Buffer<ffi::F32>> acc, ffi::Result<ffi::Buffer<ffi::F32>> ml,                           \
-      ffi::Result<ffi::Buffer<ffi::F32>> o_parts, ffi::Result<ffi::Buffer<ffi::BF16>> x_mid,                   \
-      ffi::Result<ffi::Buffer<ffi::F32>> ss_mid, ffi::Result<ffi::Buffer<ffi::F32>> gu_parts,                  \
-      ffi::Result<ffi::Buffer<ffi::F32>> down_parts, ffi::Span<const int64_t> ints, ffi::Span<const float> floats
+      ffi::Result<ffi::Buffer<ffi::BF16>> v_out, LAYER_SCRATCH_PARAMS, ffi::Span<const int64_t> ints,            \
+      ffi::Span<const float> floats
 #define LAYER_ARGS                                                                                               \
   x, ss, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, sin, kv_mask, cache_index, k_cache, v_cache, w_o, \
       b_o, w_gu, b_gu, w_down, b_down, x_out, ss_out, k_out, v_out, qkv_parts, acc, ml, o_parts, x_mid, ss_mid,    \
@@ -388,7 +405,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
 ffi::Error layer_params(cudaperf_layer::LayerParams& p, LAYER_PARAMS) {
   using namespace cudaperf_layer;
   auto bad = [](const char* what) { return ffi::Error::InvalidArgument(std::string("cudaperf_layer: ") + what); };
-  if (ints.size() != 24 || floats.size() != 4) return bad("needs 24 int and 4 float attributes");
+  if (ints.size() != kLayerInts || floats.size() != 4) return bad("needs 24 int and 4 float attributes");
   auto kd = k_cache.dimensions(), qd = w_qkv.dimensions(), od = w_o.dimensions(), gd = w_gu.dimensions(),
        dd = w_down.dimensions();
   if (kd.size() != 4 || kd[0] != 1 || qd.size() != 2 || od.size() != 2 || gd.size() != 2 || dd.size() != 2)
@@ -507,18 +524,15 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
 ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::F32> cos,
                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
                     ffi::RemainingArgs layers, ffi::Result<ffi::Buffer<ffi::BF16>> x_out,
-                    ffi::Result<ffi::Buffer<ffi::F32>> ss_out, ffi::Result<ffi::Buffer<ffi::F32>> qkv_parts,
-                    ffi::Result<ffi::Buffer<ffi::F32>> acc, ffi::Result<ffi::Buffer<ffi::F32>> ml,
-                    ffi::Result<ffi::Buffer<ffi::F32>> o_parts, ffi::Result<ffi::Buffer<ffi::BF16>> x_mid,
-                    ffi::Result<ffi::Buffer<ffi::F32>> ss_mid, ffi::Result<ffi::Buffer<ffi::F32>> gu_parts,
-                    ffi::Result<ffi::Buffer<ffi::F32>> down_parts, ffi::RemainingRets caches,
+                    ffi::Result<ffi::Buffer<ffi::F32>> ss_out, LAYER_SCRATCH_PARAMS, ffi::RemainingRets caches,
                     ffi::Span<const int64_t> ints, ffi::Span<const float> floats) {
   constexpr int kPerLayer = 14;
-  if (ints.size() != 25 || ints[24] < 1) return ffi::Error::InvalidArgument("cudaperf_step: needs 25 int attributes");
-  const int64_t n_layers = ints[24];
+  if (ints.size() != kLayerInts + 1 || ints[kLayerInts] < 1)
+    return ffi::Error::InvalidArgument("cudaperf_step: needs 25 int attributes");
+  const int64_t n_layers = ints[kLayerInts];
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");
-  const ffi::Span<const int64_t> layer_ints(ints.begin(), 24);
+  const ffi::Span<const int64_t> layer_ints(ints.begin(), kLayerInts);
   for (int64_t l = 0; l < n_layers; ++l) {
     std::optional<ffi::Buffer<ffi::BF16>> b[kPerLayer];   // (buffers have no default constructor)
     for (int i = 0; i < kPerLayer; ++i) {
@@ -620,7 +634,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfTopk, TopkImpl,
                               MATVEC_TRAITS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfLayer, LayerImpl,
-                              ffi::Ffi::Bind()
+                              LAYER_SCRATCH_RETS(ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
                                   .Arg<ffi::Buffer<ffi::BF16>>()    // x
                                   .Arg<ffi::Buffer<ffi::F32>>()     // ss
@@ -645,21 +659,13 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfLayer, LayerImpl,
                                   .Ret<ffi::Buffer<ffi::BF16>>()    // x_out
                                   .Ret<ffi::Buffer<ffi::F32>>()     // ss_out
                                   .Ret<ffi::Buffer<ffi::BF16>>()    // k_cache (aliased)
-                                  .Ret<ffi::Buffer<ffi::BF16>>()    // v_cache (aliased)
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // qkv_parts
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // acc
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // ml
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // o_parts
-                                  .Ret<ffi::Buffer<ffi::BF16>>()    // x_mid
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // ss_mid
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // gu_parts
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // down_parts
+                                  .Ret<ffi::Buffer<ffi::BF16>>())   // v_cache (aliased)
                                   .Attr<ffi::Span<const int64_t>>("ints")
                                   .Attr<ffi::Span<const float>>("floats"),
                               MATVEC_TRAITS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfStep, StepImpl,
-                              ffi::Ffi::Bind()
+                              LAYER_SCRATCH_RETS(ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
                                   .Arg<ffi::Buffer<ffi::BF16>>()    // x
                                   .Arg<ffi::Buffer<ffi::F32>>()     // ss
@@ -669,15 +675,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfStep, StepImpl,
                                   .Arg<ffi::Buffer<ffi::S32>>()     // cache_index
                                   .RemainingArgs()                  // 14 per layer
                                   .Ret<ffi::Buffer<ffi::BF16>>()    // x_out
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // ss_out
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // qkv_parts
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // acc
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // ml
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // o_parts
-                                  .Ret<ffi::Buffer<ffi::BF16>>()    // x_mid
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // ss_mid
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // gu_parts
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // down_parts
+                                  .Ret<ffi::Buffer<ffi::F32>>())    // ss_out
                                   .RemainingRets()                  // k, v cache per layer (aliased)
                                   .Attr<ffi::Span<const int64_t>>("ints")
                                   .Attr<ffi::Span<const float>>("floats"),
