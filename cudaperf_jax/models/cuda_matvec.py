@@ -247,30 +247,28 @@ def finish(x: jax.Array, parts: jax.Array | None, bias: jax.Array | None, *, pdl
     return xo, ss
 
 
-TOPK_SLICE, TOPK_MAX_K, TOPK_MERGE_MAX = 2048, 64, 8192   # topk_kernel.cuh's kSlice, kMaxK, kMergeMax
+TOPK_CHUNK, TOPK_MAX_K, TOPK_MAX_CHUNKS = 64, 64, 4096   # topk_kernel.cuh's kChunk, kMaxK, kMaxChunks
 
 
 def topk_supported(v: int, k: int) -> bool:
-    """Rows the CUDA top-k takes: 1 <= k <= 64, k <= V, and ceil(V / 2048) * k candidates fitting one merge block."""
-    n_cand = -(-v // TOPK_SLICE) * k
-    return 1 <= k <= TOPK_MAX_K and k <= v and 1 << max(n_cand - 1, 0).bit_length() <= TOPK_MERGE_MAX
+    """Rows the CUDA top-k takes: 1 <= k <= 64 and k <= V <= 262,144 (4096 chunks of 64 in one select block)."""
+    return 1 <= k <= TOPK_MAX_K and k <= v and -(-v // TOPK_CHUNK) <= TOPK_MAX_CHUNKS
 
 
 def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
-    """lax.top_k(x, k) for float32 x [B, V] without XLA's sorts (cuda/topk_kernel.cuh: each 2048-entry slice's k
-    best, then the k best of those): (values [B, k] descending, int32 indices [B, k]); among equal values the
-    smaller index first."""
+    """lax.top_k(x, k) for float32 x [B, V] without sorting the rows (cuda/topk_kernel.cuh: the maxima of 64-entry
+    chunks, then per row a radix selection over the chunks whose maximum reaches the k-th largest maximum):
+    (values [B, k] descending, int32 indices [B, k]); among equal values the smaller index first."""
     if x.ndim != 2 or not topk_supported(x.shape[1], k):
-        raise ValueError(f"cuda_matvec.top_k: needs x [B, V] with 1 <= k <= 64, k <= V and ceil(V / 2048) * k <= 8192; "
+        raise ValueError(f"cuda_matvec.top_k: needs x [B, V] with 1 <= k <= 64 and k <= V <= 262144; "
                          f"got x {x.shape}, k {k}")
     if jax.default_backend() != "gpu":
         raise RuntimeError(f"cuda_matvec runs on an NVIDIA GPU only; JAX's backend here is {jax.default_backend()}")
     register()
     b, v = x.shape
-    n_cand = -(-v // TOPK_SLICE) * k
     shapes = [jax.ShapeDtypeStruct((b, k), jnp.float32), jax.ShapeDtypeStruct((b, k), jnp.int32),
-              jax.ShapeDtypeStruct((b, n_cand), jnp.float32), jax.ShapeDtypeStruct((b, n_cand), jnp.int32)]
-    vals, idx, _, _ = jax.ffi.ffi_call(TARGETS["topk"][0], shapes)(x.astype(jnp.float32), k=np.int64(k))
+              jax.ShapeDtypeStruct((b, -(-v // TOPK_CHUNK)), jnp.uint32)]
+    vals, idx, _ = jax.ffi.ffi_call(TARGETS["topk"][0], shapes)(x.astype(jnp.float32), k=np.int64(k))
     return vals, idx
 
 

@@ -169,29 +169,19 @@ ffi::Error FinishImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer
 }
 
 ffi::Error TopkImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x, ffi::Result<ffi::Buffer<ffi::F32>> vals,
-                    ffi::Result<ffi::Buffer<ffi::S32>> idx, ffi::Result<ffi::Buffer<ffi::F32>> cand_v,
-                    ffi::Result<ffi::Buffer<ffi::S32>> cand_i, int64_t k) {
+                    ffi::Result<ffi::Buffer<ffi::S32>> idx, ffi::Result<ffi::Buffer<ffi::U32>> maxima, int64_t k) {
   using namespace cudaperf_topk;
   auto xd = x.dimensions();
   if (xd.size() != 2 || k < 1 || k > kMaxK) return ffi::Error::InvalidArgument("cudaperf_topk: x must be [B, V], 1 <= k <= 64");
-  const int64_t b = xd[0], v = xd[1], slices = (v + kSlice - 1) / kSlice, n_cand = slices * k;
-  int64_t n2 = 1;
-  while (n2 < n_cand) n2 <<= 1;
-  if (v < k || n2 > kMergeMax || vals->element_count() != static_cast<size_t>(b * k)
-      || idx->element_count() != static_cast<size_t>(b * k)
-      || cand_v->element_count() != static_cast<size_t>(b * n_cand)
-      || cand_i->element_count() != static_cast<size_t>(b * n_cand))
-    return ffi::Error::InvalidArgument("cudaperf_topk: needs k <= V, ceil(V / 2048) * k <= 8192 and outputs [B, k], [B, k], "
-                                       "[B, ceil(V / 2048) * k] x 2");
-  topk_slices<<<dim3(static_cast<unsigned>(slices), static_cast<unsigned>(b)), kSliceThreads, 0, stream>>>(
-      x.typed_data(), static_cast<int>(v), static_cast<int>(k), cand_v->typed_data(), cand_i->typed_data());
-  const size_t smem = static_cast<size_t>(n2) * (sizeof(float) + sizeof(int));
-  if (smem > 48 * 1024) {
-    cudaError_t e = cudaFuncSetAttribute(topk_merge, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_topk: ") + cudaGetErrorString(e));
-  }
-  topk_merge<<<static_cast<unsigned>(b), kMergeThreads, smem, stream>>>(
-      cand_v->typed_data(), cand_i->typed_data(), static_cast<int>(n_cand), static_cast<int>(n2), static_cast<int>(k),
+  const int64_t b = xd[0], v = xd[1], n_chunks = (v + kChunk - 1) / kChunk;
+  if (v < k || n_chunks > kMaxChunks || vals->element_count() != static_cast<size_t>(b * k)
+      || idx->element_count() != static_cast<size_t>(b * k) || maxima->element_count() != static_cast<size_t>(b * n_chunks))
+    return ffi::Error::InvalidArgument("cudaperf_topk: needs k <= V <= 262144 and outputs [B, k], [B, k], [B, ceil(V / 64)]");
+  constexpr int kWarps = kMaximaThreads / 32;
+  topk_maxima<<<dim3(static_cast<unsigned>((n_chunks + kWarps - 1) / kWarps), static_cast<unsigned>(b)), kMaximaThreads, 0,
+                stream>>>(x.typed_data(), static_cast<int>(v), static_cast<int>(n_chunks), maxima->typed_data());
+  topk_select<<<static_cast<unsigned>(b), kSelectThreads, 0, stream>>>(
+      x.typed_data(), static_cast<int>(v), static_cast<int>(n_chunks), maxima->typed_data(), static_cast<int>(k),
       vals->typed_data(), idx->typed_data());
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_topk: ") + cudaGetErrorString(e));
@@ -628,8 +618,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfTopk, TopkImpl,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::S32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::U32>>()
                                   .Attr<int64_t>("k"),
                               MATVEC_TRAITS);
 

@@ -224,6 +224,17 @@ def test_the_cuda_top_k_is_lax_top_k(b, v, k):
     np.testing.assert_array_equal(np.asarray(idx), np.asarray(want_i))
 
 
+@pytest.mark.parametrize("b,v,k", [(1, 151936, 50), (3, 128256, 64)])
+def test_the_cuda_top_k_takes_the_ties_of_smallest_index(b, v, k):
+    """Six value levels: the k-th value is shared across many chunks (the select kernel's index selection)."""
+    x = jax.random.randint(jax.random.key(v), (b, v), 0, 6).astype(jnp.float32)
+    vals, idx = jax.jit(lambda x: cm.top_k(x, k))(x)
+    xn = np.asarray(x)
+    want_i = np.lexsort((np.broadcast_to(np.arange(v), (b, v)), -xn), axis=-1)[:, :k]
+    np.testing.assert_array_equal(np.asarray(idx), want_i)
+    np.testing.assert_array_equal(np.asarray(vals), np.take_along_axis(xn, want_i, axis=-1))
+
+
 def test_the_sampler_picks_the_cuda_top_k_when_asked(monkeypatch):
     from cudaperf_jax.generation import sampling
     x = jax.random.normal(jax.random.key(5), (1, 151936), jnp.float32)
