@@ -26,8 +26,8 @@ def top_k(x: jax.Array, k: int, method: str | None = None) -> tuple[jax.Array, j
     sort on GPUs). For V > 4 * CHUNK, method "chunks" takes the top k of each CHUNK-sized slice, then the
     top k of those; "maxes" takes each PREFILTER-sized slice's maximum, keeps the k slices with the largest
     maxima (every top-k entry lies in one of them) and takes the top k of their entries; "cuda" runs
-    cuda_matvec.top_k (two CUDA kernels, no XLA sort; "auto" picks it with CUDAPERF_CUDA_TOPK=on on a GPU
-    where the CUDA kernels are enabled). All give lax.top_k's values; among equal values the indices may
+    cuda_matvec.top_k (two CUDA kernels, no XLA sort; "auto" picks it unless CUDAPERF_CUDA_TOPK=off,
+    on a GPU where the CUDA kernels are enabled). All give lax.top_k's values; among equal values the indices may
     differ.
     """
     b, v = x.shape
@@ -58,7 +58,7 @@ def top_k(x: jax.Array, k: int, method: str | None = None) -> tuple[jax.Array, j
 
 
 def _cuda_top_k(v: int, k: int) -> bool:
-    """Whether "auto" picks the CUDA top-k: CUDAPERF_CUDA_TOPK=on, a long row it takes, and the CUDA kernels on."""
+    """Whether "auto" picks the CUDA top-k: CUDAPERF_CUDA_TOPK not off, a long row it takes, and the CUDA kernels on."""
     from cudaperf_jax.models import cuda_matvec
     return (v > 4 * CHUNK and cuda_matvec.topk_enabled() and cuda_matvec.topk_supported(v, k)
             and cuda_matvec.enabled())

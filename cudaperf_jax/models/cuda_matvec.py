@@ -273,12 +273,13 @@ def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
 
 
 def topk_enabled() -> bool:
-    """CUDAPERF_CUDA_TOPK: `on` - the sampler's top-k of long rows (generation.sampling.top_k) runs cuda_matvec.top_k
-    when the CUDA kernels are enabled(); `off` (default) keeps the chunked lax.top_k. Correct on the H200 (GPU tests,
-    2026-12-03) but slower there: the step with it and the CUDA finish took 1.588 ms against 1.513 (per-slice bitonic
-    sorts of 2048 entries and a one-block merge cost more than XLA's chunked sorts)."""
+    """CUDAPERF_CUDA_TOPK: `auto` (default) and `on` - the sampler's top-k of long rows (generation.sampling.top_k)
+    runs cuda_matvec.top_k when the CUDA kernels are enabled(); `off` keeps the chunked lax.top_k. On the H200
+    (2026-12-03, benchmarks/results/topk_h200_radix.json): top 50 of 151,936 in 45.9 us a call at batch 1 and 46.6
+    at batch 32 (launch included) against the chunked sorts' 59.3 / 316 and the chunk-maxima screen's 63.9 / 66.2;
+    the default decode step 1.439 ms with it against 1.466."""
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_TOPK", "off", ("off", "on")) == "on"
+    return env_choice("CUDAPERF_CUDA_TOPK", "auto", ("off", "auto", "on")) != "off"
 
 
 def call_pdl() -> bool:
@@ -543,11 +544,15 @@ KERNELS_ATTN_SPLITS = 8   # H200, 2026-12-03, 192-slot cache: step 1.641 ms with
 
 def attend_head_groups(g: int) -> int:
     """CUDAPERF_CUDA_ATTEND_HEAD_GROUPS: blocks of the `kernels`/`step` attention per (KV head, cache split), each
-    taking g / this of the KV head's g query heads (default 1; e.g. 2 or 3 for Qwen2.5-1.5B's g = 6: less work per
-    block, more blocks - attend_kernel is instruction-latency bound, ncu 2026-12-03). Not dividing g gives 1."""
-    v = os.environ.get("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS", "1")
+    taking g / this of the KV head's g query heads (less work per block, more blocks: attend_kernel is
+    instruction-latency bound, ncu 2026-12-03). `auto` (default): 2 when it divides g >= 4, else 1 - on the H200
+    (2026-12-03, benchmarks/results/pdl_chain_h200_hg.json) 28 attentions of Qwen2.5-1.5B (g = 6) took 229 us with
+    1 group, 180 with 2, 166 with 3, and the step 1.557 / 1.523 / 1.537 ms. A count not dividing g gives 1."""
+    v = os.environ.get("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS", "auto")
+    if v == "auto":
+        return 2 if g >= 4 and g % 2 == 0 else 1
     if not v.isdigit() or not 1 <= int(v) <= LAYER_MAX_GROUP:
-        raise ValueError(f"CUDAPERF_CUDA_ATTEND_HEAD_GROUPS={v!r}: give an integer from 1 to {LAYER_MAX_GROUP}")
+        raise ValueError(f"CUDAPERF_CUDA_ATTEND_HEAD_GROUPS={v!r}: give auto or an integer from 1 to {LAYER_MAX_GROUP}")
     return int(v) if g % int(v) == 0 else 1
 
 

@@ -151,10 +151,13 @@ def test_top_k_checks_its_inputs_and_stays_off_on_the_cpu(monkeypatch):
     from cudaperf_jax.generation import sampling
     assert cm.topk_supported(151936, 50) and cm.topk_supported(151936, 64)
     assert not cm.topk_supported(151936, 65) and not cm.topk_supported(40, 50) and not cm.topk_supported(600000, 64)
+    assert cm.topk_supported(262144, 64) and not cm.topk_supported(262145, 64)   # 4096 chunks of 64 at most
     with pytest.raises(ValueError, match="1 <= k <= 64"):
         cm.top_k(jnp.ones((1, 151936)), 65)
     with pytest.raises(ValueError, match=r"x \[B, V\]"):
         cm.top_k(jnp.ones((151936,)), 50)
+    monkeypatch.delenv("CUDAPERF_CUDA_TOPK", raising=False)
+    assert cm.topk_enabled()   # auto: wherever the CUDA kernels are enabled
     monkeypatch.setenv("CUDAPERF_CUDA_TOPK", "on")
     assert cm.topk_enabled()
     if jax.default_backend() == "cpu":   # asked for, but no GPU: the sampler keeps its own top-k
@@ -225,7 +228,7 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert not cm.layer_kernels_supported(1536, 12, 2, 96, 8960, 384, 128)       # head dim not a power of two
     assert not cm.layer_kernels_supported(1536, 12, 5, 128, 8960, 384, 128)      # heads not a multiple of KV heads
     assert cm.pdl_flags() == 1
-    assert cm.attend_head_groups(6) == 1
+    assert cm.attend_head_groups(6) == 2 and cm.attend_head_groups(3) == 1 and cm.attend_head_groups(2) == 1   # auto
     monkeypatch.setenv("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS", "3")
     assert cm.attend_head_groups(6) == 3
     assert cm.attend_head_groups(4) == 1                                          # not dividing g: one group
