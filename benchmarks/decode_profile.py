@@ -42,7 +42,8 @@ VARIANT_ENV = {
     "layer": {"CUDAPERF_CUDA_LAYER": "on"},       # each layer one persistent CUDA kernel (cuda_matvec.layer)
     "phases": {"CUDAPERF_CUDA_LAYER": "phases"},  # the same, one kernel per phase (a name per phase in the table)
     "kernels": {"CUDAPERF_CUDA_LAYER": "kernels"},  # seven standalone CUDA kernels per layer from one FFI call (PDL)
-    "step": {"CUDAPERF_CUDA_LAYER": "step"},        # the same for every layer from one FFI call
+    "step": {"CUDAPERF_CUDA_LAYER": "step"},        # the same for every layer from one FFI call (auto's choice)
+    "separate": {"CUDAPERF_CUDA_LAYER": "off"},     # the fused step's separate FFI and Pallas calls (the old default)
 }
 _LINES_SKIPPED = ("XLA Modules", "XLA Ops", "Steps", "Framework", "Source", "XLA TraceMe", "TensorFlow")
 

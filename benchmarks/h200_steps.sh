@@ -2,7 +2,7 @@
 # decode_tune.py baselines (64 new tokens after 128, ms/step) of the random Qwen2.5-1.5B under several environments,
 # one process each: STEPS="name:VAR=v,VAR=v ..." (an empty list after the colon: the defaults); XLA_FLAGS values
 # may not contain commas or spaces here, so XLA_WHILE=1 in a spec stands for the command-buffer flag with WHILE and
-# CONDITIONAL added. Logs under $OUT/steps. Run after h200_final_check.sh or h200_pdl4.sh (they install the wheels).
+# CONDITIONAL added, and MODEL=name picks decode_tune.py's --model. Logs under $OUT/steps. Run after h200_final_check.sh or h200_pdl4.sh (they install the wheels).
 set -u
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
 export PYTHONPATH=/tmp/site:$PWD
@@ -12,7 +12,8 @@ for spec in ${STEPS:-"default:"}; do
   name=${spec%%:*}; vars=${spec#*:}; flags=""
   case ",$vars," in *,XLA_WHILE=1,*) flags="--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL";; esac
   vars=${vars//XLA_WHILE=1/}
-  env XLA_FLAGS="$flags" OUT=/tmp/step_$name ${vars//,/ } timeout ${STEP_TIMEOUT:-60} python3 benchmarks/decode_tune.py \
-    --new_tokens 64 --candidates /tmp/none.json > $OUT/steps/$name.log 2>&1
+  env XLA_FLAGS="$flags" OUT=/tmp/step_$name ${vars//,/ } timeout ${STEP_TIMEOUT:-60} bash -c 'python3 \
+    benchmarks/decode_tune.py --model ${MODEL:-qwen2.5-1.5b-random} --new_tokens 64 --candidates /tmp/none.json' \
+    > $OUT/steps/$name.log 2>&1
   echo "$name: $(grep -E '^baseline \(' $OUT/steps/$name.log || tail -3 $OUT/steps/$name.log)"
 done

@@ -325,10 +325,16 @@ def default_split(k: int, n: int, sms: int = 132, min_rows: int = 64, cols: int 
 TUNED = {(1536, 2048): (12, 64, 8), (1536, 1536): (16, 64, 4), (1536, 17920): (3, 128, 4), (8960, 1536): (40, 128, 8)}
 
 
-def tiling_for(k: int, n: int) -> tuple[int, int, int]:
+# The `kernels`/`step` launches' own entries over TUNED: gate_up with 8 loads in flight (in the PDL chain the next
+# kernel's weight prefetch overlaps it): on the H200 (2026-12-03) the step 1.507 -> 1.444 and 1.523 -> 1.418 ms with
+# it, while the fused step of separate calls got slower (1.464 -> 1.483); pdl_chain.cu 1143 -> 1111 us.
+STEP_TUNED = {(1536, 17920): (3, 128, 8)}
+
+
+def tiling_for(k: int, n: int, tuned: dict | None = None) -> tuple[int, int, int]:
     """(split_k, cols, unroll) for a [K, N] weight: CUDAPERF_CUDA_SPLIT ("KxN=S", "KxN=S:C" or "KxN=S:C:U" entries,
-    comma-separated, e.g. "8960x1536=28:64:8") if it names this shape, else TUNED's, else (default_split,
-    default_cols, CUDAPERF_CUDA_UNROLL)."""
+    comma-separated, e.g. "8960x1536=28:64:8") if it names this shape, else `tuned`'s, else TUNED's, else
+    (default_split, default_cols, CUDAPERF_CUDA_UNROLL)."""
     spec = os.environ.get("CUDAPERF_CUDA_SPLIT", "").strip()
     for entry in filter(None, (e.strip() for e in spec.split(","))):
         try:
@@ -346,7 +352,7 @@ def tiling_for(k: int, n: int) -> tuple[int, int, int]:
                 raise ValueError(f"CUDAPERF_CUDA_SPLIT {entry!r}: split {split} must divide K={k}, cols (64, 128 "
                                  f"or 256) must divide N={n}, and the unroll is 4 or 8")
             return split, cols, u
-    return TUNED.get((k, n)) or (default_split(k, n), default_cols(n), _unroll())
+    return (tuned or {}).get((k, n)) or TUNED.get((k, n)) or (default_split(k, n), default_cols(n), _unroll())
 
 
 def split_for(k: int, n: int) -> int:
@@ -398,23 +404,20 @@ LAYER_RED_FLOATS, LAYER_THREADS = 2080, 256
 
 
 def layer_mode() -> str:
-    """CUDAPERF_CUDA_LAYER: `on` - with the CUDA matvecs on, each decoder layer of the batch-1 step is ONE persistent
-    kernel (cuda/layer_kernel.cuh: the seven phases of decode_fused separated by grid barriers); `phases` - the
-    same kernel launched once per phase (no grid barrier; a cross-check, and a kernel name per phase in profiles);
-    `kernels` - seven standalone kernels (the fused step's tilings, tiling_for) launched by ONE FFI call per layer,
-    chained by programmatic dependent launch (separate FFI calls land in separate child graphs of XLA's command
-    buffer, where PDL does nothing); `step` - the same for every layer of the step from one FFI call (PDL across
-    the layer boundaries too; cuda_matvec.step); `off` (default). kernels and step are correct on the H200 (GPU
-    tests, 2026-12-03; PDL's wait is followed by an acquire fence, without which L1 served stale activations) but
-    slower there so far: step 1.637 ms against 1.46-1.56 for the default (their attend_kernel takes 8.5-12 us against
-    the Pallas attend's 5.4). In plain CUDA graphs (benchmarks/pdl_chain.cu) PDL took the matvec chain with a
-    stand-in attention from 1.27 to 1.15 ms a step. `on` is
-    correct on the H200 (Qwen2.5-1.5B, SmolLM2 and Qwen3 shapes, persistent and per-phase bit-equal) but about 2x
-    slower (2.6-3.9 ms a step against 1.48-1.52; WORKSPACE_NOTES.md 2026-12-03): the barriers saved nothing over
-    seven launches, and its attention phase cost ~25 us per layer (probably its L2 loads of the qkv partials, issued
-    as a serial chain of round trips; now batched, not re-timed)."""
+    """CUDAPERF_CUDA_LAYER, how the batch-1 bf16 step's layers run when the CUDA matvecs are on: `auto` (default) -
+    `step` where the shapes fit (layer_kernels_supported), else the fused step's separate calls; `step` - every
+    layer's seven standalone kernels (qkv, attend_kernel, o, finish, gate_up, down, finish; STEP_TUNED / tiling_for
+    tilings) launched by ONE FFI call and chained by programmatic dependent launch across the layer boundaries too
+    (cuda_matvec.step); `kernels` - the same with one FFI call per layer (separate FFI calls land in separate child
+    graphs of XLA's command buffer, where PDL does nothing); `off` - the fused step's separate FFI and Pallas calls;
+    `on` - each layer ONE persistent kernel (cuda/layer_kernel.cuh, phases separated by grid barriers); `phases` -
+    that kernel launched once per phase (a cross-check, and a kernel name per phase in profiles).
+    On the H200 (2026-12-03, decode_tune.py, Qwen2.5-1.5B): step 1.398-1.418 ms/step (gate_up unrolled 8, 2-3
+    attention head groups) against 1.464-1.483 for `off`; step and kernels are correct there (GPU tests; PDL's wait is
+    followed by an acquire fence, without which L1 served stale activations). `on` is correct but about 2x slower
+    (2.6-3.9 ms; WORKSPACE_NOTES.md 2026-12-03)."""
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_LAYER", "off", ("off", "on", "phases", "kernels", "step"))
+    return env_choice("CUDAPERF_CUDA_LAYER", "auto", ("auto", "off", "on", "phases", "kernels", "step"))
 
 
 PDL_FLAGS = {"off": 0, "on": 1, "late": 3}   # matvec_kernel.cuh's kPdlOn (1) | kPdlLate (2)
@@ -524,7 +527,7 @@ def layer_kernels_supported(d: int, heads: int, kv_heads: int, head_dim: int, f:
     g = heads // kv_heads
     n_qkv = (heads + 2 * kv_heads) * head_dim
     for k, n in ((d, n_qkv), (heads * head_dim, d), (d, 2 * f), (f, d)):
-        split, cols, _ = tiling_for(k, n)
+        split, cols, _ = tiling_for(k, n, STEP_TUNED)
         if not supported(k, n, split, cols):
             return False
     if head_dim not in (32, 64, 128, 256):   # attend_kernel_for
@@ -545,12 +548,13 @@ KERNELS_ATTN_SPLITS = 8   # H200, 2026-12-03, 192-slot cache: step 1.641 ms with
 def attend_head_groups(g: int) -> int:
     """CUDAPERF_CUDA_ATTEND_HEAD_GROUPS: blocks of the `kernels`/`step` attention per (KV head, cache split), each
     taking g / this of the KV head's g query heads (less work per block, more blocks: attend_kernel is
-    instruction-latency bound, ncu 2026-12-03). `auto` (default): 2 when it divides g >= 4, else 1 - on the H200
-    (2026-12-03, benchmarks/results/pdl_chain_h200_hg.json) 28 attentions of Qwen2.5-1.5B (g = 6) took 229 us with
-    1 group, 180 with 2, 166 with 3, and the step 1.557 / 1.523 / 1.537 ms. A count not dividing g gives 1."""
+    instruction-latency bound, ncu 2026-12-03). `auto` (default): 3 when it divides g >= 6, else 2 when that divides
+    g >= 4, else 1 - on the H200 (2026-12-03, benchmarks/results/pdl_chain_h200_hg.json) 28 attentions of
+    Qwen2.5-1.5B (g = 6) took 229 us with 1 group, 180 with 2, 166 with 3; the step 1.557 / 1.523 / 1.537 ms, and
+    with gate_up unrolled 8: 1.418 (2) / 1.398 (3). A count not dividing g gives 1."""
     v = os.environ.get("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS", "auto")
     if v == "auto":
-        return 2 if g >= 4 and g % 2 == 0 else 1
+        return 3 if g >= 6 and g % 3 == 0 else 2 if g >= 4 and g % 2 == 0 else 1
     if not v.isdigit() or not 1 <= int(v) <= LAYER_MAX_GROUP:
         raise ValueError(f"CUDAPERF_CUDA_ATTEND_HEAD_GROUPS={v!r}: give auto or an integer from 1 to {LAYER_MAX_GROUP}")
     return int(v) if g % int(v) == 0 else 1
@@ -609,7 +613,7 @@ def _layer_plan(d, cache_shape, n_qkv, hdh, f, heads, chunk, tiling, attn_splits
     splits = kernels_attn_splits(s_len, attn_splits) if kernels else attn_splits or layer_attn_splits()
     unrolls = [4, 4, 4, 4]
     if kernels:
-        full = [tiling_for(k, n) for k, n in ((d, n_qkv), (hdh, d), (d, 2 * f), (f, d))]
+        full = [tiling_for(k, n, STEP_TUNED) for k, n in ((d, n_qkv), (hdh, d), (d, 2 * f), (f, d))]
         tiling, unrolls = tuple((s, c) for s, c, _ in full), [u for _, _, u in full]
         ok = layer_kernels_supported(d, heads, hkv, dh, f, s_len, chunk, splits)
     else:

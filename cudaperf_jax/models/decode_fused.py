@@ -612,10 +612,11 @@ def _param(p, dt):
 
 def _cuda_layer(model, dt, k_cache):
     """A function running one whole layer from one FFI call (cuda_matvec.layer, CUDAPERF_CUDA_LAYER=on|phases|kernels),
-    or for CUDAPERF_CUDA_LAYER=step one running every layer from one call (cuda_matvec.step; marked whole_step), when
+    or for CUDAPERF_CUDA_LAYER=step|auto one running every layer from one call (cuda_matvec.step; marked whole_step), when
     the CUDA matvecs are on, the compute and cache dtype is bf16 and the shapes fit; else None (seven kernel calls)."""
     from cudaperf_jax.models import cuda_matvec as cm
     lm = cm.layer_mode()
+    lm = "step" if lm == "auto" else lm
     if lm == "off" or dt != jnp.bfloat16 or k_cache.dtype != jnp.bfloat16 or _interpret(None) or cm.mode() == "off" \
             or not cm.enabled():
         return None

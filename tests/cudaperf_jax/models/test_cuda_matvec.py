@@ -88,6 +88,7 @@ def test_splits_can_be_set_per_shape(monkeypatch):
     assert cm.split_for(8960, 1536) == 28 and cm.split_for(1536, 2048) == 12
     assert cm.split_for(576, 960) == cm.default_split(576, 960)
     assert cm.tiling_for(8960, 1536) == (28, 256, 4) and cm.tiling_for(1536, 17920) == cm.TUNED[1536, 17920]
+    assert cm.tiling_for(1536, 17920, cm.STEP_TUNED) == (3, 128, 8)   # the step launch's own gate_up
     assert cm.tiling_for(576, 960) == (cm.default_split(576, 960), 64, 4)
     monkeypatch.setenv("CUDAPERF_CUDA_SPLIT", "8960x1536=14:64,1536x1536=12:128:8")
     assert cm.tiling_for(8960, 1536) == (14, 64, 4) and cm.tiling_for(1536, 1536) == (12, 128, 8)
@@ -171,7 +172,7 @@ def test_top_k_checks_its_inputs_and_stays_off_on_the_cpu(monkeypatch):
 def test_the_layer_kernel_options_and_its_shape_checks(monkeypatch):
     """CUDAPERF_CUDA_LAYER and its tiling: one wave of work items per matvec, env overrides checked, shapes it
     cannot take refused; on a machine without a GPU the decoder keeps its seven-kernel step."""
-    assert cm.layer_mode() == "off"
+    assert cm.layer_mode() == "auto"
     monkeypatch.setenv("CUDAPERF_CUDA_LAYER", "sometimes")
     with pytest.raises(ValueError, match="CUDAPERF_CUDA_LAYER"):
         cm.layer_mode()
@@ -228,7 +229,7 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert not cm.layer_kernels_supported(1536, 12, 2, 96, 8960, 384, 128)       # head dim not a power of two
     assert not cm.layer_kernels_supported(1536, 12, 5, 128, 8960, 384, 128)      # heads not a multiple of KV heads
     assert cm.pdl_flags() == 1
-    assert cm.attend_head_groups(6) == 2 and cm.attend_head_groups(3) == 1 and cm.attend_head_groups(2) == 1   # auto
+    assert [cm.attend_head_groups(g) for g in (1, 2, 3, 4, 6, 8, 12)] == [1, 1, 1, 2, 3, 2, 3]   # auto
     monkeypatch.setenv("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS", "3")
     assert cm.attend_head_groups(6) == 3
     assert cm.attend_head_groups(4) == 1                                          # not dividing g: one group
