@@ -612,15 +612,17 @@ def _param(p, dt):
 
 def _cuda_layer(model, dt, k_cache):
     """A function running one whole layer from one FFI call (cuda_matvec.layer, CUDAPERF_CUDA_LAYER=on|phases|kernels),
-    or for CUDAPERF_CUDA_LAYER=step|auto one running every layer from one call (cuda_matvec.step; marked whole_step), when
-    the CUDA matvecs are on, the compute and cache dtype is bf16 and the shapes fit; else None (seven kernel calls)."""
+    or for CUDAPERF_CUDA_LAYER=step (and auto from hidden size cuda_matvec.STEP_AUTO_MIN_D on) one running every
+    layer from one call (cuda_matvec.step; marked whole_step), when the CUDA matvecs are on, the compute and cache
+    dtype is bf16 and the shapes fit; else None (seven kernel calls)."""
     from cudaperf_jax.models import cuda_matvec as cm
+    cfg = model.cfg if model is not None else None
     lm = cm.layer_mode()
-    lm = "step" if lm == "auto" else lm
+    if lm == "auto":
+        lm = "step" if cfg is not None and cfg.hidden_size >= cm.STEP_AUTO_MIN_D else "off"
     if lm == "off" or dt != jnp.bfloat16 or k_cache.dtype != jnp.bfloat16 or _interpret(None) or cm.mode() == "off" \
             or not cm.enabled():
         return None
-    cfg = model.cfg
     d = cfg.hidden_size
     chunk = _pow2_divisor(d, FINISH_CHUNK)
     supported = cm.layer_kernels_supported if lm in ("kernels", "step") else cm.layer_supported
