@@ -301,3 +301,17 @@ def test_the_step_launch_with_attention_head_groups_agrees_with_the_fused_step(m
     got = run("step")
     assert (np.argmax(got, -1) == np.argmax(want, -1)).mean() >= 0.9
     np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
+
+
+def test_auto_takes_the_step_launch_from_hidden_size_1024(monkeypatch):
+    """CUDAPERF_CUDA_LAYER=auto (the default): the whole-step launch for Qwen2.5-1.5B's and the Qwen3-style shapes
+    (hidden 1536 and 1024), the fused step's separate calls for SmolLM2-135M's (hidden 576, measured slower)."""
+    from cudaperf_jax.models import decode_fused as df
+    from tests.cudaperf_jax.models.test_decode_fused_gpu import _model
+    monkeypatch.delenv("CUDAPERF_CUDA_LAYER", raising=False)
+    monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "on")
+    for name, whole in (("qwen2.5-1.5b", True), ("qwen3", True), ("smollm2-135m", False)):
+        model = _model(name, jnp.bfloat16)
+        cache = jnp.zeros((1, model.cfg.num_kv_heads, 16, model.cfg.head_dim), jnp.bfloat16)
+        got = df._cuda_layer(model, jnp.bfloat16, cache)
+        assert getattr(got, "whole_step", False) is whole, name
