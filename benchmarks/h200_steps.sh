@@ -2,9 +2,11 @@
 # decode_tune.py baselines (64 new tokens after 128, ms/step) of the random Qwen2.5-1.5B under several environments,
 # one process each: STEPS="name:VAR=v,VAR=v ..." (an empty list after the colon: the defaults); XLA_FLAGS values
 # may not contain commas or spaces here, so XLA_WHILE=1 in a spec stands for the command-buffer flag with WHILE and
-# CONDITIONAL added, and MODEL=name picks decode_tune.py's --model. Logs under $OUT/steps. Run after h200_final_check.sh or h200_pdl4.sh (they install the wheels).
+# CONDITIONAL added, and MODEL=name picks decode_tune.py's --model. Logs under $OUT/steps.
 set -u
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
+[ -d /tmp/site/gguf ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+  .whl/*.whl 2>/dev/null
 export PYTHONPATH=/tmp/site:$PWD
 echo '{}' > /tmp/none.json
 mkdir -p $OUT/steps
