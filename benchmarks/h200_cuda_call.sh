@@ -11,9 +11,7 @@
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site:$PWD
+source benchmarks/h200_env.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; which nvcc; nvcc --version | tail -1
 timeout 150 env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= \
   tests/cudaperf_jax/models/test_cuda_matvec_gpu.py 2>&1 | tail -15

@@ -7,9 +7,7 @@
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site:$PWD
+source benchmarks/h200_env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo '{}' > /tmp/none.json
 step() {  # name, then env assignments

@@ -2,9 +2,7 @@
 # The shortest useful device call (~2.5 min): GPU tests of the CUDA finish and top-k, then the decode step with
 # the defaults, with the CUDA finish, and with the CUDA finish and top-k (decode_tune.py baselines).
 set -u
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site:$PWD
+source benchmarks/h200_env.sh
 timeout 75 env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= \
   tests/cudaperf_jax/models/test_cuda_matvec_gpu.py -k "finish or top_k or sampler" 2>&1 | tail -6
 echo '{}' > /tmp/none.json

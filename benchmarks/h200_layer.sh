@@ -3,9 +3,7 @@
 # step of the random Qwen2.5-1.5B (decode_tune.py baselines, 64 tokens) with the seven-kernel default and with the
 # layer kernel under a few settings. STEPS="name:VAR=v,VAR=v ..." replaces the step list.
 set -u
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site:$PWD
+source benchmarks/h200_env.sh
 python3 -c "from cudaperf_jax.models import cuda_matvec as cm; print('built', cm.register())" 2>&1 | tail -2
 timeout ${TEST_TIMEOUT:-150} env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= -x \
   tests/cudaperf_jax/models/test_cuda_matvec_gpu.py -k "${TESTS:-one_kernel}" 2>&1 | tail -${TEST_TAIL:-8}

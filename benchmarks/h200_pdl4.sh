@@ -15,9 +15,7 @@ Achieved Occupancy|Issue Slot|Warp Cycles Per Issued|Stall|Block Limit|Dynamic S
   ncu --import $OUT/ncu.ncu-rep --page source --csv --print-source sass > $OUT/ncu_source.csv 2>/dev/null
   ncu --import $OUT/ncu.ncu-rep --page source --csv --print-source cuda > $OUT/ncu_source_cuda.csv 2>/dev/null
 fi
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site:$PWD
+source benchmarks/h200_env.sh
 timeout ${TEST_TIMEOUT:-200} env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= \
   tests/cudaperf_jax/models/test_cuda_matvec_gpu.py -k "${TESTS:-seven_kernel or one_kernel}" 2>&1 \
   | grep -E "passed|failed|FAILED|Error" | tail -8

@@ -3,9 +3,7 @@
 # with head groups, the CUDA top-k) and of the bf16 sampler on them, generation.py's batch-1 roofline number, then
 # step-time A/Bs of the new default against the separate calls (Qwen2.5-1.5B and SmolLM2-135M) and the top-k table.
 set -u
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site:$PWD
+source benchmarks/h200_env.sh
 timeout ${TEST_TIMEOUT:-180} env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts= \
   tests/cudaperf_jax/models/test_cuda_matvec_gpu.py tests/cudaperf_jax/models/test_decode_fused_gpu.py \
   -k "seven_kernel or head_groups or top_k or sampler" 2>&1 | grep -E "passed|failed|FAILED|Error" | tail -8

@@ -4,10 +4,7 @@
 # may not contain commas or spaces here, so XLA_WHILE=1 in a spec stands for the command-buffer flag with WHILE and
 # CONDITIONAL added, and MODEL=name picks decode_tune.py's --model. Logs under $OUT/steps.
 set -u
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 CUDAPERF_CACHE=/tmp/cudaperf_cache
-[ -d /tmp/site/gguf ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
-  .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site:$PWD
+source benchmarks/h200_env.sh
 echo '{}' > /tmp/none.json
 mkdir -p $OUT/steps
 for spec in ${STEPS:-"default:"}; do
