@@ -275,9 +275,9 @@ def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
 def topk_enabled() -> bool:
     """CUDAPERF_CUDA_TOPK: `auto` (default) and `on` - the sampler's top-k of long rows (generation.sampling.top_k)
     runs cuda_matvec.top_k when the CUDA kernels are enabled(); `off` keeps the chunked lax.top_k. On the H200
-    (2026-12-03, benchmarks/results/topk_h200_radix.json): top 50 of 151,936 in 45.9 us a call at batch 1 and 46.6
-    at batch 32 (launch included) against the chunked sorts' 59.3 / 316 and the chunk-maxima screen's 63.9 / 66.2;
-    the default decode step 1.439 ms with it against 1.466."""
+    (2026-12-03, benchmarks/results/topk_h200_radix_staged.json): top 50 of 151,936 in 38.1 us a call at batch 1 and
+    48.5 at batch 32 (launch included) against the chunked sorts' 58.9 / 315 and the chunk-maxima screen's 62.2 / 67.0;
+    the decode step of separate calls 1.439 ms with its first version (topk_h200_radix.json) against 1.466."""
     from cudaperf_jax.models.ops import env_choice
     return env_choice("CUDAPERF_CUDA_TOPK", "auto", ("off", "auto", "on")) != "off"
 
@@ -406,16 +406,15 @@ LAYER_RED_FLOATS, LAYER_THREADS = 2080, 256
 def layer_mode() -> str:
     """CUDAPERF_CUDA_LAYER, how the batch-1 bf16 step's layers run when the CUDA matvecs are on: `auto` (default) -
     `step` for hidden sizes of at least STEP_AUTO_MIN_D where the shapes fit (layer_kernels_supported), else the
-    fused step's separate calls; `step` - every
-    layer's seven standalone kernels (qkv, attend_kernel, o, finish, gate_up, down, finish; STEP_TUNED / tiling_for
-    tilings) launched by ONE FFI call and chained by programmatic dependent launch across the layer boundaries too
-    (cuda_matvec.step); `kernels` - the same with one FFI call per layer (separate FFI calls land in separate child
-    graphs of XLA's command buffer, where PDL does nothing); `off` - the fused step's separate FFI and Pallas calls;
-    `on` - each layer ONE persistent kernel (cuda/layer_kernel.cuh, phases separated by grid barriers); `phases` -
-    that kernel launched once per phase (a cross-check, and a kernel name per phase in profiles).
-    On the H200 (2026-12-03, decode_tune.py): Qwen2.5-1.5B step 1.394-1.418 ms/step (gate_up unrolled 8, 2-3
-    attention head groups) against 1.464-1.483 for `off`; SmolLM2-135M (D 576, untuned shapes, g = 3) step 0.732
-    against 0.701 for `off`, hence the size threshold; step and kernels are correct there (GPU tests; PDL's wait is
+    fused step's separate calls; `step` - every layer's seven standalone kernels (qkv, attend_kernel, o, finish,
+    gate_up, down, finish; kernels_tilings) launched by ONE FFI call and chained by programmatic dependent launch
+    across the layer boundaries too (cuda_matvec.step); `kernels` - the same with one FFI call per layer (separate
+    FFI calls land in separate child graphs of XLA's command buffer, where PDL does nothing); `off` - the fused
+    step's separate FFI and Pallas calls; `on` - each layer ONE persistent kernel (cuda/layer_kernel.cuh, phases
+    separated by grid barriers); `phases` - that kernel launched once per phase (a cross-check, and a kernel name
+    per phase in profiles). On the H200 (2026-12-03, decode_tune.py): Qwen2.5-1.5B step 1.394-1.418 ms/step
+    (gate_up unrolled 8, 2-3 attention head groups) against 1.464-1.483 for `off`; SmolLM2-135M (D 576, untuned
+    shapes, g = 3) step 0.732 against 0.701 for `off`, hence the size threshold; step and kernels are correct there (GPU tests; PDL's wait is
     followed by an acquire fence, without which L1 served stale activations). `on` is correct but about 2x slower
     (2.6-3.9 ms; WORKSPACE_NOTES.md 2026-12-03)."""
     from cudaperf_jax.models.ops import env_choice
@@ -523,16 +522,21 @@ def layer_supported(d: int, heads: int, kv_heads: int, head_dim: int, f: int, s_
     return need * 4 <= LAYER_MAX_SMEM
 
 
+def kernels_tilings(d: int, n_qkv: int, hdh: int, f: int) -> list[tuple[int, int, int, int, int]]:
+    """(K, N, split_k, cols, unroll) of the `kernels`/`step` launches' qkv, o, gate_up and down matvecs: tiling_for
+    with STEP_TUNED."""
+    return [(k, n, *tiling_for(k, n, STEP_TUNED)) for k, n in ((d, n_qkv), (hdh, d), (d, 2 * f), (f, d))]
+
+
 def layer_kernels_supported(d: int, heads: int, kv_heads: int, head_dim: int, f: int, s_len: int, chunk: int,
                             attn_splits: int | None = None) -> bool:
-    """Shapes the `kernels` launch of the layer takes: the layer kernel's head limits, chunk 128 dividing D, the
-    fused step's tilings (tiling_for), and the attention split in shared memory."""
+    """Shapes the `kernels` launch of the layer takes: the layer kernel's head limits, chunk 128 dividing D, its
+    tilings (kernels_tilings), and the attention split in shared memory."""
     if not _layer_heads_ok(heads, kv_heads, head_dim) or chunk != FINISH_CHUNK or d % chunk:
         return False
     g = heads // kv_heads
     n_qkv = (heads + 2 * kv_heads) * head_dim
-    for k, n in ((d, n_qkv), (heads * head_dim, d), (d, 2 * f), (f, d)):
-        split, cols, _ = tiling_for(k, n, STEP_TUNED)
+    for k, n, split, cols, _ in kernels_tilings(d, n_qkv, heads * head_dim, f):
         if not supported(k, n, split, cols):
             return False
     if head_dim not in (32, 64, 128, 256):   # attend_kernel_for
@@ -586,7 +590,8 @@ def layer(x, ss, *, attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, cos, si
     token's slot); caches [1, Hkv, S, Dh] bf16, updated in place (donate them). pdl (0 off, else pdl_flags()'s
     values): the kernel prefetches its first weights before waiting for the previous kernel, so no kernel of the same
     program may write the weights (pass them as the jitted function receives them). per_phase: seven launches without
-    the grid barrier (a cross-check). kernels: seven standalone kernels with the fused step's tilings (tiling_for), chained by PDL (layer_mode)."""
+    the grid barrier (a cross-check). kernels: seven standalone kernels (kernels_tilings), chained by PDL
+    (layer_mode)."""
     ints, scratch = _layer_plan(x.shape[0], k_cache.shape, w_qkv.shape[1], w_o.shape[0], w_down.shape[0], heads, chunk,
                                 tiling, attn_splits, kernels, (b_qkv, q_norm, b_o, b_gu, b_down), pdl, per_phase,
                                 blocks_per_sm)
@@ -618,8 +623,8 @@ def _layer_plan(d, cache_shape, n_qkv, hdh, f, heads, chunk, tiling, attn_splits
     splits = kernels_attn_splits(s_len, attn_splits) if kernels else attn_splits or layer_attn_splits()
     unrolls = [4, 4, 4, 4]
     if kernels:
-        full = [tiling_for(k, n, STEP_TUNED) for k, n in ((d, n_qkv), (hdh, d), (d, 2 * f), (f, d))]
-        tiling, unrolls = tuple((s, c) for s, c, _ in full), [u for _, _, u in full]
+        full = kernels_tilings(d, n_qkv, hdh, f)
+        tiling, unrolls = tuple((s, c) for _, _, s, c, _ in full), [u for *_, u in full]
         ok = layer_kernels_supported(d, heads, hkv, dh, f, s_len, chunk, splits)
     else:
         tiling = tiling or layer_tiling(d, n_qkv, hdh, f)
