@@ -405,16 +405,16 @@ LAYER_RED_FLOATS, LAYER_THREADS = 2080, 256
 
 def layer_mode() -> str:
     """CUDAPERF_CUDA_LAYER, how the batch-1 bf16 step's layers run when the CUDA matvecs are on: `auto` (default) -
-    `step` for hidden sizes of at least STEP_AUTO_MIN_D where the shapes fit (layer_kernels_supported), else the
-    fused step's separate calls; `step` - every layer's seven standalone kernels (qkv, attend_kernel, o, finish,
-    gate_up, down, finish; kernels_tilings) launched by ONE FFI call and chained by programmatic dependent launch
-    across the layer boundaries too (cuda_matvec.step); `kernels` - the same with one FFI call per layer (separate
-    FFI calls land in separate child graphs of XLA's command buffer, where PDL does nothing); `off` - the fused
-    step's separate FFI and Pallas calls; `on` - each layer ONE persistent kernel (cuda/layer_kernel.cuh, phases
-    separated by grid barriers); `phases` - that kernel launched once per phase (a cross-check, and a kernel name
-    per phase in profiles). On the H200 (2026-12-03, decode_tune.py): Qwen2.5-1.5B step 1.394-1.418 ms/step
-    (gate_up unrolled 8, 2-3 attention head groups) against 1.464-1.483 for `off`; SmolLM2-135M (D 576, untuned
-    shapes, g = 3) step 0.732 against 0.701 for `off`, hence the size threshold; step and kernels are correct there (GPU tests; PDL's wait is
+    `step` for hidden sizes of at least STEP_AUTO_MIN_D where the shapes fit (layer_kernels_supported), else the fused
+    step's separate calls; `step` - every layer's seven standalone kernels (qkv, attend_kernel, o, finish, gate_up,
+    down, finish; kernels_tilings) launched by ONE FFI call and chained by programmatic dependent launch across the
+    layer boundaries too (cuda_matvec.step); `kernels` - the same with one FFI call per layer (separate FFI calls
+    land in separate child graphs of XLA's command buffer, where PDL does nothing); `off` - the fused step's separate
+    FFI and Pallas calls; `on` - each layer ONE persistent kernel (cuda/layer_kernel.cuh, phases separated by grid
+    barriers); `phases` - that kernel launched once per phase (a cross-check, and a kernel name per phase in
+    profiles). On the H200 (2026-12-03, decode_tune.py): Qwen2.5-1.5B step 1.394-1.418 ms/step (gate_up unrolled 8,
+    2-3 attention head groups) against 1.464-1.483 for `off`; SmolLM2-135M (D 576, untuned shapes, g = 3) step 0.732
+    against 0.701 for `off`, hence the size threshold; step and kernels are correct there (GPU tests; PDL's wait is
     followed by an acquire fence, without which L1 served stale activations). `on` is correct but about 2x slower
     (2.6-3.9 ms; WORKSPACE_NOTES.md 2026-12-03)."""
     from cudaperf_jax.models.ops import env_choice
