@@ -5,10 +5,10 @@
 //                the block keeps those chunks (~k of them, k * kChunk entries), finds the k-th largest key among
 //                their entries by radix selection, gathers the entries above it plus the ties of smallest index,
 //                and writes the k of them in order.
-// The kept entries' keys are staged in shared memory once (one round of loads in flight; the first version re-read
-// them in every pass: 24 us a row on the H200). The radix selections (four passes of 8-bit digits over shared-memory histograms, warp-aggregated increments)
-// replace the per-slice bitonic sorts of the first version (2048 entries per block and an 8192-entry merge,
-// slower than XLA's chunked sorts on the H200, 2026-12-03).
+// The radix selections (four passes of 8-bit digits over shared-memory histograms, warp-aggregated increments)
+// replace the per-slice bitonic sorts of the first version (2048 entries per block and an 8192-entry merge, slower
+// than XLA's chunked sorts on the H200, 2026-12-03). The kept entries' keys are staged in shared memory once (one
+// round of loads in flight); re-reading them from global memory in every pass took 24 us a row on the H200.
 // Order: larger value first, among equal values the smaller index (lax.top_k's first-seen order); -0.0 equals
 // 0.0; NaNs sort last. cuda_matvec.py calls it through the XLA FFI (matvec.cu); tests run it emulated.
 #pragma once
@@ -113,7 +113,10 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
   __syncthreads();
   // T: the k-th largest chunk maximum (with fewer chunks than k, the smallest: every chunk is kept)
   const unsigned t_key = radix_select(s, static_cast<unsigned>(k < n_chunks ? k : n_chunks), [&](auto f) {
-    for (int c0 = warp0; c0 < n_chunks; c0 += blockDim.x) f(c0 + lane < n_chunks ? s.keys[c0 + lane] : 0u, c0 + lane < n_chunks);
+    for (int c0 = warp0; c0 < n_chunks; c0 += blockDim.x) {
+      const bool valid = c0 + lane < n_chunks;
+      f(valid ? s.keys[c0 + lane] : 0u, valid);
+    }
   });
   for (int c = threadIdx.x; c < n_chunks; c += blockDim.x)
     if (s.keys[c] >= t_key) s.chunks[atomicAdd(&s.n_kept, 1)] = static_cast<unsigned short>(c);
