@@ -569,6 +569,32 @@ def attend_head_groups(g: int) -> int:
     return int(v) if g % int(v) == 0 else 1
 
 
+L2_PREFETCH_DEFAULT = "off"
+
+
+def l2_prefetch() -> tuple[int, int, int, int]:
+    """CUDAPERF_CUDA_L2_PREFETCH: weights the `kernels`/`step` launches pull into L2 ahead of use, while the
+    latency-bound kernels (attention, finish) leave the HBM idle - `off`, or comma-separated `gu=P` (the first P % of
+    each K band of gate_up, the rows its split-K blocks stream first), `down=P` (of down's, by the o kernel), `o=P`
+    (of o's, by the qkv kernel) and `from=o|qkv` (which kernel issues gate_up's: o, default, or qkv), e.g.
+    "gu=40,o=100". Each kernel requests its share as bulk L2 prefetches before its PDL wait (matvec_kernel.cuh
+    l2_prefetch_share). Returns the handler's ints (gate_up %, issuer 0 o / 1 qkv, o %, down %)."""
+    spec = os.environ.get("CUDAPERF_CUDA_L2_PREFETCH", L2_PREFETCH_DEFAULT).strip().lower()
+    out = {"gu": 0, "from": 0, "o": 0, "down": 0}
+    if spec in ("", "off"):
+        return (0, 0, 0, 0)
+    for entry in filter(None, (e.strip() for e in spec.split(","))):
+        key, _, val = entry.partition("=")
+        if key == "from" and val in ("o", "qkv"):
+            out["from"] = int(val == "qkv")
+        elif key in ("gu", "o", "down") and val.isdigit() and int(val) <= 100:
+            out[key] = int(val)
+        else:
+            raise ValueError(f"CUDAPERF_CUDA_L2_PREFETCH entry {entry!r}: write off, or gu=P, down=P, o=P (percent, "
+                             f"0-100) and from=o|qkv, comma-separated, e.g. gu=40,o=100")
+    return (out["gu"], out["from"], out["o"], out["down"])
+
+
 def kernels_attn_splits(s_len: int, attn_splits: int | None = None) -> int:
     """Cache splits per KV head of the `kernels` launch's attention: attn_splits, else CUDAPERF_CUDA_LAYER_ATTN_SPLITS,
     else KERNELS_ATTN_SPLITS; raised until a split's slots (staged in shared memory) are at most ATTEND_MAX_SLOTS."""
@@ -645,7 +671,8 @@ def _layer_plan(d, cache_shape, n_qkv, hdh, f, heads, chunk, tiling, attn_splits
                jax.ShapeDtypeStruct((tiling[2][0] * 2 * f,), f32), jax.ShapeDtypeStruct((tiling[3][0] * d,), f32)]
     ints = [heads, splits, *(s for s, _ in tiling), *(c for _, c in tiling), chunk,
             *(a is not None for a in optional), 0 if per_phase else int(pdl), 2 if kernels else int(per_phase),
-            blocks_per_sm or layer_blocks_per_sm(), *unrolls, attend_head_groups(g) if kernels else 1]
+            blocks_per_sm or layer_blocks_per_sm(), *unrolls, attend_head_groups(g) if kernels else 1,
+            *(l2_prefetch() if kernels else (0, 0, 0, 0))]
     return ints, scratch
 
 

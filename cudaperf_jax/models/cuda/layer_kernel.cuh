@@ -60,6 +60,8 @@ struct LayerParams {
   __nv_bfloat16* v_cache;
   int attn_splits, span_max;              // cache splits per KV head; ceil(s_len / attn_splits)
   int attn_hsplit;                        // attend_kernel: blocks per (KV head, split), each with g / this q heads
+  int pf_gu, pf_from, pf_o, pf_down;      // kernels launch: L2 prefetch, percent of each K band of gate_up, down (by
+                                          // the o kernel, or the qkv kernel if pf_from) and o (by the qkv kernel)
   const __nv_bfloat16* w_o;               // [h dh, d]
   const __nv_bfloat16* b_o;               // [d] or null
   const __nv_bfloat16* w_gu;              // [d, 2f] (gate columns, then up)

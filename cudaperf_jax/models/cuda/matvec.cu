@@ -320,8 +320,22 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   if (att_smem > 200 * 1024) return ffi::Error::InvalidArgument("cudaperf_layer: the attention split is too long");
   const AttendKernel attend = attend_kernel_for(p.dh, g / p.attn_hsplit);
   if (attend == nullptr) return ffi::Error::InvalidArgument("cudaperf_layer: head dim must be 32, 64, 128 or 256");
-  cudaError_t e = launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, norm_prologue(p, false), p.w_qkv,
-                                     p.d, n_qkv, p.split[0], p.qkv_parts, pdl);
+  // L2 prefetches issued before the kernels' waits (l2_prefetch_share): the first pct % of each K band (a split's rows,
+  // which its blocks stream in order) of a weight [k, n]
+  Prologue qkv_pro = norm_prologue(p, false), o_pro = attn_prologue(p);
+  auto bands = [](Prologue& pro, int r, const __nv_bfloat16* w, int k, int n, int split, int pct) {
+    if (pct <= 0) return;
+    const unsigned long long rows = static_cast<unsigned long long>(k / split), row_bytes = 2ull * n;
+    pro.pf_base[r] = reinterpret_cast<const char*>(w);
+    pro.pf_band[r] = rows * static_cast<unsigned long long>(pct > 100 ? 100 : pct) / 100 * row_bytes;
+    pro.pf_stride[r] = rows * row_bytes;
+    pro.pf_bands[r] = split;
+  };
+  bands(qkv_pro, 0, p.w_o, p.h * p.dh, p.d, p.split[1], p.pf_o);
+  bands(p.pf_from ? qkv_pro : o_pro, 1, p.w_gu, p.d, 2 * p.f, p.split[2], p.pf_gu);
+  bands(o_pro, 0, p.w_down, p.f, p.d, p.split[3], p.pf_down);
+  cudaError_t e = launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, qkv_pro, p.w_qkv, p.d, n_qkv,
+                                     p.split[0], p.qkv_parts, pdl);
   if (e == cudaSuccess && att_smem > 48 * 1024)
     e = cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(att_smem));
   if (e == cudaSuccess) {
@@ -330,8 +344,8 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     e = cudaLaunchKernelEx(&l.cfg, attend, p, pdl);
   }
   if (e == cudaSuccess)
-    e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, attn_prologue(p), p.w_o, p.h * p.dh, p.d,
-                           p.split[1], p.o_parts, pdl);
+    e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, o_pro, p.w_o, p.h * p.dh, p.d, p.split[1],
+                           p.o_parts, pdl);
   auto fin = [&](const __nv_bfloat16* x, const float* parts, int n_parts, const __nv_bfloat16* bias, __nv_bfloat16* xo,
                  float* ss) {
     Launch l(dim3(static_cast<unsigned>(p.d / kChunk), 1, 1), dim3(kChunk, 1, 1), 0, stream, pdl != 0);
@@ -354,7 +368,8 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
 // gate_up, down), cols x4, chunk, has_b_qkv, has_qk_norm, has_b_o, has_b_gu, has_b_down, pdl, launch (0: one
 // persistent launch, 1: one launch per phase, 2: seven standalone kernels, layer_kernels), blocks_per_sm (0: the
 // occupancy calculator's), unroll x4 (launch 2), attention head groups (launch 2: attend_kernel blocks per KV head
-// and split). floats: eps_attn, eps_mlp, eps_qk, scale.
+// and split), L2 prefetch (launch 2: percent of gate_up's K bands, its issuer 0 the o kernel / 1 the qkv kernel,
+// percent of o's by the qkv kernel, of down's by the o kernel). floats: eps_attn, eps_mlp, eps_qk, scale.
 // The layer scratch results both the layer and the step handler return (after x_out, ss_out and, for the layer
 // handler, its caches): as parameters, and as FFI binding steps.
 #define LAYER_SCRATCH_PARAMS                                                                                   \
@@ -373,7 +388,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
       .Ret<ffi::Buffer<ffi::F32>>()          /* down_parts */
 
 // The layer handler's int attributes (listed above LAYER_PARAMS); the step handler's are these and the layer count.
-constexpr size_t kLayerInts = 24;
+constexpr size_t kLayerInts = 28;
 
 // The layer handler's buffers and attributes (CudaperfLayer's binding order), and their names as arguments.
 #define LAYER_PARAMS                                                                                           \
@@ -395,7 +410,7 @@ constexpr size_t kLayerInts = 24;
 ffi::Error layer_params(cudaperf_layer::LayerParams& p, LAYER_PARAMS) {
   using namespace cudaperf_layer;
   auto bad = [](const char* what) { return ffi::Error::InvalidArgument(std::string("cudaperf_layer: ") + what); };
-  if (ints.size() != kLayerInts || floats.size() != 4) return bad("needs 24 int and 4 float attributes");
+  if (ints.size() != kLayerInts || floats.size() != 4) return bad("needs 28 int and 4 float attributes");
   auto kd = k_cache.dimensions(), qd = w_qkv.dimensions(), od = w_o.dimensions(), gd = w_gu.dimensions(),
        dd = w_down.dimensions();
   if (kd.size() != 4 || kd[0] != 1 || qd.size() != 2 || od.size() != 2 || gd.size() != 2 || dd.size() != 2)
@@ -427,6 +442,10 @@ ffi::Error layer_params(cudaperf_layer::LayerParams& p, LAYER_PARAMS) {
   if (p.chunk < 1 || p.chunk > kThreads || p.d % p.chunk || p.attn_splits < 1)
     return bad("chunk must divide D and be <= 256, attn_splits >= 1");
   p.attn_hsplit = static_cast<int>(ints[23]);
+  p.pf_gu = static_cast<int>(ints[24]);
+  p.pf_from = static_cast<int>(ints[25]);
+  p.pf_o = static_cast<int>(ints[26]);
+  p.pf_down = static_cast<int>(ints[27]);
   if (p.attn_hsplit < 1 || g % p.attn_hsplit) return bad("the attention's head groups must divide the heads per KV head");
   p.span_max = (p.s_len + p.attn_splits - 1) / p.attn_splits;
   p.eps_attn = floats[0];
@@ -510,7 +529,7 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
 // bf16 buffers (attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, k_cache, v_cache, w_o, b_o, w_gu, b_gu, w_down,
 // b_down). Results: x_out, ss_out and the layer handler's scratch (shared by the layers: each kernel writes them only
 // after PDL's wait, when every kernel before it has finished), then per layer the k and v caches (aliased). ints: the
-// layer handler's 24, then the layer count.
+// layer handler's 28, then the layer count.
 ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::F32> cos,
                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
                     ffi::RemainingArgs layers, ffi::Result<ffi::Buffer<ffi::BF16>> x_out,
@@ -518,7 +537,7 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
                     ffi::Span<const int64_t> ints, ffi::Span<const float> floats) {
   constexpr int kPerLayer = 14;
   if (ints.size() != kLayerInts + 1 || ints[kLayerInts] < 1)
-    return ffi::Error::InvalidArgument("cudaperf_step: needs 25 int attributes");
+    return ffi::Error::InvalidArgument("cudaperf_step: needs 29 int attributes");
   const int64_t n_layers = ints[kLayerInts];
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");

@@ -17,9 +17,12 @@ constexpr int kThreads = 256;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define MATVEC_RELEASE_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
 #define MATVEC_WAIT_FOR_PRODUCER() asm volatile("griddepcontrol.wait;\n\tfence.acquire.gpu;" ::: "memory")
+#define MATVEC_L2_PREFETCH(at, size) \
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(at), "r"(size) : "memory")
 #else
 #define MATVEC_RELEASE_DEPENDENTS() ((void)0)
 #define MATVEC_WAIT_FOR_PRODUCER() ((void)0)
+#define MATVEC_L2_PREFETCH(at, size) ((void)(at), (void)(size))
 #endif
 
 // The kernels' `pdl` argument: 0 an ordinary launch; otherwise kPdlOn, plus kPdlLate to let the next kernel launch
@@ -60,7 +63,33 @@ struct Prologue {
   const float* acc;             // attn: [Hkv, splits, gp, dh]
   const float* ml;              // attn: [Hkv, splits, 2, gp]
   int splits, gp, dh, group;
+  // L2 prefetch regions (none where base is null): the block's share of the first `band` bytes of each of `bands`
+  // bands `stride` bytes apart, requested before the dependency wait (l2_prefetch_share)
+  const char* pf_base[2];
+  unsigned long long pf_band[2], pf_stride[2];
+  int pf_bands[2];
 };
+
+// Bulk L2 prefetches (cp.async.bulk.prefetch.L2, sm_90: one instruction per 16 KiB piece, nothing to wait for) of
+// this block's share of pro's regions: piece q of a region goes to block q % blocks, every block's threads taking
+// its pieces at once. A kernel issues them before its dependency wait, so that the HBM streams weights a later
+// kernel reads while the latency-bound kernels before it (attention, finish) leave it idle. Nothing on other
+// targets (the CPU emulation).
+__device__ __forceinline__ void l2_prefetch_share(const Prologue& pro) {
+  constexpr unsigned long long kPiece = 16384;
+  const unsigned long long blocks = static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z;
+  const unsigned long long b = (static_cast<unsigned long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x
+                               + blockIdx.x;
+  for (int r = 0; r < 2; ++r) {
+    if (pro.pf_base[r] == nullptr) continue;
+    const unsigned long long per_band = (pro.pf_band[r] + kPiece - 1) / kPiece, total = per_band * pro.pf_bands[r];
+    for (unsigned long long q = b + blocks * threadIdx.x; q < total; q += blocks * blockDim.x) {
+      const unsigned long long band = q / per_band, off = (q % per_band) * kPiece, left = pro.pf_band[r] - off;
+      const unsigned size = static_cast<unsigned>((left < kPiece ? left : kPiece) & ~15ull);
+      if (size > 0) MATVEC_L2_PREFETCH(pro.pf_base[r] + band * pro.pf_stride[r] + off, size);
+    }
+  }
+}
 
 // What a block does with its column sums. kEpiPartials: y[split, col] (the consumer sums the splits). With
 // kEpiSum and kEpiResidual the last block of each column tile to finish (a self-resetting arrival counter per
@@ -276,6 +305,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
   __shared__ float red[kGroups][kCols + 1];
 
   pdl_start(pdl);
+  l2_prefetch_share(pro);
   float s = matvec_columns<TPR, U, MODE, kL2>(pro, w, n, ks, blockIdx.x, blockIdx.y, xs, &red[0][0], [&] {
     pdl_wait(pdl);
   });

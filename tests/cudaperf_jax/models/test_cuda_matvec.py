@@ -248,3 +248,16 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     layer = {k: None for k in cm.LAYER_KEYS}
     with pytest.raises(ValueError, match="same optional parameters"):
         cm.step(None, None, [dict(layer, b_qkv=1), layer], **kw)
+
+
+def test_the_l2_prefetch_setting_is_parsed_and_checked(monkeypatch):
+    monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", "off")
+    assert cm.l2_prefetch() == (0, 0, 0, 0)
+    monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", "gu=40, o=100,down=10,from=qkv")
+    assert cm.l2_prefetch() == (40, 1, 100, 10)
+    monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", "gu=35")
+    assert cm.l2_prefetch() == (35, 0, 0, 0)
+    for bad in ("gu=140", "gu=-1", "up=10", "from=down", "gu"):
+        monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", bad)
+        with pytest.raises(ValueError, match="CUDAPERF_CUDA_L2_PREFETCH"):
+            cm.l2_prefetch()

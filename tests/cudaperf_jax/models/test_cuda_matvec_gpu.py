@@ -315,3 +315,14 @@ def test_auto_takes_the_step_launch_from_hidden_size_1024(monkeypatch):
         cache = jnp.zeros((1, model.cfg.num_kv_heads, 16, model.cfg.head_dim), jnp.bfloat16)
         got = df._cuda_layer(model, jnp.bfloat16, cache)
         assert getattr(got, "whole_step", False) is whole, name
+
+
+@pytest.mark.parametrize("spec", ["gu=60,down=30,o=100", "gu=50,from=qkv,o=100"])
+def test_l2_prefetch_leaves_the_step_launchs_logits_bit_equal(monkeypatch, spec):
+    """CUDAPERF_CUDA_L2_PREFETCH: the step launch's kernels request later weights into L2 before their waits; the
+    prefetches are hints, so the logits are those of the step without them, bit for bit."""
+    run, _ = _layer_launch_case(monkeypatch, "qwen2.5-1.5b")
+    monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", "off")
+    want = run("step")
+    monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", spec)
+    np.testing.assert_array_equal(run("step"), want)
