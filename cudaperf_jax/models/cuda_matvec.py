@@ -577,13 +577,13 @@ def l2_prefetch() -> tuple[int, int, int, int]:
     latency-bound kernels (attention, finish) leave the HBM idle - `off`, or comma-separated `gu=P` (the first P % of
     each K band of gate_up, the rows its split-K blocks stream first), `down=P` (of down's, by the o kernel), `o=P`
     (of o's, by the qkv kernel) and `from=o|qkv` (which kernel issues gate_up's: o, default, or qkv), e.g.
-    "gu=40,o=100". Each kernel requests its share as bulk L2 prefetches before its PDL wait (matvec_kernel.cuh
+    "gu=40,o=100" (or "+" between entries). Each kernel requests its share as bulk L2 prefetches before its PDL wait (matvec_kernel.cuh
     l2_prefetch_share). Returns the handler's ints (gate_up %, issuer 0 o / 1 qkv, o %, down %)."""
     spec = os.environ.get("CUDAPERF_CUDA_L2_PREFETCH", L2_PREFETCH_DEFAULT).strip().lower()
     out = {"gu": 0, "from": 0, "o": 0, "down": 0}
     if spec in ("", "off"):
         return (0, 0, 0, 0)
-    for entry in filter(None, (e.strip() for e in spec.split(","))):
+    for entry in filter(None, (e.strip() for e in spec.replace("+", ",").split(","))):
         key, _, val = entry.partition("=")
         if key == "from" and val in ("o", "qkv"):
             out["from"] = int(val == "qkv")

@@ -255,8 +255,8 @@ def test_the_l2_prefetch_setting_is_parsed_and_checked(monkeypatch):
     assert cm.l2_prefetch() == (0, 0, 0, 0)
     monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", "gu=40, o=100,down=10,from=qkv")
     assert cm.l2_prefetch() == (40, 1, 100, 10)
-    monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", "gu=35")
-    assert cm.l2_prefetch() == (35, 0, 0, 0)
+    monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", "gu=35+down=5")
+    assert cm.l2_prefetch() == (35, 0, 0, 5)
     for bad in ("gu=140", "gu=-1", "up=10", "from=down", "gu"):
         monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", bad)
         with pytest.raises(ValueError, match="CUDAPERF_CUDA_L2_PREFETCH"):
