@@ -217,46 +217,43 @@ __device__ void attn_sum_parts(const LayerParams& p, int j, float* raw, int h0 =
   if (gl < 0) gl = g;
   const int rows = gl + 2;
   const int n = p.split[0];
-  // the q heads', k's and v's columns summed over the qkv partials in order: four columns per thread at a time, four
-  // partials' loads of each in flight together (a serial chain of L2 round trips here cost the layer kernel ~25 us
-  // per layer), from pointers stepped by a row (per-load 64-bit address arithmetic and predicates cost attend_kernel
-  // ~650 instructions per warp, ncu 2026-12-03)
-  for (int e0 = threadIdx.x; e0 < rows * dh; e0 += 4 * kThreads) {
-    int col[4];
-    const float* src[4];   // column col[u] of partial 0 (column 0 where col[u] < 0: read, not used)
-    float v[4] = {0.f, 0.f, 0.f, 0.f};
+  // the q heads', k's and v's columns summed over the qkv partials in order: two columns per thread at a time, up to
+  // sixteen partials' loads of each in flight together - one L2 round trip for the default splits (a serial chain of
+  // them cost the layer kernel ~25 us per layer, and attend_kernel sits on the PDL chain's critical path) - from
+  // pointers stepped by a row (per-load 64-bit address arithmetic and predicates cost attend_kernel ~650 instructions
+  // per warp, ncu 2026-12-03)
+  constexpr int kU = 2, kQ = 16;
+  const size_t row = static_cast<size_t>(n_qkv);
+  for (int e0 = threadIdx.x; e0 < rows * dh; e0 += kU * kThreads) {
+    int col[kU];
+    const float* src[kU];   // column col[u] of partial q0
+    float v[kU];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kU; ++u) {
       const int e = e0 + u * kThreads, r = e / dh, d = e % dh;
       col[u] = e < rows * dh ? (r < gl ? j * g + h0 + r : r == gl ? p.h + j : p.h + p.hkv + j) * dh + d : -1;
       src[u] = p.qkv_parts + (col[u] < 0 ? 0 : col[u]);
+      v[u] = 0.f;
     }
-    const size_t row = static_cast<size_t>(n_qkv);
-    int q = 0;
-    for (; q + 4 <= n; q += 4) {
-      float t[4][4];
+    for (int q0 = 0; q0 < n; q0 += kQ) {
+      float t[kQ][kU];
 #pragma unroll
-      for (int a = 0; a < 4; ++a) {
+      for (int a = 0; a < kQ; ++a) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) t[a][u] = cudaperf_matvec::act<kL2>(src[u] + a * row);
+        for (int u = 0; u < kU; ++u) t[a][u] = q0 + a < n && col[u] >= 0 ? cudaperf_matvec::act<kL2>(src[u] + a * row) : 0.f;
       }
 #pragma unroll
-      for (int a = 0; a < 4; ++a) {
+      for (int a = 0; a < kQ; ++a) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] += t[a][u];
+        for (int u = 0; u < kU; ++u) {
+          if (q0 + a < n) v[u] += t[a][u];
+        }
       }
 #pragma unroll
-      for (int u = 0; u < 4; ++u) src[u] += 4 * row;
-    }
-    for (; q < n; ++q) {
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        v[u] += cudaperf_matvec::act<kL2>(src[u]);
-        src[u] += row;
-      }
+      for (int u = 0; u < kU; ++u) src[u] += kQ * row;
     }
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kU; ++u) {
       if (col[u] < 0) continue;
       float r = round_bf16(v[u]);
       if (p.b_qkv != nullptr) r = round_bf16(r + __bfloat162float(p.b_qkv[col[u]]));

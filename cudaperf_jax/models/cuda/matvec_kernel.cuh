@@ -161,6 +161,24 @@ __device__ __forceinline__ float sum_strided(float acc, const float* p, int n, s
   return acc;
 }
 
+// sum_strided with up to kMax loads in flight at once (the terms still added in order, so the same float result):
+// one L2 round trip for n <= kMax where sum_strided's batches take ceil(n / 16) (plain loads, as the compiler unrolls
+// them) or ceil(n / 8). For the latency-bound consumers of split-K partials (finish, the norm prologue's sums of
+// squares): each round trip they save comes off the PDL chain's critical path.
+template <int kMax, bool kL2 = false>
+__device__ __forceinline__ float sum_wide(float acc, const float* p, int n, size_t stride) {
+  for (int q0 = 0; q0 < n; q0 += kMax) {
+    float t[kMax];
+#pragma unroll
+    for (int u = 0; u < kMax; ++u) t[u] = q0 + u < n ? act<kL2>(p + static_cast<size_t>(q0 + u) * stride) : 0.f;
+#pragma unroll
+    for (int u = 0; u < kMax; ++u) {
+      if (q0 + u < n) acc += t[u];
+    }
+  }
+  return acc;
+}
+
 template <int MODE, bool kL2 = false>
 __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) {
   if (MODE == kNorm) {
@@ -171,14 +189,35 @@ __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) 
     const int h = k / p.dh, d = k % p.dh, j = h / p.group, r = h % p.group;
     const float* ml = p.ml + static_cast<size_t>(j) * p.splits * 2 * p.gp;
     float mx = -INFINITY, num = 0.f, den = 0.f;
-    if constexpr (!kL2) {   // plain loads (the code the one-kernel calls were measured with)
+    if constexpr (!kL2) {   // plain loads, in two round trips for up to kB splits: every split's m, then every l and acc
+      constexpr int kB = 8;
+      if (p.splits <= kB) {
+        float m8[kB], l8[kB], a8[kB];
+#pragma unroll
+        for (int u = 0; u < kB; ++u) m8[u] = u < p.splits ? ml[u * 2 * p.gp + r] : -INFINITY;
+#pragma unroll
+        for (int u = 0; u < kB; ++u) {
+          l8[u] = u < p.splits ? ml[u * 2 * p.gp + p.gp + r] : 0.f;
+          a8[u] = u < p.splits ? p.acc[((static_cast<size_t>(j) * p.splits + u) * p.gp + r) * p.dh + d] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < kB; ++u) mx = fmaxf(mx, m8[u]);
+#pragma unroll
+        for (int u = 0; u < kB; ++u) {
+          if (u >= p.splits) break;
+          const float wgt = expf(m8[u] - mx);
+          den += wgt * l8[u];
+          num += wgt * a8[u];
+        }
+      } else {
 #pragma unroll 4
-      for (int c = 0; c < p.splits; ++c) mx = fmaxf(mx, ml[c * 2 * p.gp + r]);
+        for (int c = 0; c < p.splits; ++c) mx = fmaxf(mx, ml[c * 2 * p.gp + r]);
 #pragma unroll 4
-      for (int c = 0; c < p.splits; ++c) {
-        const float wgt = expf(ml[c * 2 * p.gp + r] - mx);
-        den += wgt * ml[c * 2 * p.gp + p.gp + r];
-        num += wgt * p.acc[((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d];
+        for (int c = 0; c < p.splits; ++c) {
+          const float wgt = expf(ml[c * 2 * p.gp + r] - mx);
+          den += wgt * ml[c * 2 * p.gp + p.gp + r];
+          num += wgt * p.acc[((static_cast<size_t>(j) * p.splits + c) * p.gp + r) * p.dh + d];
+        }
       }
     } else {   // the same math, the loads issued in batches (eight maxima, then four splits' m, l and acc)
       for (int c0 = 0; c0 < p.splits; c0 += 8) {
@@ -249,19 +288,28 @@ __device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_
       xs[i] = round_bf16(sum_strided<kL2>(0.f, pro.xp + k0 + i, pro.n_parts, pro.x_stride));
     }
   } else {
+    int i0 = threadIdx.x;
     float rstd = 0.f;
     if (MODE == kNorm) {
-      float sum = 0.f;   // in order, eight loads in flight at a time
-      for (int c0 = 0; c0 < pro.n_chunks; c0 += 8) {
-        float v[8];
+      // the thread's first two entries of x and of the scale are loaded together with the sums of squares (in order,
+      // up to 16 in flight: one round trip for hidden sizes up to 2048), then normalised as input_at does
+      constexpr int kPre = 2;
+      float xr[kPre], vr[kPre];
 #pragma unroll
-        for (int u = 0; u < 8; ++u) v[u] = c0 + u < pro.n_chunks ? act<kL2>(pro.ss + c0 + u) : 0.f;
-#pragma unroll
-        for (int u = 0; u < 8; ++u) sum += v[u];
+      for (int u = 0; u < kPre; ++u) {
+        const int i = threadIdx.x + u * kThreads;
+        xr[u] = i < ks ? __bfloat162float(act<kL2>(pro.x + k0 + i)) : 0.f;
+        vr[u] = i < ks ? __bfloat162float(pro.vec[k0 + i]) : 0.f;
       }
-      rstd = rsqrtf(sum / pro.k_total + pro.eps);
+      rstd = rsqrtf(sum_wide<12, kL2>(0.f, pro.ss, pro.n_chunks, 1) / pro.k_total + pro.eps);
+#pragma unroll
+      for (int u = 0; u < kPre; ++u) {
+        const int i = threadIdx.x + u * kThreads;
+        if (i < ks) xs[i] = round_bf16(round_bf16(xr[u] * rstd) * vr[u]);
+      }
+      i0 += kPre * kThreads;
     }
-    for (int i = threadIdx.x; i < ks; i += kThreads) xs[i] = input_at<MODE, kL2>(pro, k0 + i, rstd);
+    for (int i = i0; i < ks; i += kThreads) xs[i] = input_at<MODE, kL2>(pro, k0 + i, rstd);
   }
   __syncthreads();
 
@@ -378,7 +426,7 @@ __global__ void __launch_bounds__(kFinishChunk) finish_kernel(const __nv_bfloat1
   const int i = blockIdx.x * kFinishChunk + threadIdx.x;
   float xn = __bfloat162float(act<kL2>(x + i));
   if (n_parts > 0) {
-    float y = sum_strided<kL2>(0.f, parts + i, n_parts, stride);
+    float y = sum_wide<64, kL2>(0.f, parts + i, n_parts, stride);   // one round trip up to 64 partials
     y = round_bf16(y);
     if (bias != nullptr) y = round_bf16(y + __bfloat162float(bias[i]));
     xn = round_bf16(xn + y);

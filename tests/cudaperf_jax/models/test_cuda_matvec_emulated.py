@@ -129,16 +129,23 @@ def test_partials_in_partials_out(lib, k, n, split):
     _check(got, _r(xp.sum(axis=0)[:k]), w)
 
 
-def test_norm_prologue(lib):
-    rng = np.random.default_rng(1)
-    k, n = 256, 192
+@pytest.mark.parametrize("k,split,n_chunks", [(256, 2, 2), (2560, 2, 20)])
+def test_norm_prologue(lib, k, split, n_chunks):
+    """The sums of squares in one batch of loads up to 12 chunks, more after it; a block's first two input entries
+    per thread loaded with them, the rest (K slices past 512 rows) as before."""
+    rng = np.random.default_rng(k)
+    n = 192
     w = _bf(rng.standard_normal((k, n)))
     x, scale = _bf(rng.standard_normal(k)), _bf(rng.standard_normal(k))
     xf = x.astype(np.float32)
-    ss = np.zeros(8, np.float32)
-    ss[:2] = [np.sum(xf[:128] ** 2), np.sum(xf[128:] ** 2)]
-    got = run(lib, "norm", w, 2, x=x, ss=ss, n_chunks=2, eps=1e-6, vec=scale)
-    rstd = np.float32(1.0) / np.sqrt(np.float32(ss.sum() / k + 1e-6))
+    ss = np.zeros(n_chunks + 6, np.float32)   # entries past n_chunks must not be read
+    ss[n_chunks:] = np.nan
+    ss[:n_chunks] = (xf.reshape(n_chunks, -1) ** 2).sum(axis=1)
+    got = run(lib, "norm", w, split, x=x, ss=ss, n_chunks=n_chunks, eps=1e-6, vec=scale)
+    total = np.float32(0)
+    for v in ss[:n_chunks]:   # the kernel's order
+        total = np.float32(total + v)
+    rstd = np.float32(1.0) / np.sqrt(np.float32(total / k + 1e-6))
     _check(got, _r(_r(xf * rstd) * scale.astype(np.float32)), w)
 
 
@@ -157,9 +164,11 @@ def test_swiglu_prologue(lib, bias):
     _check(got, _r(act * u), w)
 
 
-def test_attention_merge_prologue(lib):
-    rng = np.random.default_rng(3)
-    hkv, splits, gp, dh, g, n = 2, 4, 16, 32, 3, 128
+@pytest.mark.parametrize("splits", [4, 11])
+def test_attention_merge_prologue(lib, splits):
+    """Up to 8 splits in two batches of loads (every m, then every l and acc), more split by split."""
+    rng = np.random.default_rng(3 + splits)
+    hkv, gp, dh, g, n = 2, 16, 32, 3, 128
     acc = rng.standard_normal((hkv, splits, gp, dh)).astype(np.float32)
     m = rng.standard_normal((hkv, splits, gp)).astype(np.float32)
     m[:, 3] = -1e30   # an empty split, as attend writes for slots past the cache index
@@ -227,7 +236,7 @@ def test_the_residual_epilogue_is_decode_fuseds_finish(lib, split, cols, bias):
     _check(s[None, :], _r(xp[0]), w)
 
 
-@pytest.mark.parametrize("n_parts,bias", [(0, False), (1, False), (5, True)])
+@pytest.mark.parametrize("n_parts,bias", [(0, False), (1, False), (5, True), (40, True), (70, False)])
 def test_the_finish_kernel_is_decode_fuseds(lib, n_parts, bias):
     lib_, _ = lib
     fn = lib_.entry("finish")
