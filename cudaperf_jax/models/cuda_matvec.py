@@ -578,7 +578,9 @@ def l2_prefetch() -> tuple[int, int, int, int]:
     each K band of gate_up, the rows its split-K blocks stream first), `down=P` (of down's, by the o kernel), `o=P`
     (of o's, by the qkv kernel) and `from=o|qkv` (which kernel issues gate_up's: o, default, or qkv), e.g.
     "gu=40,o=100" (or "+" between entries). Each kernel requests its share as bulk L2 prefetches before its PDL wait (matvec_kernel.cuh
-    l2_prefetch_share). Returns the handler's ints (gate_up %, issuer 0 o / 1 qkv, o %, down %)."""
+    l2_prefetch_share). Measured slower on the H200 (2026-12-03, medians of interleaved runs): gate_up 30 % 1.449 ms,
+    with o 100 % 1.445, against 1.427 without - the extra traffic lengthens the latency-bound chain more than gate_up
+    gains - hence `off` by default. Returns the handler's ints (gate_up %, issuer 0 o / 1 qkv, o %, down %)."""
     spec = os.environ.get("CUDAPERF_CUDA_L2_PREFETCH", L2_PREFETCH_DEFAULT).strip().lower()
     out = {"gu": 0, "from": 0, "o": 0, "down": 0}
     if spec in ("", "off"):
