@@ -198,6 +198,11 @@ class Sampler:
             return self._generate_tokens(tokens, mask, params, keys, timings)
 
     def _generate_tokens(self, tokens, mask, params: SamplingParams, keys, timings):
+        prefill_args, decode_args, spec = self._program_inputs(tokens, mask, params, keys)
+        return self._run(_prefill, _decode, prefill_args, decode_args, spec, timings)
+
+    def _program_inputs(self, tokens, mask, params: SamplingParams, keys):
+        """(prefill's arguments after graphdef, decode's after graphdef, state, cache and logits0, decode's spec)."""
         b, p = tokens.shape
         n = params.max_new_tokens
         stop_ids = params.stop_token_ids if params.stop_token_ids is not None else self.cfg.eos_ids
@@ -213,23 +218,52 @@ class Sampler:
         if self.mesh is not None:
             arrays = [jax.device_put(a, batch_sharding(self.mesh, a.shape)) for a in arrays]
         tokens_d, kv_mask_d, pos_d, lens_d, keys_d = arrays
+        greedy = params.temperature == 0
+        spec = (n, p, int(params.top_k), greedy, (not greedy) and params.top_p < 1.0, self.pad_id)
+        decode_args = (kv_mask_d, lens_d, keys_d, jnp.float32(max(params.temperature, 1e-6)),
+                       jnp.float32(params.top_p), jnp.asarray(stop_ids), jnp.asarray(stop_seqs))
+        return (tokens_d, kv_mask_d, pos_d), decode_args, spec
+
+    def _run(self, prefill, decode, prefill_args, decode_args, spec, timings, *, compiled: bool = False):
+        """Prefill, then decode, with the jitted functions or (compiled) their ahead-of-time compiled programs."""
+        b, p = prefill_args[0].shape
+        n = spec[0]
         cache = self._get_cache(b, p + n)
         t0 = time.perf_counter()
-        cache, logits0 = _prefill(self.graphdef, self.state, cache, tokens_d, kv_mask_d, pos_d)
+        static_p = () if compiled else (self.graphdef,)
+        cache, logits0 = prefill(*static_p, self.state, cache, *prefill_args)
         if timings is not None:
             logits0.block_until_ready()
             t1 = time.perf_counter()
-        greedy = params.temperature == 0
-        spec = (n, p, int(params.top_k), greedy, (not greedy) and params.top_p < 1.0, self.pad_id)
-        cache, out_t, out_lp, lengths = _decode(
-            self.graphdef, self.state, cache, logits0, kv_mask_d, lens_d, keys_d,
-            jnp.float32(max(params.temperature, 1e-6)), jnp.float32(params.top_p), jnp.asarray(stop_ids),
-            jnp.asarray(stop_seqs), spec=spec)
+        if compiled:
+            cache, out_t, out_lp, lengths = decode(self.state, cache, logits0, *decode_args)
+        else:
+            cache, out_t, out_lp, lengths = decode(self.graphdef, self.state, cache, logits0, *decode_args, spec=spec)
         if timings is not None:
             lengths.block_until_ready()
             timings.update(prefill_s=t1 - t0, decode_s=time.perf_counter() - t1)
         self._cache[(b, p + n)] = cache
         return out_t, out_lp, lengths
+
+    def compile_programs(self, tokens: np.ndarray, mask: np.ndarray, params: SamplingParams, keys):
+        """The prefill and decode programs for these inputs, compiled ahead of time under the environment as it is
+        now (the CUDAPERF_* settings are read while tracing), and a function run(timings=None) that generates with
+        them exactly as generate_tokens does (run.programs: the two compiled programs). Programs compiled under
+        different settings coexist, so that one process can time them in turns (benchmarks/decode_ab.py). Clears
+        JAX's caches first (a trace of the same function and shapes under other settings would be reused otherwise)."""
+        jax.clear_caches()
+        prefill_args, decode_args, spec = self._program_inputs(tokens, mask, params, keys)
+        b, p = prefill_args[0].shape
+        cache = self._get_cache(b, p + spec[0])
+        pre = _prefill.lower(self.graphdef, self.state, cache, *prefill_args).compile()
+        cache, logits0 = pre(self.state, cache, *prefill_args)
+        dec = _decode.lower(self.graphdef, self.state, cache, logits0, *decode_args, spec=spec).compile()
+        self._cache[(b, p + spec[0])] = cache
+
+        def run(timings: dict | None = None):
+            return self._run(pre, dec, prefill_args, decode_args, spec, timings, compiled=True)
+        run.programs = (pre, dec)
+        return run
 
     def generate(self, prompts: Sequence, params: SamplingParams = SamplingParams(), *, seed: int = 0,
                  keys=None, chat: bool = False) -> SampleOutput:

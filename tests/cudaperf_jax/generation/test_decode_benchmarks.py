@@ -98,3 +98,34 @@ def test_fused_sweep_and_in_step_tuning_run_in_the_interpreter(tmp_path, monkeyp
     assert all(r["step_ms"] > 0 for r in res["rows"]) and len(res["rows"][2]["records"]) == 2
     assert [(r["kind"], r["K"], r["N"]) for r in res["table"]] == [("norm", 64, 256), ("plain", 128, 64)]
     assert json.loads((tmp_path / "t2.json").read_text()) == res["table"]
+
+
+def test_decode_ab_compiles_each_variant_under_its_own_settings(tmp_path, monkeypatch):
+    """Programs compiled under different CUDAPERF_* settings coexist in one process (Sampler.compile_programs clears
+    JAX's trace caches, else the second variant would reuse the first one's trace) and give the same greedy tokens."""
+    import jax
+
+    from cudaperf_jax.generation.sampler import Sampler, SamplingParams
+    bench = _load("decode_ab")
+    assert bench.parse_variants("a: b:X=1,Y=p=q+r") == [("a", {}), ("b", {"X": "1", "Y": "p=q+r"})]
+    for bad in ("a", ":X=1", "a:X", "a: a:"):
+        with pytest.raises(ValueError):
+            bench.parse_variants(bad)
+    monkeypatch.delenv("CUDAPERF_DECODE_FUSED", raising=False)
+    model = _load("generation").random_model("tiny")
+    sampler = Sampler(model, prompt_bucket=8, pad_id=0)
+    toks = np.arange(3, 11, dtype=np.int32)[None]
+    params = SamplingParams(max_new_tokens=4, temperature=0.0, stop_token_ids=())
+    keys = jax.random.split(jax.random.PRNGKey(0), 1)
+    plain = bench.compile_variant(sampler, {}, toks, np.ones_like(toks, bool), params, keys)
+    fused = bench.compile_variant(sampler, {"CUDAPERF_DECODE_FUSED": "interpret"}, toks, np.ones_like(toks, bool),
+                                  params, keys)
+    assert plain.programs[1].as_text() != fused.programs[1].as_text()
+    np.testing.assert_array_equal(np.asarray(plain()[0]), np.asarray(fused()[0]))
+    monkeypatch.setenv("OUT", str(tmp_path))
+    res = bench.main(["--model=tiny", "--new_tokens=3", "--prompt_len=8", "--rounds=2", "--greedy",
+                      "--variants", "base: fused:CUDAPERF_DECODE_FUSED=interpret"])
+    assert [r["name"] for r in res["rows"]] == ["base", "fused"] and res["rows"][0]["median_diff_ms"] == 0
+    assert all(len(r["rounds_ms"]) == 2 and r["best_ms"] > 0 for r in res["rows"])
+    assert json.loads((tmp_path / "decode_ab.json").read_text())["variants"]["fused"] == {
+        "CUDAPERF_DECODE_FUSED": "interpret"}
