@@ -141,27 +141,7 @@ __device__ __forceinline__ T act(const T* p) {
   return *p;
 }
 
-// acc + p[0] + p[stride] + ... + p[(n - 1) * stride], added in that order, the loads issued eight at a time (L2-only
-// loads are inline assembly, which the compiler does not hoist past the adds: one load per round trip otherwise).
-template <bool kL2>
-__device__ __forceinline__ float sum_strided(float acc, const float* p, int n, size_t stride) {
-  if constexpr (!kL2) {   // plain loads: the compiler batches them itself (the code the one-kernel calls were measured with)
-    for (int q = 0; q < n; ++q) acc += p[static_cast<size_t>(q) * stride];
-  } else {
-    for (int q0 = 0; q0 < n; q0 += 8) {
-      float t[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) t[u] = q0 + u < n ? act<kL2>(p + static_cast<size_t>(q0 + u) * stride) : 0.f;
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        if (q0 + u < n) acc += t[u];
-      }
-    }
-  }
-  return acc;
-}
-
-// sum_strided with up to kMax loads in flight at once (the terms still added in order, so the same float result):
+// acc + p[0] + p[stride] + ... + p[(n - 1) * stride], added in that order, with up to kMax loads in flight at once:
 // one L2 round trip for n <= kMax where sum_strided's batches take ceil(n / 16) (plain loads, as the compiler unrolls
 // them) or ceil(n / 8). For the latency-bound consumers of split-K partials (finish, the norm prologue's sums of
 // squares): each round trip they save comes off the PDL chain's critical path.
@@ -175,6 +155,18 @@ __device__ __forceinline__ float sum_wide(float acc, const float* p, int n, size
     for (int u = 0; u < kMax; ++u) {
       if (q0 + u < n) acc += t[u];
     }
+  }
+  return acc;
+}
+
+// acc + p[0] + p[stride] + ... + p[(n - 1) * stride], added in that order, the loads issued eight at a time (L2-only
+// loads are inline assembly, which the compiler does not hoist past the adds: one load per round trip otherwise).
+template <bool kL2>
+__device__ __forceinline__ float sum_strided(float acc, const float* p, int n, size_t stride) {
+  if constexpr (!kL2) {   // plain loads: the compiler batches them itself (the code the one-kernel calls were measured with)
+    for (int q = 0; q < n; ++q) acc += p[static_cast<size_t>(q) * stride];
+  } else {
+    acc = sum_wide<8, true>(acc, p, n, stride);
   }
   return acc;
 }

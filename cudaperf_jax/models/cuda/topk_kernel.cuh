@@ -144,15 +144,12 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
     for (int u = 0; u < kPer; ++u) {
       const int e = threadIdx.x + u * kSelectThreads;
       const int j = e < n_cand ? s.chunks[e / kChunk] * kChunk + e % kChunk : v_len;
-      r[u] = j < v_len ? row[j] : 0.f;
+      r[u] = j < v_len ? row[j] : __int_as_float(0x7fffffff);   // past the row: NaN, whose key is 0
     }
 #pragma unroll
     for (int u = 0; u < kPer; ++u) {
       const int e = threadIdx.x + u * kSelectThreads;
-      if (e < n_cand) {
-        const int j = s.chunks[e / kChunk] * kChunk + e % kChunk;
-        s.stage[e] = j < v_len ? key_of(r[u]) : 0u;
-      }
+      if (e < n_cand) s.stage[e] = key_of(r[u]);
     }
     __syncthreads();
   }
