@@ -12,7 +12,6 @@ per-round difference to the first variant, and writes $OUT/decode_ab.json (and d
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -25,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import jax
 import numpy as np
 
-from benchmarks.generation import param_bytes, random_model
+from benchmarks.generation import environment, param_bytes, random_model
 
 
 def parse_variants(spec: str) -> list[tuple[str, dict[str, str]]]:
@@ -45,20 +44,6 @@ def parse_variants(spec: str) -> list[tuple[str, dict[str, str]]]:
     if len({n for n, _ in out}) != len(out):
         raise ValueError("variant names must be distinct")
     return out
-
-
-@contextlib.contextmanager
-def environment(pairs: dict[str, str]):
-    old = {k: os.environ.get(k) for k in pairs}
-    os.environ.update(pairs)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def compile_variant(sampler, pairs, toks, mask, params, keys):

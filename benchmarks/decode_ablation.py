@@ -34,6 +34,7 @@ from benchmarks.generation import (  # noqa: F401 (TINY: tests)
     hbm_datasheet,
     TINY,
     bench_jax,
+    environment,
     param_bytes,
     random_model,
 )
@@ -63,27 +64,13 @@ def ablated(no_attn_core: bool, no_norms: bool):
         dec.Attention.__call__, dec.RMSNorm.__call__ = saved
 
 
-@contextlib.contextmanager
-def _env(values: dict):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def run_variant(model, name: str, args) -> dict:
     """generation.bench_jax at batch 1 (the same prompts, sampling and timing) under the variant's changes."""
     greedy = name in ("greedy", "matvecs_only")
     jax.clear_caches()  # the ablations change traced code that the jit caches would otherwise reuse
     on = "on" if jax.default_backend() == "gpu" else "interpret"
     env = {"CUDAPERF_DECODE_FUSED": on if name == "fused" else "off"}
-    with ablated(name in ("no_attn_core", "matvecs_only"), name in ("no_norms", "matvecs_only")), _env(env):
+    with ablated(name in ("no_attn_core", "matvecs_only"), name in ("no_norms", "matvecs_only")), environment(env):
         r = bench_jax(model, 1, SimpleNamespace(**vars(args), greedy=greedy))
     return {"variant": name, "step_ms": r["decode_step_ms"], "compile_s": r["compile_s"], "hbm_tb_s": r["hbm_tb_s"]}
 

@@ -29,8 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import jax
 import numpy as np
 
-from benchmarks.decode_ablation import _env
-from benchmarks.generation import hbm_datasheet, param_bytes, random_model
+from benchmarks.generation import environment, hbm_datasheet, param_bytes, random_model
 
 # The decode switches per variant (cudaperf_jax/models/gemv.py, decode_fused.py); on a CPU the Pallas
 # kernels run in their interpreter.
@@ -117,7 +116,7 @@ def profile_variant(model, name: str, args, trace_root: str) -> dict:
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
     jax.clear_caches()
     env = variant_env(name)
-    with _env(env):
+    with environment(env):
         sampler = Sampler(model, prompt_bucket=args.prompt_len, pad_id=0)
         rng = np.random.RandomState(1)
         toks = rng.randint(3, model.cfg.vocab_size, (1, args.prompt_len)).astype(np.int32)

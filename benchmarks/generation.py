@@ -22,6 +22,7 @@ import time
 _T0 = time.perf_counter()  # the time budget counts from process start (imports included)
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -61,6 +62,21 @@ TINY = {"model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermedia
             "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 1024,
             "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2,
             "pad_token_id": 0}
+
+
+@contextlib.contextmanager
+def environment(values: dict):
+    """os.environ with `values` set, restored afterwards (the CUDAPERF_* settings are read while tracing)."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def log(msg):

@@ -199,7 +199,8 @@ class Sampler:
 
     def _generate_tokens(self, tokens, mask, params: SamplingParams, keys, timings):
         prefill_args, decode_args, spec = self._program_inputs(tokens, mask, params, keys)
-        return self._run(_prefill, _decode, prefill_args, decode_args, spec, timings)
+        return self._run(functools.partial(_prefill, self.graphdef),
+                         functools.partial(_decode, self.graphdef, spec=spec), prefill_args, decode_args, spec, timings)
 
     def _program_inputs(self, tokens, mask, params: SamplingParams, keys):
         """(prefill's arguments after graphdef, decode's after graphdef, state, cache and logits0, decode's spec)."""
@@ -224,21 +225,18 @@ class Sampler:
                        jnp.float32(params.top_p), jnp.asarray(stop_ids), jnp.asarray(stop_seqs))
         return (tokens_d, kv_mask_d, pos_d), decode_args, spec
 
-    def _run(self, prefill, decode, prefill_args, decode_args, spec, timings, *, compiled: bool = False):
-        """Prefill, then decode, with the jitted functions or (compiled) their ahead-of-time compiled programs."""
+    def _run(self, prefill, decode, prefill_args, decode_args, spec, timings):
+        """Prefill, then decode: prefill(state, cache, *prefill_args) and decode(state, cache, logits0, *decode_args)
+        are the jitted functions with their static arguments bound, or their ahead-of-time compiled programs."""
         b, p = prefill_args[0].shape
         n = spec[0]
         cache = self._get_cache(b, p + n)
         t0 = time.perf_counter()
-        static_p = () if compiled else (self.graphdef,)
-        cache, logits0 = prefill(*static_p, self.state, cache, *prefill_args)
+        cache, logits0 = prefill(self.state, cache, *prefill_args)
         if timings is not None:
             logits0.block_until_ready()
             t1 = time.perf_counter()
-        if compiled:
-            cache, out_t, out_lp, lengths = decode(self.state, cache, logits0, *decode_args)
-        else:
-            cache, out_t, out_lp, lengths = decode(self.graphdef, self.state, cache, logits0, *decode_args, spec=spec)
+        cache, out_t, out_lp, lengths = decode(self.state, cache, logits0, *decode_args)
         if timings is not None:
             lengths.block_until_ready()
             timings.update(prefill_s=t1 - t0, decode_s=time.perf_counter() - t1)
@@ -261,7 +259,7 @@ class Sampler:
         self._cache[(b, p + spec[0])] = cache
 
         def run(timings: dict | None = None):
-            return self._run(pre, dec, prefill_args, decode_args, spec, timings, compiled=True)
+            return self._run(pre, dec, prefill_args, decode_args, spec, timings)
         run.programs = (pre, dec)
         return run
 
