@@ -435,17 +435,10 @@ def pdl_flags() -> int:
     CUDAPERF_CUDA_ATTEND_EARLY is `off` (see attend_early)."""
     from cudaperf_jax.models.ops import env_choice
     flags = PDL_FLAGS[env_choice("CUDAPERF_CUDA_PDL", "on", tuple(PDL_FLAGS))]
-    if flags and attend_early():
-        flags |= PDL_EARLY_KV
-    if flags and env_choice("CUDAPERF_CUDA_ATTEND_LATE", "on", ("on", "off")) == "on":
-        flags |= PDL_ATTEND_LATE
-    return flags
+    return flags | PDL_EARLY_KV if flags and attend_early() else flags
 
 
 PDL_EARLY_KV = 4   # matvec_kernel.cuh's kPdlEarlyKV
-# matvec_kernel.cuh's kPdlAttendLate: CUDAPERF_CUDA_ATTEND_LATE `on` (default) lets the o kernel launch only once the
-# attention has passed its wait, which bounds how far the chain runs ahead of the kernel it waits for
-PDL_ATTEND_LATE = 16
 
 
 def attend_early() -> bool:

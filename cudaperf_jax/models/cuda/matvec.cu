@@ -344,9 +344,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   if (e == cudaSuccess) {
     Launch l(dim3(static_cast<unsigned>(p.hkv * p.attn_splits * p.attn_hsplit), 1, 1), dim3(kThreads, 1, 1), att_smem,
              stream, pdl != 0);
-    const int att_pdl = pdl | (pdl_flags & cudaperf_matvec::kPdlEarlyKV) |
-                        (pdl_flags & cudaperf_matvec::kPdlAttendLate ? cudaperf_matvec::kPdlLate : 0);
-    e = cudaLaunchKernelEx(&l.cfg, attend, p, pdl == 0 ? 0 : att_pdl);
+    e = cudaLaunchKernelEx(&l.cfg, attend, p, pdl == 0 ? 0 : pdl | (pdl_flags & cudaperf_matvec::kPdlEarlyKV));
   }
   if (e == cudaSuccess)
     e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, o_pro, p.w_o, p.h * p.dh, p.d, p.split[1],

@@ -32,8 +32,7 @@ constexpr int kThreads = 256;
 // kPdlNoAttr (host side, matvec.cu): launch without programmatic stream serialization - an ordinary launch after
 // everything before it on the stream has finished - while the kernel still lets the next one launch at its start (the
 // first kernel of an FFI call, so that no kernel of the call starts before the call's inputs are complete).
-// kPdlAttendLate (host side, matvec.cu's layer_kernels): attend_kernel with kPdlLate, the others as given.
-constexpr int kPdlOn = 1, kPdlLate = 2, kPdlEarlyKV = 4, kPdlNoAttr = 8, kPdlAttendLate = 16;
+constexpr int kPdlOn = 1, kPdlLate = 2, kPdlEarlyKV = 4, kPdlNoAttr = 8;
 __device__ __forceinline__ void pdl_start(int pdl) {
   if ((pdl & (kPdlOn | kPdlLate)) == kPdlOn) MATVEC_RELEASE_DEPENDENTS();
 }
