@@ -431,23 +431,9 @@ def pdl_flags() -> int:
     """CUDAPERF_CUDA_PDL: `on` (default) - the layer and step launches chain their kernels by programmatic dependent
     launch, each kernel letting the next one launch as soon as it starts; `late` - only once its own wait for the
     kernel before it has returned (at most one kernel runs ahead); `off` - plain launches (a diagnostic: same results,
-    no overlap). Returns the kernels' pdl argument, with attend_kernel's kPdlEarlyKV (4) unless
-    CUDAPERF_CUDA_ATTEND_EARLY is `off` (see attend_early)."""
+    no overlap). Returns the kernels' pdl argument."""
     from cudaperf_jax.models.ops import env_choice
-    flags = PDL_FLAGS[env_choice("CUDAPERF_CUDA_PDL", "on", tuple(PDL_FLAGS))]
-    return flags | PDL_EARLY_KV if flags and attend_early() else flags
-
-
-PDL_EARLY_KV = 4   # matvec_kernel.cuh's kPdlEarlyKV
-
-
-def attend_early() -> bool:
-    """CUDAPERF_CUDA_ATTEND_EARLY: `on` (default) - in PDL chains the standalone attention kernel copies its cache
-    split's key and value rows into shared memory before its wait for the qkv kernel (cp.async through L2: the rows and
-    the slot index come from earlier launches), so that after the wait one round trip of loads is left instead of two;
-    `off` - it reads everything after the wait."""
-    from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_ATTEND_EARLY", "on", ("on", "off")) == "on"
+    return PDL_FLAGS[env_choice("CUDAPERF_CUDA_PDL", "on", tuple(PDL_FLAGS))]
 
 
 def layer_blocks_per_sm() -> int:

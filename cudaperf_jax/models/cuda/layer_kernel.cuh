@@ -582,38 +582,12 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   float* okf = sc + g * cap;                                                            // [cap]
   float* stat = okf + cap;                                                              // m, l, own weight
   float* csn = stat + 3 * kMaxGroup;                                                    // cos [DH], sin [DH]
-  // The split's key and value rows are copied into shared memory by cp.async (no registers held), their first use
-  // after RoPE. With kPdlEarlyKV the copies (and the slot index they need, read through L2) are issued before the wait:
-  // the index is an input of the launch and the rows of slots before it were written by earlier launches (the prompt,
-  // earlier decode steps), all finished before this FFI call's first kernel started; only the new token's row, which
-  // no split reads, is this launch's. Otherwise everything is read after the wait (the copies then cost a second
-  // round trip after the qkv partials').
-  const bool early = (pdl & cudaperf_matvec::kPdlEarlyKV) != 0;
-  const size_t head = static_cast<size_t>(j) * p.s_len;
-  int idx = 0, t0 = 0, nt = 0, total = 0;
-  auto stage = [&] {
-    const int span = (idx + p.attn_splits - 1) / p.attn_splits;
-    t0 = c * span;
-    nt = max(min(t0 + span, idx) - t0, 0);
-    total = nt * kPieces;   // 16-byte pieces of the split's keys (and as many of its values)
-    const uint4* kg = reinterpret_cast<const uint4*>(p.k_cache + (head + t0) * DH);
-    const uint4* vg = reinterpret_cast<const uint4*>(p.v_cache + (head + t0) * DH);
-    for (int q = threadIdx.x; q < total; q += kThreads) {
-      const int at = (q / kPieces) * kRow + q % kPieces * 8;
-      cudaperf_matvec::copy16_async(ks + at, kg + q);
-      cudaperf_matvec::copy16_async(vs + at, vg + q);
-    }
-  };
-  if (early) {
-    idx = __ldcg(p.cache_index);
-    stage();
-  }
+  // Everything is read after the wait: even the program's inputs (cache_index, kv_mask) may come from the XLA kernel
+  // just before this call, which a PDL chain does not wait for until griddepcontrol.wait.
   pdl_wait(pdl);
-  if (!early) {
-    idx = *p.cache_index;
-    stage();
-  }
-  // One round trip of loads after the wait (two without kPdlEarlyKV): cos/sin, the qkv partials and the mask.
+  // Two round trips of loads: (1) the slot index, cos/sin and the qkv partials, (2) the split's key and value rows
+  // (their addresses need the index), whose first pieces stay in registers while RoPE runs.
+  const int idx = *p.cache_index;
   static_assert(kMaxHeadDim <= kThreads, "a thread per cos/sin entry");
   const bool trig = static_cast<int>(threadIdx.x) < DH;
   const float cs_r = trig ? p.cos[threadIdx.x] : 0.f, sn_r = trig ? p.sin[threadIdx.x] : 0.f;
@@ -622,13 +596,45 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
     csn[threadIdx.x] = cs_r;
     csn[DH + threadIdx.x] = sn_r;
   }
+  const int span = (idx + p.attn_splits - 1) / p.attn_splits;
+  const int t0 = c * span, nt = max(min(t0 + span, idx) - t0, 0);
+  const size_t head = static_cast<size_t>(j) * p.s_len;
+  const int total = nt * kPieces;   // 16-byte pieces of the split's keys (and as many of its values)
+  const uint4* kg = reinterpret_cast<const uint4*>(p.k_cache + (head + t0) * DH);
+  const uint4* vg = reinterpret_cast<const uint4*>(p.v_cache + (head + t0) * DH);
+  auto dst = [&](__nv_bfloat16* base, int q) {
+    return reinterpret_cast<uint4*>(base + (q / kPieces) * kRow + q % kPieces * 8);
+  };
+  constexpr int kBatch = 4;   // pieces of keys (and of values) per thread in flight at once
+  uint4 kr[kBatch], vr[kBatch];
+  auto load = [&](int q0) {
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int q = q0 + u * kThreads;
+      if (q < total) {
+        kr[u] = kg[q];
+        vr[u] = vg[q];
+      }
+    }
+  };
+  auto store = [&](int q0) {
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int q = q0 + u * kThreads;
+      if (q < total) {   // a masked slot's value row as zeros (left padding may hold anything, even NaN)
+        *dst(ks, q) = kr[u];
+        *dst(vs, q) = okf[q / kPieces] != 0.f ? vr[u] : make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+  load(threadIdx.x);
   const bool own = c == 0 && p.kv_mask[idx] != 0;   // the token itself: first split only
   for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = p.kv_mask[t0 + t] != 0 ? 1.f : 0.f;
   attn_rope<DH>(p, raw, rot, DH, rs, csn, csn + DH, gl);   // starts and ends with __syncthreads (okf is complete)
-  cudaperf_matvec::copy_async_wait_all();
-  for (int q = threadIdx.x; q < total; q += kThreads) {   // a masked slot's value row as zeros (left padding may hold
-    if (okf[q / kPieces] == 0.f)                           // anything, even NaN); the thread's own copy has landed
-      *reinterpret_cast<uint4*>(vs + (q / kPieces) * kRow + q % kPieces * 8) = make_uint4(0, 0, 0, 0);
+  store(threadIdx.x);
+  for (int q0 = threadIdx.x + kBatch * kThreads; q0 < total; q0 += kBatch * kThreads) {   // long splits
+    load(q0);
+    store(q0);
   }
   __syncthreads();   // the staged rows
   if (c == 0 && hp == 0) {   // the new token's key and value, in place

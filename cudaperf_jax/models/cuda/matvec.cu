@@ -63,7 +63,7 @@ using cudaperf_matvec::kSwiglu;
 using cudaperf_matvec::kAttn;
 
 
-// pdl: 0, or the kernels' PDL flags (kPdlOn, kPdlLate; kPdlNoAttr: an ordinary launch)
+// pdl: 0, or the kernels' PDL flags (kPdlOn, kPdlLate)
 template <int TPR, int U, int MODE, bool kL2 = false>
 cudaError_t launch(cudaStream_t stream, const Prologue& pro, const Epilogue& epi, const __nv_bfloat16* w, int k, int n,
                    int split, float* y, int y_stride, int pdl) {
@@ -74,9 +74,8 @@ cudaError_t launch(cudaStream_t stream, const Prologue& pro, const Epilogue& epi
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != cudaSuccess) return e;
   }
-  Launch l(dim3(n / (8 * TPR), split, 1), dim3(kThreads, 1, 1), smem, stream,
-           pdl != 0 && (pdl & cudaperf_matvec::kPdlNoAttr) == 0);
-  return cudaLaunchKernelEx(&l.cfg, kernel, pro, epi, w, n, ks, y, y_stride, pdl & ~cudaperf_matvec::kPdlNoAttr);
+  Launch l(dim3(n / (8 * TPR), split, 1), dim3(kThreads, 1, 1), smem, stream, pdl != 0);
+  return cudaLaunchKernelEx(&l.cfg, kernel, pro, epi, w, n, ks, y, y_stride, pdl);
 }
 
 template <int TPR, int MODE, bool kL2 = false>
@@ -306,10 +305,9 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // finish, each with its own grid and tiling (ints[2..9] split/cols, ints[19..22] unroll) and, with pdl, chained by
 // programmatic dependent launch: inside the CUDA graph XLA captures this call into, the launches keep their
 // programmatic edges, so each matvec streams its first weight rows while the kernel before it drains. (Separate FFI
-// calls become separate child graphs, between which PDL does nothing.) Needs chunk == kFinishChunk. pdl: the kernels'
-// flags (kPdlEarlyKV for attend_kernel only; kPdlNoAttr for the first kernel only: the first layer of an FFI call).
+// calls become separate child graphs, between which PDL does nothing.) Needs chunk == kFinishChunk.
 ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams& p, ffi::Span<const int64_t> ints,
-                         int pdl_flags) {
+                         int pdl) {
   using namespace cudaperf_layer;
   constexpr int kChunk = cudaperf_matvec::kFinishChunk;
   if (p.chunk != kChunk || p.d % kChunk)
@@ -318,7 +316,6 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   for (int i = 0; i < 4; ++i)
     if (ints[19 + i] != 4 && ints[19 + i] != 8)
       return ffi::Error::InvalidArgument("cudaperf_layer: unroll must be 4 or 8");
-  const int pdl = pdl_flags & (cudaperf_matvec::kPdlOn | cudaperf_matvec::kPdlLate);   // the chain's other kernels
   const size_t att_smem = attend_smem_bytes(g, p.dh, p.span_max);
   if (att_smem > 200 * 1024) return ffi::Error::InvalidArgument("cudaperf_layer: the attention split is too long");
   const AttendKernel attend = attend_kernel_for(p.dh, g / p.attn_hsplit);
@@ -338,13 +335,13 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   bands(p.pf_from ? qkv_pro : o_pro, 1, p.w_gu, p.d, 2 * p.f, p.split[2], p.pf_gu);
   bands(o_pro, 0, p.w_down, p.f, p.d, p.split[3], p.pf_down);
   cudaError_t e = launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, qkv_pro, p.w_qkv, p.d, n_qkv,
-                                     p.split[0], p.qkv_parts, pdl | (pdl_flags & cudaperf_matvec::kPdlNoAttr));
+                                     p.split[0], p.qkv_parts, pdl);
   if (e == cudaSuccess && att_smem > 48 * 1024)
     e = cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(att_smem));
   if (e == cudaSuccess) {
     Launch l(dim3(static_cast<unsigned>(p.hkv * p.attn_splits * p.attn_hsplit), 1, 1), dim3(kThreads, 1, 1), att_smem,
              stream, pdl != 0);
-    e = cudaLaunchKernelEx(&l.cfg, attend, p, pdl == 0 ? 0 : pdl | (pdl_flags & cudaperf_matvec::kPdlEarlyKV));
+    e = cudaLaunchKernelEx(&l.cfg, attend, p, pdl);
   }
   if (e == cudaSuccess)
     e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, o_pro, p.w_o, p.h * p.dh, p.d, p.split[1],
@@ -508,7 +505,7 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
   LayerParams p;
   ffi::Error err = layer_params(p, LAYER_ARGS);
   if (err.failure()) return err;
-  if (ints[17] == 2) return layer_kernels(stream, p, ints, static_cast<int>(ints[16]) | cudaperf_matvec::kPdlNoAttr);
+  if (ints[17] == 2) return layer_kernels(stream, p, ints, static_cast<int>(ints[16]));
   const size_t smem = layer_smem_bytes(p);
   if (smem > 200 * 1024) return bad("the attention split or a K slice is too long for shared memory");
   int sms = 0, per_sm = 0;
@@ -565,7 +562,7 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
       p.x = reinterpret_cast<const __nv_bfloat16*>(x_out->typed_data());
       p.ss = ss_out->typed_data();
     }
-    err = layer_kernels(stream, p, layer_ints, static_cast<int>(ints[16]) | (l == 0 ? cudaperf_matvec::kPdlNoAttr : 0));
+    err = layer_kernels(stream, p, layer_ints, static_cast<int>(ints[16]));
     if (err.failure()) return err;
   }
   return ffi::Error::Success();

@@ -27,31 +27,11 @@ constexpr int kThreads = 256;
 
 // The kernels' `pdl` argument: 0 an ordinary launch; otherwise kPdlOn, plus kPdlLate to let the next kernel launch
 // only once this one's wait has returned (instead of at its start: then every kernel of a chain can become resident
-// early, its blocks holding SM slots while they wait). kPdlEarlyKV (attend_kernel only): stage the cache split's key
-// and value rows before the wait (they and the slot index come from earlier launches; see attend_kernel).
-// kPdlNoAttr (host side, matvec.cu): launch without programmatic stream serialization - an ordinary launch after
-// everything before it on the stream has finished - while the kernel still lets the next one launch at its start (the
-// first kernel of an FFI call, so that no kernel of the call starts before the call's inputs are complete).
-constexpr int kPdlOn = 1, kPdlLate = 2, kPdlEarlyKV = 4, kPdlNoAttr = 8;
+// early, its blocks holding SM slots while they wait).
+constexpr int kPdlOn = 1, kPdlLate = 2;
 __device__ __forceinline__ void pdl_start(int pdl) {
-  if ((pdl & (kPdlOn | kPdlLate)) == kPdlOn) MATVEC_RELEASE_DEPENDENTS();
+  if (pdl == kPdlOn) MATVEC_RELEASE_DEPENDENTS();
 }
-
-// copy16_async: 16 bytes from global to shared memory without passing through registers (cp.async.cg: through L2
-// only, so no L1 line an earlier kernel left is read); copy_async_wait_all: the wait for all of a thread's copies. A
-// plain copy elsewhere (the CPU emulation).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define MATVEC_COPY16_ASYNC(dst, src)                                                                   \
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))), \
-               "l"(src)                                                                               \
-               : "memory")
-#define MATVEC_COPY_ASYNC_WAIT_ALL() asm volatile("cp.async.wait_all;" ::: "memory")
-#else
-#define MATVEC_COPY16_ASYNC(dst, src) (*reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src))
-#define MATVEC_COPY_ASYNC_WAIT_ALL() ((void)0)
-#endif
-__device__ __forceinline__ void copy16_async(void* dst, const void* src) { MATVEC_COPY16_ASYNC(dst, src); }
-__device__ __forceinline__ void copy_async_wait_all() { MATVEC_COPY_ASYNC_WAIT_ALL(); }
 __device__ __forceinline__ void pdl_wait(int pdl) {
   if (pdl) MATVEC_WAIT_FOR_PRODUCER();
   if (pdl & kPdlLate) MATVEC_RELEASE_DEPENDENTS();

@@ -61,10 +61,7 @@ int mv_cols(int cols, const Prologue& pro, const __nv_bfloat16* w, int k, int n,
 }
 
 // The seven standalone kernels of the handler's `kernels` launch (matvec.cu layer_kernels), in its order.
-// arg: the attention's head groups, plus 256 for attend_kernel's kPdlEarlyKV (its copies of the cache split issued before
-// the wait, which the emulation runs as nothing).
-extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int arg) {
-  const int head_groups = arg % 256, attend_pdl = arg / 256 ? cudaperf_matvec::kPdlEarlyKV : 0;
+extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int head_groups) {
   LayerParams p = {};
   fill(p, b, n, fl);
   p.attn_hsplit = head_groups;
@@ -74,7 +71,7 @@ extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int ar
   const size_t att_smem = attend_smem_bytes(g, p.dh, p.span_max);
   if (p.dh != 128 || g / head_groups > 4) return 98;   // the cases below: head dim 128, <= 4 heads per block
   cudaFuncSetAttribute(attend_kernel<128, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)att_smem);
-  attend_kernel<128, 4><<<p.hkv * p.attn_splits * head_groups, kThreads, att_smem>>>(p, attend_pdl);
+  attend_kernel<128, 4><<<p.hkv * p.attn_splits * head_groups, kThreads, att_smem>>>(p, 0);
   cudaDeviceSynchronize();
   if ((e = (int)cudaGetLastError())) return e;
   if ((e = mv_cols<cudaperf_matvec::kAttn>(p.cols[1], attn_prologue(p), p.w_o, p.h * p.dh, p.d, p.split[1], p.o_parts))) return e;
@@ -192,12 +189,8 @@ CASES = {   # d, heads, kv heads, head dim, F, cache slots, bias, q/k norm, atte
 @pytest.mark.parametrize("case,idx,pad", [("qwen2", 21, 0), ("qwen2", 39, 5), ("qwen3", 0, 0), ("qwen3", 17, 3),
                                           ("qwen3_kernels", 17, 3), ("qwen3_kernels", 0, 0), ("qwen2_kernels", 39, 5),
                                           ("long_kernels", 290, 7), ("groups_kernels", 39, 5),
-                                          ("groups_kernels", 0, 0), ("qwen2_kernels_early", 39, 5),
-                                          ("long_kernels_early", 290, 7), ("groups_kernels_early", 21, 4)])
+                                          ("groups_kernels", 0, 0)])
 def test_layer_matches_numpy(lib, case, idx, pad):
-    """*_early: the attention's key and value copies issued before PDL's wait (kPdlEarlyKV), masked rows zeroed after."""
-    early = case.endswith("_early")
-    case = case.removesuffix("_early")
     lib_, fns = lib
     fn = fns["run_layer_kernels" if case.endswith("_kernels") else "run_layer"]
     d, heads, hkv, dh, f, s_len, bias, qk, splits, tiling, blocks = CASES[case]
@@ -244,7 +237,7 @@ def test_layer_matches_numpy(lib, case, idx, pad):
     ints = np.array([d, heads, hkv, dh, f, s_len, chunk, splits, *(s for s, _ in tiling), *(c for _, c in tiling)],
                     np.int32)
     floats = np.array([eps, eps, eps, dh ** -0.5], np.float32)
-    rc = fn(ptrs, ints.ctypes.data, floats.ctypes.data, blocks + 256 * early)
+    rc = fn(ptrs, ints.ctypes.data, floats.ctypes.data, blocks)
     assert rc == 0, lib_.last_error()
     got_mid, got_x = bufs[24].astype(np.float32), bufs[28].astype(np.float32)
     assert np.isfinite(got_x).all()
