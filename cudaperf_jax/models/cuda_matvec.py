@@ -428,12 +428,14 @@ PDL_FLAGS = {"off": 0, "on": 1, "late": 3}   # matvec_kernel.cuh's kPdlOn (1) | 
 
 
 def pdl_flags() -> int:
-    """CUDAPERF_CUDA_PDL: `on` (default) - the layer and step launches chain their kernels by programmatic dependent
-    launch, each kernel letting the next one launch as soon as it starts; `late` - only once its own wait for the
-    kernel before it has returned (at most one kernel runs ahead); `off` - plain launches (a diagnostic: same results,
-    no overlap). Returns the kernels' pdl argument."""
+    """CUDAPERF_CUDA_PDL: `late` (default) - the layer and step launches chain their kernels by programmatic dependent
+    launch, each kernel letting the next one launch once its own wait for the kernel before it has returned (at most
+    one kernel runs ahead, prefetching its first weights); `on` - as soon as it starts (every kernel of the chain may
+    become resident early, holding SM slots while it waits); `off` - plain launches (a diagnostic: same results, no
+    overlap). On the H200 (2026-12-03, decode_ab.py in one process, random Qwen2.5-1.5B) `late` against `on`: -14 us a
+    step at 256 new tokens, -8 at 64; with 6 attention head groups -43 / -23 us. Returns the kernels' pdl argument."""
     from cudaperf_jax.models.ops import env_choice
-    return PDL_FLAGS[env_choice("CUDAPERF_CUDA_PDL", "on", tuple(PDL_FLAGS))]
+    return PDL_FLAGS[env_choice("CUDAPERF_CUDA_PDL", "late", tuple(PDL_FLAGS))]
 
 
 def layer_blocks_per_sm() -> int:
@@ -557,13 +559,14 @@ KERNELS_ATTN_SPLITS = 8   # H200, 2026-12-03, 192-slot cache: step 1.641 ms with
 def attend_head_groups(g: int) -> int:
     """CUDAPERF_CUDA_ATTEND_HEAD_GROUPS: blocks of the `kernels`/`step` attention per (KV head, cache split), each
     taking g / this of the KV head's g query heads (less work per block, more blocks: attend_kernel is
-    instruction-latency bound, ncu 2026-12-03). `auto` (default): 3 when it divides g >= 6, else 2 when that divides
-    g >= 4, else 1 - on the H200 (2026-12-03, benchmarks/results/pdl_chain_h200_hg.json) 28 attentions of
-    Qwen2.5-1.5B (g = 6) took 229 us with 1 group, 180 with 2, 166 with 3; the step 1.557 / 1.523 / 1.537 ms, and
-    with gate_up unrolled 8: 1.418 (2) / 1.398 (3). A count not dividing g gives 1."""
+    instruction-latency bound, ncu 2026-12-03). `auto` (default): g (one query head per block) when g >= 4, else 1.
+    On the H200, Qwen2.5-1.5B (g = 6): 28 attentions took 229 us with 1 group, 180 with 2, 166 with 3
+    (benchmarks/results/pdl_chain_h200_hg.json); decode_ab.py in one process (2026-12-03, 5 rounds,
+    benchmarks/results/decode_ab_h200_2026-12-03_hg6.json) 6 groups against 3: -12 us a step at 256 new tokens, -24
+    at 64, and with CUDAPERF_CUDA_PDL=late -43 / -23 us. A count not dividing g gives 1."""
     v = os.environ.get("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS", "auto")
     if v == "auto":
-        return 3 if g >= 6 and g % 3 == 0 else 2 if g >= 4 and g % 2 == 0 else 1
+        return g if g >= 4 else 1
     if not v.isdigit() or not 1 <= int(v) <= LAYER_MAX_GROUP:
         raise ValueError(f"CUDAPERF_CUDA_ATTEND_HEAD_GROUPS={v!r}: give auto or an integer from 1 to {LAYER_MAX_GROUP}")
     return int(v) if g % int(v) == 0 else 1

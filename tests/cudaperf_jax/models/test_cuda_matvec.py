@@ -228,8 +228,8 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert not cm.layer_kernels_supported(1536, 12, 2, 128, 8960, 384, 64)       # the finish kernel's chunk is 128
     assert not cm.layer_kernels_supported(1536, 12, 2, 96, 8960, 384, 128)       # head dim not a power of two
     assert not cm.layer_kernels_supported(1536, 12, 5, 128, 8960, 384, 128)      # heads not a multiple of KV heads
-    assert cm.pdl_flags() == 1
-    assert [cm.attend_head_groups(g) for g in (1, 2, 3, 4, 6, 8, 12)] == [1, 1, 1, 2, 3, 2, 3]   # auto
+    assert cm.pdl_flags() == 3                                                    # late
+    assert [cm.attend_head_groups(g) for g in (1, 2, 3, 4, 6, 8, 12)] == [1, 1, 1, 4, 6, 8, 12]   # auto
     monkeypatch.setenv("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS", "3")
     assert cm.attend_head_groups(6) == 3
     assert cm.attend_head_groups(4) == 1                                          # not dividing g: one group
@@ -237,8 +237,8 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     with pytest.raises(ValueError, match="ATTEND_HEAD_GROUPS"):
         cm.attend_head_groups(6)
     monkeypatch.delenv("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS")
-    monkeypatch.setenv("CUDAPERF_CUDA_PDL", "late")
-    assert cm.pdl_flags() == 3
+    monkeypatch.setenv("CUDAPERF_CUDA_PDL", "on")
+    assert cm.pdl_flags() == 1
     monkeypatch.setenv("CUDAPERF_CUDA_PDL", "off")
     assert cm.pdl_flags() == 0
     kw = {"cos": None, "sin": None, "kv_mask": None, "cache_index": 0, "heads": 12, "chunk": 128, "eps_attn": 1e-6,

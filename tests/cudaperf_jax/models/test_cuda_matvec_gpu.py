@@ -292,10 +292,10 @@ def test_the_seven_kernel_layer_launch_agrees_with_the_fused_step(monkeypatch, n
     np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
 
 
-@pytest.mark.parametrize("groups", ["2", "3"])
+@pytest.mark.parametrize("groups", ["2", "3", "6"])
 def test_the_step_launch_with_attention_head_groups_agrees_with_the_fused_step(monkeypatch, groups):
     """CUDAPERF_CUDA_ATTEND_HEAD_GROUPS: each (KV head, cache split) of the step launch's attention split over 2 or 3
-    blocks (Qwen2.5-1.5B's six query heads per KV head), chained by PDL. Against the fused step of separate calls."""
+    or 6 blocks (Qwen2.5-1.5B's six query heads per KV head), chained by PDL. Against the fused step of separate calls."""
     run, want = _layer_launch_case(monkeypatch, "qwen2.5-1.5b")
     monkeypatch.setenv("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS", groups)
     got = run("step")
