@@ -714,10 +714,21 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
             else:
                 args.append(_opt(l[key]))
     out = jax.ffi.ffi_call(TARGETS["step"][0], scratch + cache_shapes, input_output_aliases=aliases)(
-        *args, ints=np.asarray(ints + [len(layers)], np.int64),
+        *args, ints=np.asarray(ints + [len(layers), int(fold_finish(ints[3], ints[5]))], np.int64),
         floats=_layer_floats(eps_attn, eps_mlp, eps_qk, first["k_cache"].shape[3]))
     caches = out[len(scratch):]
     return out[0], out[1], list(caches[0::2]), list(caches[1::2])
+
+
+def fold_finish(o_split: int, down_split: int) -> bool:
+    """CUDAPERF_CUDA_FOLD_FINISH: `on` - the step launch runs five kernels a layer instead of seven: o and down add
+    their split-K column sums to 64-bit fixed-point accumulators (deterministic in any order; matvec_kernel.cuh's
+    to_fixed) and the next norm prologue rebuilds the residual stream from them in every block (no finish kernels; one
+    finish after the last layer). Needs o and down split-K >= 2 (their scratch holds the accumulators); `off`
+    (default) - the finish kernels, until this is timed on a GPU."""
+    from cudaperf_jax.models.ops import env_choice
+    on = env_choice("CUDAPERF_CUDA_FOLD_FINISH", "off", ("on", "off")) == "on"
+    return on and o_split >= 2 and down_split >= 2
 
 
 def head_dim_scale(dh: int) -> float:

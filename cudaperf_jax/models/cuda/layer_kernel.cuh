@@ -477,6 +477,30 @@ __host__ __device__ inline Prologue swiglu_prologue(const LayerParams& p) {
   return pro;
 }
 
+// The step launch with its finish kernels folded into their consumers (CUDAPERF_CUDA_FOLD_FINISH; matvec.cu's
+// layer_kernels): o and down add their column sums to fixed-point accumulators of D entries (kEpiFixed; fold_sums,
+// in the o_parts and down_parts scratch), and the next norm prologue rebuilds the residual from them (kResNorm): gate_up
+// (mlp true) from the layer input x, o's sums and b_o into x_mid; qkv of every layer after the first (mlp false) from
+// x_mid, down's sums and the previous layer's down bias into x_out (the next layer's x). Each accumulator is cleared
+// by the kernel before its producer: qkv clears o's, gate_up clears down's.
+__host__ __device__ inline unsigned long long* fold_sums(float* scratch) {
+  return reinterpret_cast<unsigned long long*>(scratch);
+}
+
+__host__ __device__ inline Prologue resnorm_prologue(const LayerParams& p, bool mlp, const __nv_bfloat16* prev_b_down) {
+  Prologue pro = {};
+  pro.x = mlp ? p.x : p.x_mid;
+  pro.racc = fold_sums(mlp ? p.o_parts : p.down_parts);
+  pro.rbias = mlp ? p.b_o : prev_b_down;
+  pro.xo = mlp ? p.x_mid : p.x_out;
+  pro.k_total = p.d;
+  pro.eps = mlp ? p.eps_mlp : p.eps_attn;
+  pro.vec = mlp ? p.mlp_scale : p.attn_scale;
+  pro.zero = fold_sums(mlp ? p.down_parts : p.o_parts);
+  pro.n_zero = p.d;
+  return pro;
+}
+
 __device__ __forceinline__ void layer_body(const LayerParams& p, int phase_lo, int phase_hi, int pdl) {
   extern __shared__ float smem[];
   if (pdl) MATVEC_RELEASE_DEPENDENTS();

@@ -67,8 +67,8 @@ using cudaperf_matvec::kAttn;
 template <int TPR, int U, int MODE, bool kL2 = false>
 cudaError_t launch(cudaStream_t stream, const Prologue& pro, const Epilogue& epi, const __nv_bfloat16* w, int k, int n,
                    int split, float* y, int y_stride, int pdl) {
-  const int ks = k / split;
-  const size_t smem = static_cast<size_t>(ks) * sizeof(float);
+  const int ks = k / split;   // kResNorm: the whole rebuilt residual [k] after the slice
+  const size_t smem = static_cast<size_t>(MODE == cudaperf_matvec::kResNorm ? ks + k : ks) * sizeof(float);
   auto kernel = matvec_kernel<TPR, U, MODE, kL2>;
   if (smem > 40 * 1024) {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
@@ -294,8 +294,7 @@ cudaError_t layer_grid(size_t smem, int* sms, int* per_sm) {
 // Plain activation loads: PDL's wait is followed by an acquire fence (L1 invalidated; matvec_kernel.cuh).
 template <int MODE>
 cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologue& pro, const __nv_bfloat16* w, int k,
-                        int n, int split, float* y, int pdl) {
-  const Epilogue epi = {};
+                        int n, int split, float* y, int pdl, const Epilogue& epi = {}) {
   if (cols == 256) return launch_unrolled<32, MODE>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
   if (cols == 128) return launch_unrolled<16, MODE>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
   return launch_unrolled<8, MODE>(unroll, stream, pro, epi, w, k, n, split, y, n, pdl);
@@ -306,9 +305,18 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // programmatic dependent launch: inside the CUDA graph XLA captures this call into, the launches keep their
 // programmatic edges, so each matvec streams its first weight rows while the kernel before it drains. (Separate FFI
 // calls become separate child graphs, between which PDL does nothing.) Needs chunk == kFinishChunk.
+// fold (the step launch, CUDAPERF_CUDA_FOLD_FINISH): kFoldOn - no finish kernels: o and down add fixed-point sums, the
+// next norm prologues rebuild the residual (layer_kernel.cuh's resnorm_prologue; prev_b_down: the down bias of the
+// layer before); kFoldFirst - the first layer (its qkv reads x and ss as usual); kFoldLast - the last layer (one finish
+// kernel from x_mid and down's sums gives x_out and ss_out).
+constexpr int kFoldOn = 1, kFoldFirst = 2, kFoldLast = 4;
 ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams& p, ffi::Span<const int64_t> ints,
-                         int pdl) {
+                         int pdl, int fold_flags = 0, const __nv_bfloat16* prev_b_down = nullptr) {
   using namespace cudaperf_layer;
+  using cudaperf_matvec::kResNorm;
+  const bool fold = (fold_flags & kFoldOn) != 0, rebuild = fold && (fold_flags & kFoldFirst) == 0;
+  if (fold && (p.split[1] < 2 || p.split[3] < 2))
+    return ffi::Error::InvalidArgument("cudaperf_layer: folding the finish kernels needs o and down split-K >= 2");
   constexpr int kChunk = cudaperf_matvec::kFinishChunk;
   if (p.chunk != kChunk || p.d % kChunk)
     return ffi::Error::InvalidArgument("cudaperf_layer: the kernels launch needs chunk == 128 dividing D");
@@ -322,7 +330,17 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   if (attend == nullptr) return ffi::Error::InvalidArgument("cudaperf_layer: head dim must be 32, 64, 128 or 256");
   // L2 prefetches issued before the kernels' waits (l2_prefetch_share): the first pct % of each K band (a split's rows,
   // which its blocks stream in order) of a weight [k, n]
-  Prologue qkv_pro = norm_prologue(p, false), o_pro = attn_prologue(p);
+  Prologue qkv_pro = rebuild ? resnorm_prologue(p, false, prev_b_down) : norm_prologue(p, false), o_pro = attn_prologue(p);
+  if (fold && !rebuild) {   // the first layer's qkv still clears o's sums
+    qkv_pro.zero = fold_sums(p.o_parts);
+    qkv_pro.n_zero = p.d;
+  }
+  Epilogue o_epi = {}, down_epi = {};
+  if (fold) {
+    o_epi.mode = down_epi.mode = cudaperf_matvec::kEpiFixed;
+    o_epi.fixed = fold_sums(p.o_parts);
+    down_epi.fixed = fold_sums(p.down_parts);
+  }
   auto bands = [](Prologue& pro, int r, const __nv_bfloat16* w, int k, int n, int split, int pct) {
     if (pct <= 0) return;
     const unsigned long long rows = static_cast<unsigned long long>(k / split), row_bytes = 2ull * n;
@@ -334,8 +352,10 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   bands(qkv_pro, 0, p.w_o, p.h * p.dh, p.d, p.split[1], p.pf_o);
   bands(p.pf_from ? qkv_pro : o_pro, 1, p.w_gu, p.d, 2 * p.f, p.split[2], p.pf_gu);
   bands(o_pro, 0, p.w_down, p.f, p.d, p.split[3], p.pf_down);
-  cudaError_t e = launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, qkv_pro, p.w_qkv, p.d, n_qkv,
-                                     p.split[0], p.qkv_parts, pdl);
+  cudaError_t e = rebuild ? launch_cols<kResNorm>(p.cols[0], static_cast<int>(ints[19]), stream, qkv_pro, p.w_qkv, p.d,
+                                                  n_qkv, p.split[0], p.qkv_parts, pdl)
+                          : launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, qkv_pro, p.w_qkv, p.d,
+                                               n_qkv, p.split[0], p.qkv_parts, pdl);
   if (e == cudaSuccess && att_smem > 48 * 1024)
     e = cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(att_smem));
   if (e == cudaSuccess) {
@@ -345,21 +365,26 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   }
   if (e == cudaSuccess)
     e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, o_pro, p.w_o, p.h * p.dh, p.d, p.split[1],
-                           p.o_parts, pdl);
+                           p.o_parts, pdl, o_epi);
   auto fin = [&](const __nv_bfloat16* x, const float* parts, int n_parts, const __nv_bfloat16* bias, __nv_bfloat16* xo,
                  float* ss) {
     Launch l(dim3(static_cast<unsigned>(p.d / kChunk), 1, 1), dim3(kChunk, 1, 1), 0, stream, pdl != 0);
-    return cudaLaunchKernelEx(&l.cfg, cudaperf_matvec::finish_kernel<false>, x, parts, n_parts, p.d, bias, xo, ss,
-                              pdl);
+    return fold ? cudaLaunchKernelEx(&l.cfg, cudaperf_matvec::finish_kernel<false, true>, x, parts, 1, p.d, bias, xo, ss,
+                                     pdl)
+                : cudaLaunchKernelEx(&l.cfg, cudaperf_matvec::finish_kernel<false>, x, parts, n_parts, p.d, bias, xo, ss,
+                                     pdl);
   };
-  if (e == cudaSuccess) e = fin(p.x, p.o_parts, p.split[1], p.b_o, p.x_mid, p.ss_mid);
+  if (e == cudaSuccess && !fold) e = fin(p.x, p.o_parts, p.split[1], p.b_o, p.x_mid, p.ss_mid);
   if (e == cudaSuccess)
-    e = launch_cols<kNorm>(p.cols[2], static_cast<int>(ints[21]), stream, norm_prologue(p, true), p.w_gu, p.d,
-                           2 * p.f, p.split[2], p.gu_parts, pdl);
+    e = fold ? launch_cols<kResNorm>(p.cols[2], static_cast<int>(ints[21]), stream, resnorm_prologue(p, true, nullptr),
+                                     p.w_gu, p.d, 2 * p.f, p.split[2], p.gu_parts, pdl)
+             : launch_cols<kNorm>(p.cols[2], static_cast<int>(ints[21]), stream, norm_prologue(p, true), p.w_gu, p.d,
+                                  2 * p.f, p.split[2], p.gu_parts, pdl);
   if (e == cudaSuccess)
     e = launch_cols<kSwiglu>(p.cols[3], static_cast<int>(ints[22]), stream, swiglu_prologue(p), p.w_down, p.f, p.d,
-                             p.split[3], p.down_parts, pdl);
-  if (e == cudaSuccess) e = fin(p.x_mid, p.down_parts, p.split[3], p.b_down, p.x_out, p.ss_out);
+                             p.split[3], p.down_parts, pdl, down_epi);
+  if (e == cudaSuccess && (!fold || (fold_flags & kFoldLast) != 0))
+    e = fin(p.x_mid, p.down_parts, p.split[3], p.b_down, p.x_out, p.ss_out);
   if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
   return ffi::Error::Success();
 }
@@ -387,7 +412,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
       .Ret<ffi::Buffer<ffi::F32>>()          /* gu_parts */                                                    \
       .Ret<ffi::Buffer<ffi::F32>>()          /* down_parts */
 
-// The layer handler's int attributes (listed above LAYER_PARAMS); the step handler's are these and the layer count.
+// The layer handler's int attributes (listed above LAYER_PARAMS); the step handler's are these, the layer count and fold.
 constexpr size_t kLayerInts = 28;
 
 // The layer handler's buffers and attributes (CudaperfLayer's binding order), and their names as arguments.
@@ -529,16 +554,18 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
 // bf16 buffers (attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, k_cache, v_cache, w_o, b_o, w_gu, b_gu, w_down,
 // b_down). Results: x_out, ss_out and the layer handler's scratch (shared by the layers: each kernel writes them only
 // after PDL's wait, when every kernel before it has finished), then per layer the k and v caches (aliased). ints: the
-// layer handler's 28, then the layer count.
+// layer handler's 28, then the layer count, then fold (0, or 1: the finish kernels folded into their consumers).
 ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::F32> cos,
                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
                     ffi::RemainingArgs layers, ffi::Result<ffi::Buffer<ffi::BF16>> x_out,
                     ffi::Result<ffi::Buffer<ffi::F32>> ss_out, LAYER_SCRATCH_PARAMS, ffi::RemainingRets caches,
                     ffi::Span<const int64_t> ints, ffi::Span<const float> floats) {
   constexpr int kPerLayer = 14;
-  if (ints.size() != kLayerInts + 1 || ints[kLayerInts] < 1)
-    return ffi::Error::InvalidArgument("cudaperf_step: needs 29 int attributes");
+  if (ints.size() != kLayerInts + 2 || ints[kLayerInts] < 1)
+    return ffi::Error::InvalidArgument("cudaperf_step: needs 30 int attributes");
   const int64_t n_layers = ints[kLayerInts];
+  const bool fold = ints[kLayerInts + 1] != 0;
+  const __nv_bfloat16* prev_b_down = nullptr;
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");
   const ffi::Span<const int64_t> layer_ints(ints.begin(), kLayerInts);
@@ -562,8 +589,10 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
       p.x = reinterpret_cast<const __nv_bfloat16*>(x_out->typed_data());
       p.ss = ss_out->typed_data();
     }
-    err = layer_kernels(stream, p, layer_ints, static_cast<int>(ints[16]));
+    const int fold_flags = fold ? kFoldOn | (l == 0 ? kFoldFirst : 0) | (l == n_layers - 1 ? kFoldLast : 0) : 0;
+    err = layer_kernels(stream, p, layer_ints, static_cast<int>(ints[16]), fold_flags, prev_b_down);
     if (err.failure()) return err;
+    prev_b_down = p.b_down;
   }
   return ffi::Error::Success();
 }

@@ -50,7 +50,25 @@ __device__ __forceinline__ void fma8(float (&acc)[8], const uint4& v, float x) {
   }
 }
 
-enum Mode { kParts = 0, kNorm = 1, kSwiglu = 2, kAttn = 3 };
+enum Mode { kParts = 0, kNorm = 1, kSwiglu = 2, kAttn = 3, kResNorm = 4 };
+
+// Fixed-point split-K sums, for the step launch with its finish kernels folded into their consumers
+// (CUDAPERF_CUDA_FOLD_FINISH): each block of the producer adds its column sums s as round(s * 2^28) to a 64-bit integer
+// accumulator per column. Integer adds give the same total in any order, so the result stays deterministic, unlike
+// float atomics. |s| < 2^20 keeps a term below 2^48, so up to 256 splits cannot overflow; a larger or non-finite s adds
+// kFixedBad instead, which from_fixed turns into NaN (as a float sum of such partials would be Inf or NaN, or at least
+// far outside bf16 activations' range).
+constexpr double kFixedScale = 268435456.0;   // 2^28
+constexpr long long kFixedBad = 1ll << 58;
+__device__ __forceinline__ unsigned long long to_fixed(float s) {
+  const long long v = fabsf(s) < 1048576.f ? llrint(static_cast<double>(s) * kFixedScale) : kFixedBad;
+  return static_cast<unsigned long long>(v);
+}
+__device__ __forceinline__ float from_fixed(unsigned long long a) {
+  const long long v = static_cast<long long>(a);
+  if (v >= (1ll << 57) || v <= -(1ll << 57)) return NAN;
+  return static_cast<float>(static_cast<double>(v) / kFixedScale);
+}
 
 struct Prologue {
   const float* xp;              // parts: [n_parts, x_stride]; swiglu: [n_parts, x_stride = 2F]
@@ -63,6 +81,14 @@ struct Prologue {
   const float* acc;             // attn: [Hkv, splits, gp, dh]
   const float* ml;              // attn: [Hkv, splits, 2, gp]
   int splits, gp, dh, group;
+  // resnorm (the folded finish): x + the producer's fixed-point sums racc [k_total] (+ rbias, or null) is the new
+  // residual r; the column-tile-0 blocks write it to xo over their K slice, every block normalises its slice of it
+  const unsigned long long* racc;
+  const __nv_bfloat16* rbias;
+  __nv_bfloat16* xo;
+  // n_zero entries of zero are set to 0 by block (0, 0) after the dependency wait (a later kernel's fixed-point sums)
+  unsigned long long* zero;
+  int n_zero;
   // L2 prefetch regions (none where base is null): the block's share of the first `band` bytes of each of `bands`
   // bands `stride` bytes apart, requested before the dependency wait (l2_prefetch_share)
   const char* pf_base[2];
@@ -98,7 +124,8 @@ __device__ __forceinline__ void l2_prefetch_share(const Prologue& pro) {
 //   kEpiResidual  xo[col] = round(rx[col] + round(round(sum_s y[s, col]) + rb[col]))  (bf16, decode_fused.finish's
 //                 roundings; rb optional) and ss[tile] = sum over the tile of xo^2 (the next norm's input)
 // With one split no counter is used. y is scratch then (still written when split > 1).
-enum EpilogueMode { kEpiPartials = 0, kEpiSum = 1, kEpiResidual = 2 };
+//   kEpiFixed     fixed[col] += to_fixed(s) (no partials written; the folded finish)
+enum EpilogueMode { kEpiPartials = 0, kEpiSum = 1, kEpiResidual = 2, kEpiFixed = 3 };
 
 struct Epilogue {
   int mode;
@@ -107,6 +134,7 @@ struct Epilogue {
   const __nv_bfloat16* rb;      // kEpiResidual: bias [N] or null
   __nv_bfloat16* xo;            // kEpiResidual: the new residual stream [N]
   float* ss;                    // kEpiResidual: [N / columns per block]
+  unsigned long long* fixed;    // kEpiFixed: [N], zero before the launch
 };
 
 constexpr int kMaxTiles = 4096;
@@ -130,6 +158,21 @@ __device__ __forceinline__ void block_sum_to(float v, float* warp_buf, float* ou
     for (int w = 0; w < kWarps; ++w) t += warp_buf[w];
     *out = t;
   }
+}
+
+// The block's sum of v for every thread: warp shuffles, then the warps' sums in order (the same value in every block
+// that sums the same data). warp_buf: kWarps floats of shared memory, free again once every thread has passed the next
+// __syncthreads; all threads must call it.
+template <int kWarps>
+__device__ __forceinline__ float block_sum_all(float v, float* warp_buf) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+  if (threadIdx.x % 32 == 0) warp_buf[threadIdx.x / 32] = v;
+  __syncthreads();
+  float t = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) t += warp_buf[w];
+  return t;
 }
 
 // Activation loads: L2 (__ldcg) in the persistent layer kernel, whose blocks read what other blocks of the same launch
@@ -279,6 +322,42 @@ __device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_
     for (int i = threadIdx.x; i < ks; i += kThreads) {
       xs[i] = round_bf16(sum_strided<kL2>(0.f, pro.xp + k0 + i, pro.n_parts, pro.x_stride));
     }
+  } else if (MODE == kResNorm) {
+    // decode_fused.finish folded in: every block rebuilds the whole residual r = round(x + round(round(sum) + bias))
+    // (rs: k_total floats of shared memory after xs; loads kB per thread in flight), sums its squares and normalises
+    // its slice; the blocks of column tile 0 write r over their slice to xo
+    float* rs = xs + ks;
+    float sq = 0.f;
+    constexpr int kB = 4;
+    for (int i0 = threadIdx.x; i0 < pro.k_total; i0 += kB * kThreads) {
+      float xv[kB], bv[kB];
+      unsigned long long av[kB];
+#pragma unroll
+      for (int u = 0; u < kB; ++u) {
+        const int i = i0 + u * kThreads;
+        const bool ok = i < pro.k_total;
+        xv[u] = ok ? __bfloat162float(act<kL2>(pro.x + i)) : 0.f;
+        av[u] = ok ? act<kL2>(pro.racc + i) : 0ull;
+        bv[u] = ok && pro.rbias != nullptr ? __bfloat162float(pro.rbias[i]) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < kB; ++u) {
+        const int i = i0 + u * kThreads;
+        if (i < pro.k_total) {
+          float y = round_bf16(from_fixed(av[u]));
+          if (pro.rbias != nullptr) y = round_bf16(y + bv[u]);
+          const float r = round_bf16(xv[u] + y);
+          rs[i] = r;
+          sq += r * r;
+        }
+      }
+    }
+    const float rstd = rsqrtf(block_sum_all<kThreads / 32>(sq, red) / pro.k_total + pro.eps);
+    for (int i = threadIdx.x; i < ks; i += kThreads) {
+      const float r = rs[k0 + i];
+      xs[i] = round_bf16(round_bf16(r * rstd) * __bfloat162float(pro.vec[k0 + i]));
+      if (tile == 0) pro.xo[k0 + i] = __float2bfloat16(r);
+    }
   } else {
     int i0 = threadIdx.x;
     float rstd = 0.f;
@@ -351,6 +430,13 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
   });
   static_assert(kCols <= kThreads, "one column per thread in the epilogue");
   const int c = threadIdx.x, oc = blockIdx.x * kCols + c;   // this thread's output column
+  if (pro.zero != nullptr && blockIdx.x == 0 && blockIdx.y == 0) {   // after the wait (in matvec_columns)
+    for (int i = threadIdx.x; i < pro.n_zero; i += kThreads) pro.zero[i] = 0ull;
+  }
+  if (epi.mode == kEpiFixed) {
+    if (c < kCols) atomicAdd(epi.fixed + oc, to_fixed(s));
+    return;
+  }
   if (epi.mode == kEpiPartials || gridDim.y > 1) {
     if (c < kCols) y[static_cast<size_t>(blockIdx.y) * y_stride + oc] = s;
     if (epi.mode == kEpiPartials) return;
@@ -407,7 +493,8 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
 // previous kernel before reading anything.
 constexpr int kFinishChunk = 128;
 
-template <bool kL2 = false>
+// kFixed: parts are the fixed-point sums of kEpiFixed ([N] unsigned 64-bit integers; n_parts > 0 means present).
+template <bool kL2 = false, bool kFixed = false>
 __global__ void __launch_bounds__(kFinishChunk) finish_kernel(const __nv_bfloat16* __restrict__ x,
                                                               const float* __restrict__ parts, int n_parts,
                                                               int stride, const __nv_bfloat16* __restrict__ bias,
@@ -418,7 +505,8 @@ __global__ void __launch_bounds__(kFinishChunk) finish_kernel(const __nv_bfloat1
   const int i = blockIdx.x * kFinishChunk + threadIdx.x;
   float xn = __bfloat162float(act<kL2>(x + i));
   if (n_parts > 0) {
-    float y = sum_wide<64, kL2>(0.f, parts + i, n_parts, stride);   // one round trip up to 64 partials
+    float y = kFixed ? from_fixed(act<kL2>(reinterpret_cast<const unsigned long long*>(parts) + i))
+                     : sum_wide<64, kL2>(0.f, parts + i, n_parts, stride);   // one round trip up to 64 partials
     y = round_bf16(y);
     if (bias != nullptr) y = round_bf16(y + __bfloat162float(bias[i]));
     xn = round_bf16(xn + y);

@@ -303,6 +303,29 @@ def test_the_step_launch_with_attention_head_groups_agrees_with_the_fused_step(m
     np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
 
 
+@pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
+def test_the_step_launch_with_folded_finishes_agrees_with_the_fused_step(monkeypatch, name):
+    """CUDAPERF_CUDA_FOLD_FINISH=on: five kernels a layer (o and down add fixed-point sums that the next norm prologue
+    turns back into the residual stream). Against the fused step of separate calls, near the step launch with finish
+    kernels, and the same logits twice (integer sums: no order dependence)."""
+    from cudaperf_jax.models import cuda_matvec as cm
+    from tests.cudaperf_jax.models.test_decode_fused_gpu import CONFIGS
+    c = CONFIGS[name]
+    tilings = cm.kernels_tilings(c["hidden_size"], (c["num_heads"] + 2 * c["num_kv_heads"]) * c["head_dim"],
+                                 c["num_heads"] * c["head_dim"], c["intermediate_size"])
+    monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "on")
+    assert cm.fold_finish(tilings[1][2], tilings[3][2])   # o and down split: the fold really runs
+    run, want = _layer_launch_case(monkeypatch, name)
+    got = run("step")
+    assert (np.argmax(got, -1) == np.argmax(want, -1)).mean() >= 0.9
+    np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
+    np.testing.assert_array_equal(run("step"), got)
+    monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "off")
+    unfolded = run("step")
+    assert (np.argmax(got, -1) == np.argmax(unfolded, -1)).mean() >= 0.95
+    np.testing.assert_allclose(got, unfolded, atol=0.05 * float(np.abs(unfolded).max()))
+
+
 def test_auto_takes_the_step_launch_from_hidden_size_1024(monkeypatch):
     """CUDAPERF_CUDA_LAYER=auto (the default): the whole-step launch for Qwen2.5-1.5B's and the Qwen3-style shapes
     (hidden 1536 and 1024), the fused step's separate calls for SmolLM2-135M's (hidden 576, measured slower)."""
