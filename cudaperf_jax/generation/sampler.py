@@ -23,7 +23,7 @@ import numpy as np
 from flax import nnx
 
 from cudaperf_jax.generation import stops
-from cudaperf_jax.generation.sampling import choose, token_logprobs
+from cudaperf_jax.generation.sampling import choose_with_logprobs
 from cudaperf_jax.models import gemv
 from cudaperf_jax.models.decoder import Decoder, KVCache
 from cudaperf_jax.models.sharding import batch_sharding, cache_shardings
@@ -77,8 +77,8 @@ def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys
     sl = stop_seqs.shape[1]
 
     def pick(logits, step):
-        tok = choose(logits, keys, step, temperature, top_p, top_k=top_k, greedy=greedy, use_top_p=use_top_p)
-        return tok, token_logprobs(logits, tok)
+        return choose_with_logprobs(logits, keys, step, temperature, top_p, top_k=top_k, greedy=greedy,
+                                    use_top_p=use_top_p)
 
     def record(carry, step, tok, lp):
         cache, _, out_t, out_lp, done, lengths = carry

@@ -84,17 +84,6 @@ def top_p_mask(logits: jax.Array, p) -> jax.Array:
     return jnp.where(keep, logits, NEG_INF)
 
 
-def _top_k_then_p(logits: jax.Array, k: int, p, use_top_p: bool):
-    """(masked candidate logits [B, k], their vocabulary ids [B, k]) for 0 < k < V: cheap path."""
-    vals, ids = top_k(logits, k)  # sorted descending
-    if use_top_p:
-        probs = jax.nn.softmax(vals, axis=-1)
-        before = jnp.cumsum(probs, axis=-1) - probs
-        keep = (before < p).at[..., 0].set(True)
-        vals = jnp.where(keep, vals, NEG_INF)
-    return vals, ids
-
-
 def choose(logits: jax.Array, keys: jax.Array, step, temperature, top_p, *, top_k: int = 0,
            greedy: bool = False, use_top_p: bool = True) -> jax.Array:
     """Next tokens int32[B] from float32 logits[B, V].
@@ -105,15 +94,52 @@ def choose(logits: jax.Array, keys: jax.Array, step, temperature, top_p, *, top_
     if greedy:
         return jnp.argmax(logits, axis=-1).astype(jnp.int32)
     scaled = logits / jnp.asarray(temperature, jnp.float32)
-    step_keys = jax.vmap(lambda k: jax.random.fold_in(k, step))(keys)
     v = logits.shape[-1]
     if 0 < top_k < v:
-        vals, ids = _top_k_then_p(scaled, top_k, top_p, use_top_p)
-        pick = jax.vmap(jax.random.categorical)(step_keys, vals)
-        return jnp.take_along_axis(ids, pick[:, None], axis=-1)[:, 0].astype(jnp.int32)
+        vals, ids = _top_candidates(scaled, top_k)
+        return _draw_from_top_k(vals, ids, keys, step, top_p, use_top_p)
     if use_top_p:
         scaled = top_p_mask(scaled, top_p)
-    return jax.vmap(jax.random.categorical)(step_keys, scaled).astype(jnp.int32)
+    return jax.vmap(jax.random.categorical)(_step_keys(keys, step), scaled).astype(jnp.int32)
+
+
+def _top_candidates(x, k):
+    return top_k(x, k)   # (choose's `top_k` argument hides the function)
+
+
+def _step_keys(keys, step):
+    return jax.vmap(lambda k: jax.random.fold_in(k, step))(keys)
+
+
+def _draw_from_top_k(vals, ids, keys, step, top_p, use_top_p: bool) -> jax.Array:
+    """Tokens int32[B] drawn from the top-k candidates (values [B, k] sorted descending, temperature applied, their
+    vocabulary ids [B, k]) after the top-p mask."""
+    if use_top_p:
+        probs = jax.nn.softmax(vals, axis=-1)
+        before = jnp.cumsum(probs, axis=-1) - probs
+        keep = (before < top_p).at[..., 0].set(True)
+        vals = jnp.where(keep, vals, NEG_INF)
+    pick = jax.vmap(jax.random.categorical)(_step_keys(keys, step), vals)
+    return jnp.take_along_axis(ids, pick[:, None], axis=-1)[:, 0].astype(jnp.int32)
+
+
+def choose_with_logprobs(logits: jax.Array, keys: jax.Array, step, temperature, top_p, *, top_k: int = 0,
+                         greedy: bool = False, use_top_p: bool = True) -> tuple[jax.Array, jax.Array]:
+    """(choose's tokens int32[B], token_logprobs of them float32[B]). Where the sampler takes the CUDA top-k and
+    CUDAPERF_CUDA_TOPK_LSE is on, the top-k runs on the raw logits (the temperature divides only its k values: the
+    same values as top-k of the divided row; only a tie that the division creates could order differently) and the
+    log-probabilities come from the logsumexp the top-k kernels compute (no log_softmax over the vocabulary)."""
+    v = logits.shape[-1]
+    if not greedy and 0 < top_k < v and _cuda_top_k(v, top_k):
+        from cudaperf_jax.models import cuda_matvec
+        if cuda_matvec.topk_lse_enabled():
+            raw = logits.astype(jnp.float32)
+            vals, ids, lse = cuda_matvec.top_k(raw, top_k, with_lse=True)
+            vals = vals / jnp.asarray(temperature, jnp.float32)
+            tok = _draw_from_top_k(vals.astype(logits.dtype), ids, keys, step, top_p, use_top_p)
+            return tok, jnp.take_along_axis(raw, tok[:, None], axis=-1)[:, 0] - lse
+    tok = choose(logits, keys, step, temperature, top_p, top_k=top_k, greedy=greedy, use_top_p=use_top_p)
+    return tok, token_logprobs(logits, tok)
 
 
 def token_logprobs(logits: jax.Array, tokens: jax.Array) -> jax.Array:

@@ -255,10 +255,11 @@ def topk_supported(v: int, k: int) -> bool:
     return 1 <= k <= TOPK_MAX_K and k <= v and -(-v // TOPK_CHUNK) <= TOPK_MAX_CHUNKS
 
 
-def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+def top_k(x: jax.Array, k: int, *, with_lse: bool = False):
     """lax.top_k(x, k) for float32 x [B, V] without sorting the rows (cuda/topk_kernel.cuh: the maxima of 64-entry
     chunks, then per row a radix selection over the chunks whose maximum reaches the k-th largest maximum):
-    (values [B, k] descending, int32 indices [B, k]); among equal values the smaller index first."""
+    (values [B, k] descending, int32 indices [B, k]); among equal values the smaller index first. with_lse: also each
+    row's logsumexp [B] (jax.nn.logsumexp(x, -1) up to summation order), from the same passes over the row."""
     if x.ndim != 2 or not topk_supported(x.shape[1], k):
         raise ValueError(f"cuda_matvec.top_k: needs x [B, V] with 1 <= k <= 64 and k <= V <= 262144; "
                          f"got x {x.shape}, k {k}")
@@ -266,10 +267,23 @@ def top_k(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
         raise RuntimeError(f"cuda_matvec runs on an NVIDIA GPU only; JAX's backend here is {jax.default_backend()}")
     register()
     b, v = x.shape
-    shapes = [jax.ShapeDtypeStruct((b, k), jnp.float32), jax.ShapeDtypeStruct((b, k), jnp.int32),
-              jax.ShapeDtypeStruct((b, -(-v // TOPK_CHUNK)), jnp.uint32)]
-    vals, idx, _ = jax.ffi.ffi_call(TARGETS["topk"][0], shapes)(x.astype(jnp.float32), k=np.int64(k))
-    return vals, idx
+    n_chunks = -(-v // TOPK_CHUNK)
+    f32 = jnp.float32
+    shapes = [jax.ShapeDtypeStruct((b, k), f32), jax.ShapeDtypeStruct((b, k), jnp.int32),
+              jax.ShapeDtypeStruct((b, n_chunks), jnp.uint32),
+              jax.ShapeDtypeStruct((b, 2 * n_chunks) if with_lse else (1,), f32),
+              jax.ShapeDtypeStruct((b,) if with_lse else (1,), f32)]
+    vals, idx, _, _, lse = jax.ffi.ffi_call(TARGETS["topk"][0], shapes)(x.astype(f32), k=np.int64(k),
+                                                                        with_lse=np.int64(int(with_lse)))
+    return (vals, idx, lse) if with_lse else (vals, idx)
+
+
+def topk_lse_enabled() -> bool:
+    """CUDAPERF_CUDA_TOPK_LSE: `on` - where the sampler takes the CUDA top-k, the chosen tokens' log-probabilities
+    come from the logsumexp the top-k kernels compute on their way (no log_softmax over the vocabulary) and the top-k
+    runs on the raw logits (the temperature divides only the k values); `off` (default) - until timed on a GPU."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_TOPK_LSE", "off", ("on", "off")) == "on"
 
 
 def topk_enabled() -> bool:

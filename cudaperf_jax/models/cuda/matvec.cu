@@ -168,8 +168,11 @@ ffi::Error FinishImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer
   return ffi::Error::Success();
 }
 
+// with_lse: also the rows' logsumexp in lse [B] (ms [B, 2 ceil(V / 64)] its per-chunk pieces); else both untouched.
 ffi::Error TopkImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x, ffi::Result<ffi::Buffer<ffi::F32>> vals,
-                    ffi::Result<ffi::Buffer<ffi::S32>> idx, ffi::Result<ffi::Buffer<ffi::U32>> maxima, int64_t k) {
+                    ffi::Result<ffi::Buffer<ffi::S32>> idx, ffi::Result<ffi::Buffer<ffi::U32>> maxima,
+                    ffi::Result<ffi::Buffer<ffi::F32>> ms, ffi::Result<ffi::Buffer<ffi::F32>> lse, int64_t k,
+                    int64_t with_lse) {
   using namespace cudaperf_topk;
   auto xd = x.dimensions();
   if (xd.size() != 2 || k < 1 || k > kMaxK) return ffi::Error::InvalidArgument("cudaperf_topk: x must be [B, V], 1 <= k <= 64");
@@ -177,12 +180,16 @@ ffi::Error TopkImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x, ffi::Result<ff
   if (v < k || n_chunks > kMaxChunks || vals->element_count() != static_cast<size_t>(b * k)
       || idx->element_count() != static_cast<size_t>(b * k) || maxima->element_count() != static_cast<size_t>(b * n_chunks))
     return ffi::Error::InvalidArgument("cudaperf_topk: needs k <= V <= 262144 and outputs [B, k], [B, k], [B, ceil(V / 64)]");
+  if (with_lse && (ms->element_count() != static_cast<size_t>(2 * b * n_chunks) || lse->element_count() != static_cast<size_t>(b)))
+    return ffi::Error::InvalidArgument("cudaperf_topk: with_lse needs outputs [B, 2 ceil(V / 64)] and [B]");
+  float2* msp = with_lse ? reinterpret_cast<float2*>(ms->typed_data()) : nullptr;
+  float* lsep = with_lse ? lse->typed_data() : nullptr;
   constexpr int kWarps = kMaximaThreads / 32;
   topk_maxima<<<dim3(static_cast<unsigned>((n_chunks + kWarps - 1) / kWarps), static_cast<unsigned>(b)), kMaximaThreads, 0,
-                stream>>>(x.typed_data(), static_cast<int>(v), static_cast<int>(n_chunks), maxima->typed_data());
+                stream>>>(x.typed_data(), static_cast<int>(v), static_cast<int>(n_chunks), maxima->typed_data(), msp);
   topk_select<<<static_cast<unsigned>(b), kSelectThreads, 0, stream>>>(
       x.typed_data(), static_cast<int>(v), static_cast<int>(n_chunks), maxima->typed_data(), static_cast<int>(k),
-      vals->typed_data(), idx->typed_data());
+      vals->typed_data(), idx->typed_data(), msp, lsep);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_topk: ") + cudaGetErrorString(e));
   return ffi::Error::Success();
@@ -667,7 +674,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfTopk, TopkImpl,
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::U32>>()
-                                  .Attr<int64_t>("k"),
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("k")
+                                  .Attr<int64_t>("with_lse"),
                               MATVEC_TRAITS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfLayer, LayerImpl,

@@ -11,7 +11,9 @@
 // maxima's and the staged entries' loads are all issued before any is stored (the plain load-store loops compiled to
 // one global round trip per iteration: 5 + 7 of them for Qwen's vocabulary; topk_select took 23 us in the step).
 // Order: larger value first, among equal values the smaller index (lax.top_k's first-seen order); -0.0 equals
-// 0.0; NaNs sort last. cuda_matvec.py calls it through the XLA FFI (matvec.cu); tests run it emulated.
+// 0.0; NaNs sort last. With lse (optional), the row's logsumexp comes along (the sampler's log-probabilities without
+// two more passes over the row): topk_maxima writes each chunk's largest value and its sum of exp(x - that), the
+// select block merges them (NaN and +inf entries make it NaN, an all -inf row gives -inf, as XLA's log_softmax). cuda_matvec.py calls it through the XLA FFI (matvec.cu); tests run it emulated.
 #pragma once
 #include <cstdint>
 #include <cuda_runtime.h>
@@ -33,16 +35,37 @@ __device__ __forceinline__ unsigned key_of(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// ms (or null): [B, n_chunks] (largest value, sum of exp(x - largest)) per chunk, for the row's logsumexp
 __global__ void __launch_bounds__(kMaximaThreads) topk_maxima(const float* __restrict__ x, int v_len, int n_chunks,
-                                                              unsigned* __restrict__ maxima) {
+                                                              unsigned* __restrict__ maxima, float2* __restrict__ ms) {
   const int lane = threadIdx.x & 31, c = blockIdx.x * (kMaximaThreads / 32) + (threadIdx.x >> 5);
   if (c >= n_chunks) return;   // a whole warp
   const float* row = x + static_cast<size_t>(blockIdx.y) * v_len;
   const int j = c * kChunk + lane;
-  unsigned m = j < v_len ? key_of(row[j]) : 0u;
-  if (j + 32 < v_len) m = max(m, key_of(row[j + 32]));
+  const float x0 = j < v_len ? row[j] : -INFINITY, x1 = j + 32 < v_len ? row[j + 32] : -INFINITY;
+  unsigned m = j < v_len ? key_of(x0) : 0u;
+  if (j + 32 < v_len) m = max(m, key_of(x1));
   for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if (lane == 0) maxima[static_cast<size_t>(blockIdx.y) * n_chunks + c] = m;
+  const size_t at = static_cast<size_t>(blockIdx.y) * n_chunks + c;
+  if (lane == 0) maxima[at] = m;
+  if (ms != nullptr) {
+    float mf = fmaxf(x0, x1);   // (fmaxf skips NaN; a NaN entry still makes the sum NaN below)
+    for (int o = 16; o > 0; o >>= 1) mf = fmaxf(mf, __shfl_xor_sync(0xffffffffu, mf, o));
+    float e = mf == -INFINITY ? 0.f : expf(x0 - mf) + expf(x1 - mf);
+    for (int o = 16; o > 0; o >>= 1) e += __shfl_xor_sync(0xffffffffu, e, o);
+    if (lane == 0) ms[at] = make_float2(mf, e);
+  }
+}
+
+// (m, s) <- the logsumexp pieces of (m, s) and (pm, ps): the larger maximum, the sums rescaled to it
+__device__ __forceinline__ void lse_merge(float& m, float& s, float pm, float ps) {
+  if (pm == -INFINITY) return;   // an empty piece (exp(-inf - -inf) would be NaN)
+  if (pm > m) {
+    s = s * expf(m - pm) + ps;
+    m = pm;
+  } else {
+    s += ps * expf(pm - m);
+  }
 }
 
 struct SelectShared {
@@ -56,6 +79,7 @@ struct SelectShared {
   unsigned sel_key[kMaxK];
   unsigned digit, need;        // one radix pass's result
   int n_kept, n_sel, n_gt, n_tie;
+  float lse_m[kSelectThreads / 32], lse_s[kSelectThreads / 32];   // the warps' logsumexp pieces
 };
 
 // The need-th largest (1-based; need <= the number of valid keys) of the keys visit() produces. All threads of
@@ -103,9 +127,11 @@ __device__ unsigned radix_select(SelectShared& s, unsigned need, Visit visit) {
 }
 
 // dynamic shared memory: none (SelectShared is static); one block per row
+// ms, lse: topk_maxima's logsumexp pieces and the rows' logsumexp [B], or both null.
 __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __restrict__ x, int v_len, int n_chunks,
                                                               const unsigned* __restrict__ maxima, int k,
-                                                              float* __restrict__ vals, int* __restrict__ idx) {
+                                                              float* __restrict__ vals, int* __restrict__ idx,
+                                                              const float2* __restrict__ ms, float* __restrict__ lse) {
   __shared__ SelectShared s;
   const int b = blockIdx.x, lane = threadIdx.x & 31, warp0 = threadIdx.x & ~31;
   const float* row = x + static_cast<size_t>(b) * v_len;
@@ -121,6 +147,21 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
     for (int u = 0; u < kPer; ++u) {
       const int c = threadIdx.x + u * kSelectThreads;
       if (c < n_chunks) s.keys[c] = r[u];
+    }
+  }
+  if (ms != nullptr) {   // the thread's chunks' logsumexp pieces merged, then the warp's (thread 0 merges the warps')
+    float m = -INFINITY, sum = 0.f;
+    for (int c = threadIdx.x; c < n_chunks; c += kSelectThreads) {
+      const float2 p = ms[static_cast<size_t>(b) * n_chunks + c];
+      lse_merge(m, sum, p.x, p.y);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float pm = __shfl_xor_sync(0xffffffffu, m, o), ps = __shfl_xor_sync(0xffffffffu, sum, o);
+      lse_merge(m, sum, pm, ps);
+    }
+    if (lane == 0) {
+      s.lse_m[threadIdx.x / 32] = m;
+      s.lse_s[threadIdx.x / 32] = sum;
     }
   }
   if (threadIdx.x == 0) s.n_kept = s.n_sel = s.n_gt = s.n_tie = 0;
@@ -185,6 +226,11 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
     }
   });
   __syncthreads();
+  if (lse != nullptr && threadIdx.x == 0) {   // (the warps' pieces were stored before several barriers)
+    float m = -INFINITY, sum = 0.f;
+    for (int w = 0; w < kSelectThreads / 32; ++w) lse_merge(m, sum, s.lse_m[w], s.lse_s[w]);
+    lse[b] = m == -INFINITY ? -INFINITY : m + logf(sum);
+  }
   if (threadIdx.x < k) {   // each chosen entry's place: the chosen entries that come before it
     const unsigned key = s.sel_key[threadIdx.x];
     const int j = s.sel_idx[threadIdx.x];

@@ -11,11 +11,13 @@ from kernels_harness.emulation import EmulatedLibrary, build_shared_library
 ENTRY = r'''
 using namespace cudaperf_topk;
 
-extern "C" int topk(const float* x, int b, int v, int k, unsigned* maxima, float* vals, int* idx) {
+// ms, lse: null, or the rows' logsumexp pieces [b, 2 n_chunks] and logsumexp [b]
+extern "C" int topk(const float* x, int b, int v, int k, unsigned* maxima, float* vals, int* idx, float* ms,
+                    float* lse) {
   const int n_chunks = (v + kChunk - 1) / kChunk, warps = kMaximaThreads / 32;
-  topk_maxima<<<dim3((n_chunks + warps - 1) / warps, b), kMaximaThreads>>>(x, v, n_chunks, maxima);
+  topk_maxima<<<dim3((n_chunks + warps - 1) / warps, b), kMaximaThreads>>>(x, v, n_chunks, maxima, (float2*)ms);
   cudaDeviceSynchronize();
-  topk_select<<<b, kSelectThreads>>>(x, v, n_chunks, maxima, k, vals, idx);
+  topk_select<<<b, kSelectThreads>>>(x, v, n_chunks, maxima, k, vals, idx, (const float2*)ms, lse);
   cudaDeviceSynchronize();
   return (int)cudaGetLastError();
 }
@@ -29,16 +31,21 @@ def topk(tmp_path_factory):
     assert res.ok, res.log[:2000]
     lib = EmulatedLibrary(res.path)
     fn = lib.entry("topk")
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 3
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 5
 
-    def run(x, k):
+    def run(x, k, with_lse=False):
         x = np.ascontiguousarray(x, np.float32)
         b, v = x.shape
-        maxima = np.zeros((b, -(-v // cm.TOPK_CHUNK)), np.uint32)
+        n_chunks = -(-v // cm.TOPK_CHUNK)
+        maxima = np.zeros((b, n_chunks), np.uint32)
         vals, idx = np.zeros((b, k), np.float32), np.zeros((b, k), np.int32)
-        ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
-        assert fn(ptr(x), b, v, k, ptr(maxima), ptr(vals), ptr(idx)) == 0, lib.last_error()
-        return vals, idx
+        ms, lse = np.zeros((b, 2 * n_chunks), np.float32), np.full(b, 7.0, np.float32)
+
+        def ptr(a):
+            return a.ctypes.data_as(ctypes.c_void_p)
+        extra = (ptr(ms), ptr(lse)) if with_lse else (None, None)
+        assert fn(ptr(x), b, v, k, ptr(maxima), ptr(vals), ptr(idx), *extra) == 0, lib.last_error()
+        return (vals, idx, lse) if with_lse else (vals, idx)
     return run
 
 
@@ -89,3 +96,35 @@ def test_nans_last_and_signed_zeros_equal(topk):
     vals, idx = topk(x, 3)
     assert vals[0, 0] == 1.0 and np.isnan(vals[0, 1:]).all()
     np.testing.assert_array_equal(idx[0], [123, 0, 1])
+
+
+def _logsumexp(x):
+    m = np.max(x, axis=-1, keepdims=True)
+    return (m[:, 0] + np.log(np.sum(np.exp(x.astype(np.float64) - m), axis=-1))).astype(np.float32)
+
+
+@pytest.mark.parametrize("b,v,k", [(1, 151936, 50), (3, 9000, 7), (2, 300, 64)])
+def test_the_rows_logsumexp_comes_with_the_top_k(topk, b, v, k):
+    """with_lse: each row's logsumexp from the chunks' (maximum, sum of exp) pieces merged in the select block; the
+    top-k itself unchanged."""
+    x = (4 * np.random.default_rng(v).standard_normal((b, v))).astype(np.float32)
+    vals, idx, lse = topk(x, k, with_lse=True)
+    np.testing.assert_allclose(lse, _logsumexp(x), rtol=2e-6)
+    want_v, want_i = _want(x, k)
+    np.testing.assert_array_equal(vals, want_v)
+    np.testing.assert_array_equal(idx, want_i)
+
+
+def test_logsumexp_of_masked_infinite_and_nan_rows(topk):
+    """-inf entries (masked vocabulary) count for nothing, an all -inf row gives -inf, +inf or NaN gives NaN - as
+    jax.nn.logsumexp does."""
+    x = np.full((4, 5000), -np.inf, np.float32)
+    x[0, [3, 4000]] = [1.0, 2.0]        # two finite entries in different chunks
+    x[2, :] = 0.0
+    x[2, 77] = np.inf
+    x[3, :] = 0.0
+    x[3, 4321] = np.nan
+    _, _, lse = topk(x, 2, with_lse=True)
+    np.testing.assert_allclose(lse[0], np.log(np.exp(1.0) + np.exp(2.0)), rtol=1e-6)
+    assert lse[1] == -np.inf
+    assert np.isnan(lse[2]) and np.isnan(lse[3])
