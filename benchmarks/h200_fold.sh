@@ -11,9 +11,9 @@ timeout ${TEST_TIMEOUT:-200} env JAX_PLATFORMS=cuda,cpu python3 -m pytest -q -m 
   tests/cudaperf_jax/models/test_cuda_matvec_gpu.py -k "${TESTS:-folded or logsumexp or top_k or (seven_kernel and step and on) or head_groups}" \
   2>&1 | tail -4
 OUT=$OUT/ab256 timeout 150 python3 benchmarks/decode_ab.py --rounds ${ROUNDS:-5} --new_tokens 256 \
-  --variants "${VARIANTS:-$V}" 2>&1 | tail -5
+  --variants "${VARIANTS:-$V}" 2>&1 | tail -7
 OUT=$OUT/ab64 timeout 100 python3 benchmarks/decode_ab.py --rounds ${ROUNDS:-5} --new_tokens 64 \
-  --variants "${VARIANTS:-$V}" 2>&1 | tail -5
+  --variants "${VARIANTS:-$V}" 2>&1 | tail -7
 CUDAPERF_CUDA_FOLD_FINISH=${FOLD:-on} CUDAPERF_CUDA_TOPK_LSE=${LSE:-on} OUT=$OUT/gen timeout 60 python3 benchmarks/generation.py \
   --models=qwen2.5-1.5b-random --gguf=/nonexistent --batches=1 --no_hf --greedy_check_tokens=0 2>&1 \
   | grep -E "step .* ms|HBM|rror" | tail -2
