@@ -449,7 +449,21 @@ def pdl_flags() -> int:
     overlap). On the H200 (2026-12-03, decode_ab.py in one process, random Qwen2.5-1.5B) `late` against `on`: -14 us a
     step at 256 new tokens, -8 at 64; with 6 attention head groups -43 / -23 us. Returns the kernels' pdl argument."""
     from cudaperf_jax.models.ops import env_choice
-    return PDL_FLAGS[env_choice("CUDAPERF_CUDA_PDL", "late", tuple(PDL_FLAGS))]
+    flags = PDL_FLAGS[env_choice("CUDAPERF_CUDA_PDL", "late", tuple(PDL_FLAGS))]
+    return flags | PDL_EARLY_KV if flags and attend_early() else flags
+
+
+PDL_EARLY_KV = 4   # matvec_kernel.cuh's kPdlEarlyKV
+
+
+def attend_early() -> bool:
+    """CUDAPERF_CUDA_ATTEND_EARLY: `on` - in PDL chains the standalone attention kernel loads the slot index and the
+    first batch of its cache split's key and value rows (through L2) before its wait for the qkv kernel, so that one
+    round trip of loads is left after the wait instead of two; the FFI call's first kernel then launches as an
+    ordinary kernel. `off` (default) - until timed on a GPU (a cp.async form of it, which also cut the kernel's
+    registers, was 0.22 ms a step slower at 256 new tokens on 2026-12-03)."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_ATTEND_EARLY", "off", ("on", "off")) == "on"
 
 
 def layer_blocks_per_sm() -> int:

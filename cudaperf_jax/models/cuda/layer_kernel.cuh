@@ -606,38 +606,36 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   float* okf = sc + g * cap;                                                            // [cap]
   float* stat = okf + cap;                                                              // m, l, own weight
   float* csn = stat + 3 * kMaxGroup;                                                    // cos [DH], sin [DH]
-  // Everything is read after the wait: even the program's inputs (cache_index, kv_mask) may come from the XLA kernel
-  // just before this call, which a PDL chain does not wait for until griddepcontrol.wait.
-  pdl_wait(pdl);
-  // Two round trips of loads: (1) the slot index, cos/sin and the qkv partials, (2) the split's key and value rows
-  // (their addresses need the index), whose first pieces stay in registers while RoPE runs.
-  const int idx = *p.cache_index;
-  static_assert(kMaxHeadDim <= kThreads, "a thread per cos/sin entry");
-  const bool trig = static_cast<int>(threadIdx.x) < DH;
-  const float cs_r = trig ? p.cos[threadIdx.x] : 0.f, sn_r = trig ? p.sin[threadIdx.x] : 0.f;
-  attn_sum_parts<DH, false>(p, j, raw, h0, gl);
-  if (trig) {
-    csn[threadIdx.x] = cs_r;
-    csn[DH + threadIdx.x] = sn_r;
-  }
-  const int span = (idx + p.attn_splits - 1) / p.attn_splits;
-  const int t0 = c * span, nt = max(min(t0 + span, idx) - t0, 0);
+  // Everything is read after the wait (the program's inputs may come from the XLA kernel just before this call, which
+  // a PDL chain need not have waited for) - except with kPdlEarlyKV (CUDAPERF_CUDA_ATTEND_EARLY): the slot index and the
+  // first batch of the split's key and value rows are loaded through L2 before the wait. The index is an input of the
+  // FFI call, whose first kernel then launches as an ordinary kernel (kPdlNoAttr: after everything before it), and the
+  // rows of slots before the index were written by earlier calls; only the new token's row is this call's, and no split
+  // reads it. Otherwise two round trips after the wait: (1) the index, cos/sin and the qkv partials, (2) the rows.
+  const bool early = (pdl & cudaperf_matvec::kPdlEarlyKV) != 0;
+  int idx = 0, t0 = 0, nt = 0, total = 0;
   const size_t head = static_cast<size_t>(j) * p.s_len;
-  const int total = nt * kPieces;   // 16-byte pieces of the split's keys (and as many of its values)
-  const uint4* kg = reinterpret_cast<const uint4*>(p.k_cache + (head + t0) * DH);
-  const uint4* vg = reinterpret_cast<const uint4*>(p.v_cache + (head + t0) * DH);
+  const uint4 *kg = nullptr, *vg = nullptr;
+  auto plan = [&] {   // the split's slots [t0, t0 + nt) and their 16-byte pieces of keys (and as many of values)
+    const int span = (idx + p.attn_splits - 1) / p.attn_splits;
+    t0 = c * span;
+    nt = max(min(t0 + span, idx) - t0, 0);
+    total = nt * kPieces;
+    kg = reinterpret_cast<const uint4*>(p.k_cache + (head + t0) * DH);
+    vg = reinterpret_cast<const uint4*>(p.v_cache + (head + t0) * DH);
+  };
   auto dst = [&](__nv_bfloat16* base, int q) {
     return reinterpret_cast<uint4*>(base + (q / kPieces) * kRow + q % kPieces * 8);
   };
   constexpr int kBatch = 4;   // pieces of keys (and of values) per thread in flight at once
   uint4 kr[kBatch], vr[kBatch];
-  auto load = [&](int q0) {
+  auto load = [&](int q0, bool l2) {
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int q = q0 + u * kThreads;
       if (q < total) {
-        kr[u] = kg[q];
-        vr[u] = vg[q];
+        kr[u] = l2 ? __ldcg(kg + q) : kg[q];
+        vr[u] = l2 ? __ldcg(vg + q) : vg[q];
       }
     }
   };
@@ -651,13 +649,31 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
       }
     }
   };
-  load(threadIdx.x);
+  if (early) {
+    idx = __ldcg(p.cache_index);
+    plan();
+    load(threadIdx.x, true);
+  }
+  pdl_wait(pdl);
+  if (!early) idx = *p.cache_index;
+  static_assert(kMaxHeadDim <= kThreads, "a thread per cos/sin entry");
+  const bool trig = static_cast<int>(threadIdx.x) < DH;
+  const float cs_r = trig ? p.cos[threadIdx.x] : 0.f, sn_r = trig ? p.sin[threadIdx.x] : 0.f;
+  attn_sum_parts<DH, false>(p, j, raw, h0, gl);
+  if (trig) {
+    csn[threadIdx.x] = cs_r;
+    csn[DH + threadIdx.x] = sn_r;
+  }
+  if (!early) {
+    plan();
+    load(threadIdx.x, false);
+  }
   const bool own = c == 0 && p.kv_mask[idx] != 0;   // the token itself: first split only
   for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = p.kv_mask[t0 + t] != 0 ? 1.f : 0.f;
   attn_rope<DH>(p, raw, rot, DH, rs, csn, csn + DH, gl);   // starts and ends with __syncthreads (okf is complete)
   store(threadIdx.x);
   for (int q0 = threadIdx.x + kBatch * kThreads; q0 < total; q0 += kBatch * kThreads) {   // long splits
-    load(q0);
+    load(q0, false);
     store(q0);
   }
   __syncthreads();   // the staged rows

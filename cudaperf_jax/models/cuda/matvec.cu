@@ -74,8 +74,9 @@ cudaError_t launch(cudaStream_t stream, const Prologue& pro, const Epilogue& epi
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != cudaSuccess) return e;
   }
-  Launch l(dim3(n / (8 * TPR), split, 1), dim3(kThreads, 1, 1), smem, stream, pdl != 0);
-  return cudaLaunchKernelEx(&l.cfg, kernel, pro, epi, w, n, ks, y, y_stride, pdl);
+  Launch l(dim3(n / (8 * TPR), split, 1), dim3(kThreads, 1, 1), smem, stream,
+           pdl != 0 && (pdl & cudaperf_matvec::kPdlNoAttr) == 0);
+  return cudaLaunchKernelEx(&l.cfg, kernel, pro, epi, w, n, ks, y, y_stride, pdl & ~cudaperf_matvec::kPdlNoAttr);
 }
 
 template <int TPR, int MODE, bool kL2 = false>
@@ -317,9 +318,15 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // layer before); kFoldFirst - the first layer (its qkv reads x and ss as usual); kFoldLast - the last layer (one finish
 // kernel from x_mid and down's sums gives x_out and ss_out).
 constexpr int kFoldOn = 1, kFoldFirst = 2, kFoldLast = 4;
+// pdl_flags: the kernels' PDL flags; kPdlEarlyKV goes to attend_kernel only, and with it the first kernel of the call
+// (fold_flags kFoldFirst, or a call of one layer: first_of_call) launches with kPdlNoAttr.
 ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams& p, ffi::Span<const int64_t> ints,
-                         int pdl, int fold_flags = 0, const __nv_bfloat16* prev_b_down = nullptr) {
+                         int pdl_flags, int fold_flags = 0, const __nv_bfloat16* prev_b_down = nullptr,
+                         bool first_of_call = true) {
   using namespace cudaperf_layer;
+  const int pdl = pdl_flags & (cudaperf_matvec::kPdlOn | cudaperf_matvec::kPdlLate);   // all kernels but attend
+  const int early = pdl != 0 ? pdl_flags & cudaperf_matvec::kPdlEarlyKV : 0;
+  const int qkv_pdl = pdl | (early && first_of_call ? cudaperf_matvec::kPdlNoAttr : 0);
   using cudaperf_matvec::kResNorm;
   const bool fold = (fold_flags & kFoldOn) != 0, rebuild = fold && (fold_flags & kFoldFirst) == 0;
   if (fold && (p.split[1] < 2 || p.split[3] < 2))
@@ -360,15 +367,15 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   bands(p.pf_from ? qkv_pro : o_pro, 1, p.w_gu, p.d, 2 * p.f, p.split[2], p.pf_gu);
   bands(o_pro, 0, p.w_down, p.f, p.d, p.split[3], p.pf_down);
   cudaError_t e = rebuild ? launch_cols<kResNorm>(p.cols[0], static_cast<int>(ints[19]), stream, qkv_pro, p.w_qkv, p.d,
-                                                  n_qkv, p.split[0], p.qkv_parts, pdl)
+                                                  n_qkv, p.split[0], p.qkv_parts, qkv_pdl)
                           : launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, qkv_pro, p.w_qkv, p.d,
-                                               n_qkv, p.split[0], p.qkv_parts, pdl);
+                                               n_qkv, p.split[0], p.qkv_parts, qkv_pdl);
   if (e == cudaSuccess && att_smem > 48 * 1024)
     e = cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(att_smem));
   if (e == cudaSuccess) {
     Launch l(dim3(static_cast<unsigned>(p.hkv * p.attn_splits * p.attn_hsplit), 1, 1), dim3(kThreads, 1, 1), att_smem,
              stream, pdl != 0);
-    e = cudaLaunchKernelEx(&l.cfg, attend, p, pdl);
+    e = cudaLaunchKernelEx(&l.cfg, attend, p, pdl | early);
   }
   if (e == cudaSuccess)
     e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, o_pro, p.w_o, p.h * p.dh, p.d, p.split[1],
@@ -597,7 +604,7 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
       p.ss = ss_out->typed_data();
     }
     const int fold_flags = fold ? kFoldOn | (l == 0 ? kFoldFirst : 0) | (l == n_layers - 1 ? kFoldLast : 0) : 0;
-    err = layer_kernels(stream, p, layer_ints, static_cast<int>(ints[16]), fold_flags, prev_b_down);
+    err = layer_kernels(stream, p, layer_ints, static_cast<int>(ints[16]), fold_flags, prev_b_down, l == 0);
     if (err.failure()) return err;
     prev_b_down = p.b_down;
   }

@@ -28,9 +28,13 @@ constexpr int kThreads = 256;
 // The kernels' `pdl` argument: 0 an ordinary launch; otherwise kPdlOn, plus kPdlLate to let the next kernel launch
 // only once this one's wait has returned (instead of at its start: then every kernel of a chain can become resident
 // early, its blocks holding SM slots while they wait).
-constexpr int kPdlOn = 1, kPdlLate = 2;
+// kPdlEarlyKV (attend_kernel only): the slot index and the first key and value rows loaded before the wait
+// (CUDAPERF_CUDA_ATTEND_EARLY). kPdlNoAttr (host side, matvec.cu): an ordinary launch - after everything before it
+// on the stream - of a kernel that still lets the next one launch early (an FFI call's first kernel, so that no kernel
+// of the call starts before the call's inputs are complete).
+constexpr int kPdlOn = 1, kPdlLate = 2, kPdlEarlyKV = 4, kPdlNoAttr = 8;
 __device__ __forceinline__ void pdl_start(int pdl) {
-  if (pdl == kPdlOn) MATVEC_RELEASE_DEPENDENTS();
+  if ((pdl & (kPdlOn | kPdlLate)) == kPdlOn) MATVEC_RELEASE_DEPENDENTS();
 }
 __device__ __forceinline__ void pdl_wait(int pdl) {
   if (pdl) MATVEC_WAIT_FOR_PRODUCER();

@@ -63,7 +63,10 @@ int mv_cols(int cols, const Prologue& pro, const __nv_bfloat16* w, int k, int n,
 }
 
 // The seven standalone kernels of the handler's `kernels` launch (matvec.cu layer_kernels), in its order.
-extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int head_groups) {
+// arg: the attention's head groups, plus 256 for attend_kernel's kPdlEarlyKV (its first key and value loads issued
+// before the wait, which the emulation runs as nothing).
+extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int arg) {
+  const int head_groups = arg % 256, attend_pdl = arg / 256 ? cudaperf_matvec::kPdlEarlyKV : 0;
   LayerParams p = {};
   fill(p, b, n, fl);
   p.attn_hsplit = head_groups;
@@ -73,7 +76,7 @@ extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int he
   const size_t att_smem = attend_smem_bytes(g, p.dh, p.span_max);
   if (p.dh != 128 || g / head_groups > 4) return 98;   // the cases below: head dim 128, <= 4 heads per block
   cudaFuncSetAttribute(attend_kernel<128, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)att_smem);
-  attend_kernel<128, 4><<<p.hkv * p.attn_splits * head_groups, kThreads, att_smem>>>(p, 0);
+  attend_kernel<128, 4><<<p.hkv * p.attn_splits * head_groups, kThreads, att_smem>>>(p, attend_pdl);
   cudaDeviceSynchronize();
   if ((e = (int)cudaGetLastError())) return e;
   if ((e = mv_cols<cudaperf_matvec::kAttn>(p.cols[1], attn_prologue(p), p.w_o, p.h * p.dh, p.d, p.split[1], p.o_parts))) return e;
@@ -259,8 +262,12 @@ CASES = {   # d, heads, kv heads, head dim, F, cache slots, bias, q/k norm, atte
 @pytest.mark.parametrize("case,idx,pad", [("qwen2", 21, 0), ("qwen2", 39, 5), ("qwen3", 0, 0), ("qwen3", 17, 3),
                                           ("qwen3_kernels", 17, 3), ("qwen3_kernels", 0, 0), ("qwen2_kernels", 39, 5),
                                           ("long_kernels", 290, 7), ("groups_kernels", 39, 5),
-                                          ("groups_kernels", 0, 0)])
+                                          ("groups_kernels", 0, 0), ("qwen2_kernels_early", 39, 5),
+                                          ("long_kernels_early", 290, 7), ("groups_kernels_early", 21, 4)])
 def test_layer_matches_numpy(lib, case, idx, pad):
+    """*_early: the attention's slot index and first key and value loads before PDL's wait (kPdlEarlyKV)."""
+    early = case.endswith("_early")
+    case = case.removesuffix("_early")
     lib_, fns = lib
     fn = fns["run_layer_kernels" if case.endswith("_kernels") else "run_layer"]
     d, heads = CASES[case][:2]
@@ -271,7 +278,7 @@ def test_layer_matches_numpy(lib, case, idx, pad):
     want_mid, want_k, want_v = attention_half(w, x.astype(np.float32), kc, vc, mask, idx, cos, sin, heads, 1e-6)
     k_out, v_out = kc.copy(), vc.copy()
     bufs = _buffers(case, w, x, ss, mask, idx, cos, sin, k_out, v_out)
-    rc = _run(fn, [bufs], case, blocks)
+    rc = _run(fn, [bufs], case, blocks + 256 * early)
     assert rc == 0, lib_.last_error()
     got_mid, got_x = bufs[24].astype(np.float32), bufs[28].astype(np.float32)
     assert np.isfinite(got_x).all()

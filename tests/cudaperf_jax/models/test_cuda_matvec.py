@@ -229,6 +229,15 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert not cm.layer_kernels_supported(1536, 12, 2, 96, 8960, 384, 128)       # head dim not a power of two
     assert not cm.layer_kernels_supported(1536, 12, 5, 128, 8960, 384, 128)      # heads not a multiple of KV heads
     assert cm.pdl_flags() == 3                                                    # late
+    monkeypatch.setenv("CUDAPERF_CUDA_ATTEND_EARLY", "on")
+    assert cm.pdl_flags() == 3 | cm.PDL_EARLY_KV
+    monkeypatch.setenv("CUDAPERF_CUDA_PDL", "off")
+    assert cm.pdl_flags() == 0                                                    # early loads only in PDL chains
+    monkeypatch.setenv("CUDAPERF_CUDA_ATTEND_EARLY", "sometimes")
+    with pytest.raises(ValueError, match="ATTEND_EARLY"):
+        cm.attend_early()
+    monkeypatch.delenv("CUDAPERF_CUDA_ATTEND_EARLY")
+    monkeypatch.delenv("CUDAPERF_CUDA_PDL")
     assert [cm.attend_head_groups(g) for g in (1, 2, 3, 4, 6, 8, 12)] == [1, 1, 1, 4, 6, 8, 12]   # auto
     monkeypatch.setenv("CUDAPERF_CUDA_ATTEND_HEAD_GROUPS", "3")
     assert cm.attend_head_groups(6) == 3

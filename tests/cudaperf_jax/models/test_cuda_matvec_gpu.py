@@ -323,6 +323,18 @@ def test_the_step_launch_with_attention_head_groups_agrees_with_the_fused_step(m
     np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
 
 
+@pytest.mark.parametrize("mode", ["kernels", "step"])
+@pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
+def test_early_attention_loads_leave_the_logits_bit_equal(monkeypatch, name, mode):
+    """CUDAPERF_CUDA_ATTEND_EARLY=on: the attention loads the slot index and its first key and value rows before PDL's
+    wait (the call's first kernel launched without the PDL attribute); the same values as loaded after it."""
+    run, _ = _layer_launch_case(monkeypatch, name)
+    monkeypatch.setenv("CUDAPERF_CUDA_ATTEND_EARLY", "off")
+    want = run(mode)
+    monkeypatch.setenv("CUDAPERF_CUDA_ATTEND_EARLY", "on")
+    np.testing.assert_array_equal(run(mode), want)
+
+
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
 def test_the_step_launch_with_folded_finishes_agrees_with_the_fused_step(monkeypatch, name):
     """CUDAPERF_CUDA_FOLD_FINISH=on: five kernels a layer (o and down add fixed-point sums that the next norm prologue
