@@ -315,11 +315,11 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // calls become separate child graphs, between which PDL does nothing.) Needs chunk == kFinishChunk.
 // fold (the step launch, CUDAPERF_CUDA_FOLD_FINISH): kFoldOn - no finish kernels: o and down add fixed-point sums, the
 // next norm prologues rebuild the residual (layer_kernel.cuh's resnorm_prologue; prev_b_down: the down bias of the
-// layer before); kFoldFirst - the first layer (its qkv reads x and ss as usual); kFoldLast - the last layer (one finish
-// kernel from x_mid and down's sums gives x_out and ss_out).
-constexpr int kFoldOn = 1, kFoldFirst = 2, kFoldLast = 4;
-// pdl_flags: the kernels' PDL flags; kPdlEarlyKV goes to attend_kernel only, and with it the first kernel of the call
-// (fold_flags kFoldFirst, or a call of one layer: first_of_call) launches with kPdlNoAttr.
+// layer before), except the qkv of the call's first layer (first_of_call), which reads x and ss as usual; kFoldLast -
+// the last layer (one finish kernel from x_mid and down's sums gives x_out and ss_out).
+constexpr int kFoldOn = 1, kFoldLast = 2;
+// pdl_flags: the kernels' PDL flags; kPdlEarlyKV goes to attend_kernel only, and with it the call's first kernel
+// (first_of_call) launches with kPdlNoAttr.
 ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams& p, ffi::Span<const int64_t> ints,
                          int pdl_flags, int fold_flags = 0, const __nv_bfloat16* prev_b_down = nullptr,
                          bool first_of_call = true) {
@@ -328,7 +328,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   const int early = pdl != 0 ? pdl_flags & cudaperf_matvec::kPdlEarlyKV : 0;
   const int qkv_pdl = pdl | (early && first_of_call ? cudaperf_matvec::kPdlNoAttr : 0);
   using cudaperf_matvec::kResNorm;
-  const bool fold = (fold_flags & kFoldOn) != 0, rebuild = fold && (fold_flags & kFoldFirst) == 0;
+  const bool fold = (fold_flags & kFoldOn) != 0, rebuild = fold && !first_of_call;
   if (fold && (p.split[1] < 2 || p.split[3] < 2))
     return ffi::Error::InvalidArgument("cudaperf_layer: folding the finish kernels needs o and down split-K >= 2");
   constexpr int kChunk = cudaperf_matvec::kFinishChunk;
@@ -381,12 +381,10 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, o_pro, p.w_o, p.h * p.dh, p.d, p.split[1],
                            p.o_parts, pdl, o_epi);
   auto fin = [&](const __nv_bfloat16* x, const float* parts, int n_parts, const __nv_bfloat16* bias, __nv_bfloat16* xo,
-                 float* ss) {
+                 float* ss) {   // with fold, parts are the fixed-point sums
     Launch l(dim3(static_cast<unsigned>(p.d / kChunk), 1, 1), dim3(kChunk, 1, 1), 0, stream, pdl != 0);
-    return fold ? cudaLaunchKernelEx(&l.cfg, cudaperf_matvec::finish_kernel<false, true>, x, parts, 1, p.d, bias, xo, ss,
-                                     pdl)
-                : cudaLaunchKernelEx(&l.cfg, cudaperf_matvec::finish_kernel<false>, x, parts, n_parts, p.d, bias, xo, ss,
-                                     pdl);
+    auto kernel = fold ? cudaperf_matvec::finish_kernel<false, true> : cudaperf_matvec::finish_kernel<false>;
+    return cudaLaunchKernelEx(&l.cfg, kernel, x, parts, n_parts, p.d, bias, xo, ss, pdl);
   };
   if (e == cudaSuccess && !fold) e = fin(p.x, p.o_parts, p.split[1], p.b_o, p.x_mid, p.ss_mid);
   if (e == cudaSuccess)
@@ -603,7 +601,7 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
       p.x = reinterpret_cast<const __nv_bfloat16*>(x_out->typed_data());
       p.ss = ss_out->typed_data();
     }
-    const int fold_flags = fold ? kFoldOn | (l == 0 ? kFoldFirst : 0) | (l == n_layers - 1 ? kFoldLast : 0) : 0;
+    const int fold_flags = fold ? kFoldOn | (l == n_layers - 1 ? kFoldLast : 0) : 0;
     err = layer_kernels(stream, p, layer_ints, static_cast<int>(ints[16]), fold_flags, prev_b_down, l == 0);
     if (err.failure()) return err;
     prev_b_down = p.b_down;

@@ -149,24 +149,9 @@ __device__ unsigned int g_tile_arrivals[kMaxTiles];
 
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
 
-// Thread 0 writes the block's sum of v to *out: warp shuffles, then the warps' sums in order (every caller's rounding).
-// warp_buf: kWarps floats of shared memory; all threads of the block must call it.
-template <int kWarps>
-__device__ __forceinline__ void block_sum_to(float v, float* warp_buf, float* out) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
-  if (threadIdx.x % 32 == 0) warp_buf[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float t = 0.f;
-    for (int w = 0; w < kWarps; ++w) t += warp_buf[w];
-    *out = t;
-  }
-}
-
-// The block's sum of v for every thread: warp shuffles, then the warps' sums in order (the same value in every block
-// that sums the same data). warp_buf: kWarps floats of shared memory, free again once every thread has passed the next
-// __syncthreads; all threads must call it.
+// The block's sum of v for every thread: warp shuffles, then the warps' sums in order (every caller's rounding; the
+// same value in every block that sums the same data). warp_buf: kWarps floats of shared memory, free again once every
+// thread has passed the next __syncthreads; all threads of the block must call it.
 template <int kWarps>
 __device__ __forceinline__ float block_sum_all(float v, float* warp_buf) {
 #pragma unroll
@@ -177,6 +162,13 @@ __device__ __forceinline__ float block_sum_all(float v, float* warp_buf) {
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) t += warp_buf[w];
   return t;
+}
+
+// block_sum_all, written to *out by thread 0.
+template <int kWarps>
+__device__ __forceinline__ void block_sum_to(float v, float* warp_buf, float* out) {
+  const float t = block_sum_all<kWarps>(v, warp_buf);
+  if (threadIdx.x == 0) *out = t;
 }
 
 // Activation loads: L2 (__ldcg) in the persistent layer kernel, whose blocks read what other blocks of the same launch
