@@ -281,9 +281,10 @@ def top_k(x: jax.Array, k: int, *, with_lse: bool = False):
 def topk_lse_enabled() -> bool:
     """CUDAPERF_CUDA_TOPK_LSE: `on` - where the sampler takes the CUDA top-k, the chosen tokens' log-probabilities
     come from the logsumexp the top-k kernels compute on their way (no log_softmax over the vocabulary) and the top-k
-    runs on the raw logits (the temperature divides only the k values); `off` (default) - until timed on a GPU."""
+    runs on the raw logits (the temperature divides only the k values); default `on` (H200, 2026-12-03: -2.5 us a
+    step, benchmarks/results/decode_ab_h200_2026-12-03_fold256.json); `off` - XLA's log_softmax."""
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_TOPK_LSE", "off", ("on", "off")) == "on"
+    return env_choice("CUDAPERF_CUDA_TOPK_LSE", "on", ("on", "off")) == "on"
 
 
 def topk_enabled() -> bool:
@@ -460,8 +461,8 @@ def attend_early() -> bool:
     """CUDAPERF_CUDA_ATTEND_EARLY: `on` - in PDL chains the standalone attention kernel loads the slot index and the
     first batch of its cache split's key and value rows (through L2) before its wait for the qkv kernel, so that one
     round trip of loads is left after the wait instead of two; the FFI call's first kernel then launches as an
-    ordinary kernel. `off` (default) - until timed on a GPU (a cp.async form of it, which also cut the kernel's
-    registers, was 0.22 ms a step slower at 256 new tokens on 2026-12-03)."""
+    ordinary kernel. `off` (default): on the H200 (2026-12-03, decode_ab.py) it was even (+4.5 us a step at 256 new
+    tokens, -4.4 at 64; a cp.async form of it, which also cut the kernel's registers, was 0.22 ms slower)."""
     from cudaperf_jax.models.ops import env_choice
     return env_choice("CUDAPERF_CUDA_ATTEND_EARLY", "off", ("on", "off")) == "on"
 
@@ -752,10 +753,11 @@ def fold_finish(o_split: int, down_split: int) -> bool:
     """CUDAPERF_CUDA_FOLD_FINISH: `on` - the step launch runs five kernels a layer instead of seven: o and down add
     their split-K column sums to 64-bit fixed-point accumulators (deterministic in any order; matvec_kernel.cuh's
     to_fixed) and the next norm prologue rebuilds the residual stream from them in every block (no finish kernels; one
-    finish after the last layer). Needs o and down split-K >= 2 (their scratch holds the accumulators); `off`
-    (default) - the finish kernels, until this is timed on a GPU."""
+    finish after the last layer). Needs o and down split-K >= 2 (their scratch holds the accumulators). Default `on`
+    (H200, 2026-12-03, decode_ab.py in one process: -27 us a step at 256 new tokens, -50 at 64;
+    benchmarks/results/decode_ab_h200_2026-12-03_fold{256,64}.json); `off` - the two finish kernels a layer."""
     from cudaperf_jax.models.ops import env_choice
-    on = env_choice("CUDAPERF_CUDA_FOLD_FINISH", "off", ("on", "off")) == "on"
+    on = env_choice("CUDAPERF_CUDA_FOLD_FINISH", "on", ("on", "off")) == "on"
     return on and o_split >= 2 and down_split >= 2
 
 

@@ -250,9 +250,9 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert cm.pdl_flags() == 1
     monkeypatch.setenv("CUDAPERF_CUDA_PDL", "off")
     assert cm.pdl_flags() == 0
-    assert not cm.fold_finish(16, 40)                                              # off by default
-    monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "on")
-    assert cm.fold_finish(16, 40) and not cm.fold_finish(1, 40)                    # needs split o and down
+    assert cm.fold_finish(16, 40) and not cm.fold_finish(1, 40)                    # on by default; needs split o, down
+    monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "off")
+    assert not cm.fold_finish(16, 40)
     monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "yes")
     with pytest.raises(ValueError, match="FOLD_FINISH"):
         cm.fold_finish(16, 40)
