@@ -731,6 +731,7 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
                                 first["w_down"].shape[0], heads, chunk, None, attn_splits, True, optional, pdl, False,
                                 None)
     bf, f32 = jnp.bfloat16, jnp.float32
+    fold = fold_finish(ints[3], ints[5])
     args = [x.astype(bf), ss.astype(f32), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
             jnp.asarray(cache_index, jnp.int32).reshape(1)]
     aliases, cache_shapes = {}, []
@@ -743,7 +744,7 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
             else:
                 args.append(_opt(l[key]))
     out = jax.ffi.ffi_call(TARGETS["step"][0], scratch + cache_shapes, input_output_aliases=aliases)(
-        *args, ints=np.asarray(ints + [len(layers), int(fold_finish(ints[3], ints[5]))], np.int64),
+        *args, ints=np.asarray(ints + [len(layers), int(fold), int(fold and one_kernel_mlp())], np.int64),
         floats=_layer_floats(eps_attn, eps_mlp, eps_qk, first["k_cache"].shape[3]))
     caches = out[len(scratch):]
     return out[0], out[1], list(caches[0::2]), list(caches[1::2])
@@ -759,6 +760,15 @@ def fold_finish(o_split: int, down_split: int) -> bool:
     from cudaperf_jax.models.ops import env_choice
     on = env_choice("CUDAPERF_CUDA_FOLD_FINISH", "on", ("on", "off")) == "on"
     return on and o_split >= 2 and down_split >= 2
+
+
+def one_kernel_mlp() -> bool:
+    """CUDAPERF_CUDA_MLP: `on` - with the folded finishes (fold_finish), each layer's gate_up and down run as ONE kernel
+    (matvec_kernel.cuh's mlp_kernel): every block (one of 1024 threads per SM) owns a range of intermediate features,
+    streams their gate and up columns, applies SwiGLU and adds its share of down's product to the fixed-point sums -
+    no dependency wait, launch or ramp between the two matrices. `off` (default) - two kernels."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_MLP", "off", ("on", "off")) == "on"
 
 
 def head_dim_scale(dh: int) -> float:

@@ -317,7 +317,45 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // next norm prologues rebuild the residual (layer_kernel.cuh's resnorm_prologue; prev_b_down: the down bias of the
 // layer before), except the qkv of the call's first layer (first_of_call), which reads x and ss as usual; kFoldLast -
 // the last layer (one finish kernel from x_mid and down's sums gives x_out and ss_out).
-constexpr int kFoldOn = 1, kFoldLast = 2;
+// kFoldMlp (with kFoldOn; CUDAPERF_CUDA_MLP): gate_up and down as one mlp_kernel (matvec_kernel.cuh), a block per SM;
+// o clears down's sums then.
+constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4;
+
+// The device's SM count (cached per device).
+cudaError_t sm_count(int* n) {
+  static std::mutex mu;
+  static std::map<int, int> known;
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(dev);
+  if (it == known.end()) {
+    int sms = 0;
+    e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return e;
+    it = known.emplace(dev, sms).first;
+  }
+  *n = it->second;
+  return cudaSuccess;
+}
+
+// The layer's MLP as one mlp_kernel launch: blocks (<= F / 8) of kMlpThreads threads, adding down's column sums to
+// the fixed-point accumulator in down_parts.
+cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p, int blocks, int pdl) {
+  using cudaperf_matvec::kMlpThreads;
+  Prologue pro = cudaperf_layer::resnorm_prologue(p, true, nullptr);
+  pro.zero = nullptr;   // the kernel adds to those sums itself (o cleared them)
+  pro.n_zero = 0;
+  const size_t smem = cudaperf_matvec::mlp_smem_floats<kMlpThreads>(p.d, p.f, blocks) * sizeof(float);
+  auto kernel = cudaperf_matvec::mlp_kernel<kMlpThreads>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  Launch l(dim3(static_cast<unsigned>(blocks), 1, 1), dim3(kMlpThreads, 1, 1), smem, stream, pdl != 0);
+  return cudaLaunchKernelEx(&l.cfg, kernel, pro, p.w_gu, p.b_gu, p.w_down, p.d, p.f,
+                            cudaperf_layer::fold_sums(p.down_parts), pdl);
+}
+
 // pdl_flags: the kernels' PDL flags; kPdlEarlyKV goes to attend_kernel only, and with it the call's first kernel
 // (first_of_call) launches with kPdlNoAttr.
 ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams& p, ffi::Span<const int64_t> ints,
@@ -331,6 +369,19 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   const bool fold = (fold_flags & kFoldOn) != 0, rebuild = fold && !first_of_call;
   if (fold && (p.split[1] < 2 || p.split[3] < 2))
     return ffi::Error::InvalidArgument("cudaperf_layer: folding the finish kernels needs o and down split-K >= 2");
+  const bool mlp = fold && (fold_flags & kFoldMlp) != 0;
+  int mlp_blocks = 0;
+  if (mlp) {
+    using cudaperf_matvec::kMlpThreads;
+    cudaError_t e = sm_count(&mlp_blocks);
+    if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
+    if (mlp_blocks > p.f / 8) mlp_blocks = p.f / 8;
+    if (p.d % 8 || p.f % 8 || p.d / 8 > kMlpThreads || cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) > kMlpThreads
+        || cudaperf_matvec::mlp_smem_floats<kMlpThreads>(p.d, p.f, mlp_blocks) * 4 > 227 * 1024)
+      return ffi::Error::InvalidArgument(
+          "cudaperf_layer: the one-kernel MLP needs D a multiple of 8 up to 8192 and F a multiple of 8 up to 1024 x the "
+          "SM count (set CUDAPERF_CUDA_MLP=off)");
+  }
   constexpr int kChunk = cudaperf_matvec::kFinishChunk;
   if (p.chunk != kChunk || p.d % kChunk)
     return ffi::Error::InvalidArgument("cudaperf_layer: the kernels launch needs chunk == 128 dividing D");
@@ -354,6 +405,10 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     o_epi.mode = down_epi.mode = cudaperf_matvec::kEpiFixed;
     o_epi.fixed = fold_sums(p.o_parts);
     down_epi.fixed = fold_sums(p.down_parts);
+  }
+  if (mlp) {   // the one-kernel MLP adds to down's sums from its start: o clears them (qkv has read them by then)
+    o_pro.zero = fold_sums(p.down_parts);
+    o_pro.n_zero = p.d;
   }
   auto bands = [](Prologue& pro, int r, const __nv_bfloat16* w, int k, int n, int split, int pct) {
     if (pct <= 0) return;
@@ -387,12 +442,13 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     return cudaLaunchKernelEx(&l.cfg, kernel, x, parts, n_parts, p.d, bias, xo, ss, pdl);
   };
   if (e == cudaSuccess && !fold) e = fin(p.x, p.o_parts, p.split[1], p.b_o, p.x_mid, p.ss_mid);
-  if (e == cudaSuccess)
+  if (e == cudaSuccess && mlp) e = launch_mlp(stream, p, mlp_blocks, pdl);
+  if (e == cudaSuccess && !mlp)
     e = fold ? launch_cols<kResNorm>(p.cols[2], static_cast<int>(ints[21]), stream, resnorm_prologue(p, true, nullptr),
                                      p.w_gu, p.d, 2 * p.f, p.split[2], p.gu_parts, pdl)
              : launch_cols<kNorm>(p.cols[2], static_cast<int>(ints[21]), stream, norm_prologue(p, true), p.w_gu, p.d,
                                   2 * p.f, p.split[2], p.gu_parts, pdl);
-  if (e == cudaSuccess)
+  if (e == cudaSuccess && !mlp)
     e = launch_cols<kSwiglu>(p.cols[3], static_cast<int>(ints[22]), stream, swiglu_prologue(p), p.w_down, p.f, p.d,
                              p.split[3], p.down_parts, pdl, down_epi);
   if (e == cudaSuccess && (!fold || (fold_flags & kFoldLast) != 0))
@@ -566,17 +622,18 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
 // bf16 buffers (attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, k_cache, v_cache, w_o, b_o, w_gu, b_gu, w_down,
 // b_down). Results: x_out, ss_out and the layer handler's scratch (shared by the layers: each kernel writes them only
 // after PDL's wait, when every kernel before it has finished), then per layer the k and v caches (aliased). ints: the
-// layer handler's 28, then the layer count, then fold (0, or 1: the finish kernels folded into their consumers).
+// layer handler's 28, then the layer count, then fold (0, or 1: the finish kernels folded into their consumers), then
+// mlp (1: each layer's gate_up and down as one kernel, with fold only; 0: two kernels).
 ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::F32> cos,
                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
                     ffi::RemainingArgs layers, ffi::Result<ffi::Buffer<ffi::BF16>> x_out,
                     ffi::Result<ffi::Buffer<ffi::F32>> ss_out, LAYER_SCRATCH_PARAMS, ffi::RemainingRets caches,
                     ffi::Span<const int64_t> ints, ffi::Span<const float> floats) {
   constexpr int kPerLayer = 14;
-  if (ints.size() != kLayerInts + 2 || ints[kLayerInts] < 1)
-    return ffi::Error::InvalidArgument("cudaperf_step: needs 30 int attributes");
+  if (ints.size() != kLayerInts + 3 || ints[kLayerInts] < 1)
+    return ffi::Error::InvalidArgument("cudaperf_step: needs 31 int attributes");
   const int64_t n_layers = ints[kLayerInts];
-  const bool fold = ints[kLayerInts + 1] != 0;
+  const bool fold = ints[kLayerInts + 1] != 0, mlp = fold && ints[kLayerInts + 2] != 0;
   const __nv_bfloat16* prev_b_down = nullptr;
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");
@@ -601,7 +658,7 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
       p.x = reinterpret_cast<const __nv_bfloat16*>(x_out->typed_data());
       p.ss = ss_out->typed_data();
     }
-    const int fold_flags = fold ? kFoldOn | (l == n_layers - 1 ? kFoldLast : 0) : 0;
+    const int fold_flags = fold ? kFoldOn | (l == n_layers - 1 ? kFoldLast : 0) | (mlp ? kFoldMlp : 0) : 0;
     err = layer_kernels(stream, p, layer_ints, static_cast<int>(ints[16]), fold_flags, prev_b_down, l == 0);
     if (err.failure()) return err;
     prev_b_down = p.b_down;

@@ -210,6 +210,20 @@ __device__ __forceinline__ float sum_strided(float acc, const float* p, int n, s
   return acc;
 }
 
+// silu(gate) * up of feature k in bf16 roundings, as decode_fused's swiglu prologue: g and u are the float sums of
+// the gate and up columns; bias [2f] (gate's, then up's) or null.
+__device__ __forceinline__ float swiglu_bf16(float g, float u, const __nv_bfloat16* bias, int f, int k) {
+  g = round_bf16(g);
+  u = round_bf16(u);
+  if (bias != nullptr) {
+    g = round_bf16(g + __bfloat162float(bias[k]));
+    u = round_bf16(u + __bfloat162float(bias[f + k]));
+  }
+  const float sig = round_bf16(1.f / (1.f + expf(-g)));   // jax.nn.silu in bf16: g * sigmoid(g)
+  const float act = round_bf16(g * sig);
+  return round_bf16(act * u);
+}
+
 template <int MODE, bool kL2 = false>
 __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) {
   if (MODE == kNorm) {
@@ -279,17 +293,79 @@ __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) 
     return round_bf16(num / fmaxf(den, 1e-30f));
   }
   const int f = p.x_stride / 2;
-  float g = sum_strided<kL2>(0.f, p.xp + k, p.n_parts, p.x_stride);
-  float u = sum_strided<kL2>(0.f, p.xp + f + k, p.n_parts, p.x_stride);
-  g = round_bf16(g);
-  u = round_bf16(u);
-  if (p.vec != nullptr) {
-    g = round_bf16(g + __bfloat162float(p.vec[k]));
-    u = round_bf16(u + __bfloat162float(p.vec[f + k]));
+  return swiglu_bf16(sum_strided<kL2>(0.f, p.xp + k, p.n_parts, p.x_stride),
+                     sum_strided<kL2>(0.f, p.xp + f + k, p.n_parts, p.x_stride), p.vec, f, k);
+}
+
+// The prologue's input slice xs [ks] = the matvec input over rows k0 .. k0 + ks (see Mode), for a block of NT threads;
+// with kResNorm the blocks of column tile 0 also write the rebuilt residual to pro.xo over the slice, and xs is
+// followed by k_total floats of scratch. red: at least NT / 32 floats of shared memory. The caller syncs after it.
+template <int MODE, bool kL2 = false, int NT = kThreads>
+__device__ __forceinline__ void fill_input(const Prologue& pro, int k0, int ks, int tile, float* xs, float* red) {
+  if (MODE == kParts) {
+    for (int i = threadIdx.x; i < ks; i += NT) {
+      xs[i] = round_bf16(sum_strided<kL2>(0.f, pro.xp + k0 + i, pro.n_parts, pro.x_stride));
+    }
+  } else if (MODE == kResNorm) {
+    // decode_fused.finish folded in: every block rebuilds the whole residual r = round(x + round(round(sum) + bias))
+    // (rs: k_total floats of shared memory after xs; loads kB per thread in flight), sums its squares and normalises
+    // its slice; the blocks of column tile 0 write r over their slice to xo
+    float* rs = xs + ks;
+    float sq = 0.f;
+    constexpr int kB = 4;
+    for (int i0 = threadIdx.x; i0 < pro.k_total; i0 += kB * NT) {
+      float xv[kB], bv[kB];
+      unsigned long long av[kB];
+#pragma unroll
+      for (int u = 0; u < kB; ++u) {
+        const int i = i0 + u * NT;
+        const bool ok = i < pro.k_total;
+        xv[u] = ok ? __bfloat162float(act<kL2>(pro.x + i)) : 0.f;
+        av[u] = ok ? act<kL2>(pro.racc + i) : 0ull;
+        bv[u] = ok && pro.rbias != nullptr ? __bfloat162float(pro.rbias[i]) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < kB; ++u) {
+        const int i = i0 + u * NT;
+        if (i < pro.k_total) {
+          float y = round_bf16(from_fixed(av[u]));
+          if (pro.rbias != nullptr) y = round_bf16(y + bv[u]);
+          const float r = round_bf16(xv[u] + y);
+          rs[i] = r;
+          sq += r * r;
+        }
+      }
+    }
+    const float rstd = rsqrtf(block_sum_all<NT / 32>(sq, red) / pro.k_total + pro.eps);
+    for (int i = threadIdx.x; i < ks; i += NT) {
+      const float r = rs[k0 + i];
+      xs[i] = round_bf16(round_bf16(r * rstd) * __bfloat162float(pro.vec[k0 + i]));
+      if (tile == 0) pro.xo[k0 + i] = __float2bfloat16(r);
+    }
+  } else {
+    int i0 = threadIdx.x;
+    float rstd = 0.f;
+    if (MODE == kNorm) {
+      // the thread's first two entries of x and of the scale are loaded together with the sums of squares (in order,
+      // up to 16 in flight: one round trip for hidden sizes up to 2048), then normalised as input_at does
+      constexpr int kPre = 2;
+      float xr[kPre], vr[kPre];
+#pragma unroll
+      for (int u = 0; u < kPre; ++u) {
+        const int i = threadIdx.x + u * NT;
+        xr[u] = i < ks ? __bfloat162float(act<kL2>(pro.x + k0 + i)) : 0.f;
+        vr[u] = i < ks ? __bfloat162float(pro.vec[k0 + i]) : 0.f;
+      }
+      rstd = rsqrtf(sum_wide<12, kL2>(0.f, pro.ss, pro.n_chunks, 1) / pro.k_total + pro.eps);
+#pragma unroll
+      for (int u = 0; u < kPre; ++u) {
+        const int i = threadIdx.x + u * NT;
+        if (i < ks) xs[i] = round_bf16(round_bf16(xr[u] * rstd) * vr[u]);
+      }
+      i0 += kPre * NT;
+    }
+    for (int i = i0; i < ks; i += NT) xs[i] = input_at<MODE, kL2>(pro, k0 + i, rstd);
   }
-  const float sig = round_bf16(1.f / (1.f + expf(-g)));   // jax.nn.silu in bf16: g * sigmoid(g)
-  const float act = round_bf16(g * sig);
-  return round_bf16(act * u);
 }
 
 // One block's share of a matvec: the columns of column tile `tile` over K slice `split` (ks rows). Issues the first U
@@ -314,70 +390,7 @@ __device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_
     pre[u] = r < ks ? load_stream(wp + static_cast<size_t>(r) * n) : make_uint4(0, 0, 0, 0);
   }
   wait();
-  if (MODE == kParts) {
-    for (int i = threadIdx.x; i < ks; i += kThreads) {
-      xs[i] = round_bf16(sum_strided<kL2>(0.f, pro.xp + k0 + i, pro.n_parts, pro.x_stride));
-    }
-  } else if (MODE == kResNorm) {
-    // decode_fused.finish folded in: every block rebuilds the whole residual r = round(x + round(round(sum) + bias))
-    // (rs: k_total floats of shared memory after xs; loads kB per thread in flight), sums its squares and normalises
-    // its slice; the blocks of column tile 0 write r over their slice to xo
-    float* rs = xs + ks;
-    float sq = 0.f;
-    constexpr int kB = 4;
-    for (int i0 = threadIdx.x; i0 < pro.k_total; i0 += kB * kThreads) {
-      float xv[kB], bv[kB];
-      unsigned long long av[kB];
-#pragma unroll
-      for (int u = 0; u < kB; ++u) {
-        const int i = i0 + u * kThreads;
-        const bool ok = i < pro.k_total;
-        xv[u] = ok ? __bfloat162float(act<kL2>(pro.x + i)) : 0.f;
-        av[u] = ok ? act<kL2>(pro.racc + i) : 0ull;
-        bv[u] = ok && pro.rbias != nullptr ? __bfloat162float(pro.rbias[i]) : 0.f;
-      }
-#pragma unroll
-      for (int u = 0; u < kB; ++u) {
-        const int i = i0 + u * kThreads;
-        if (i < pro.k_total) {
-          float y = round_bf16(from_fixed(av[u]));
-          if (pro.rbias != nullptr) y = round_bf16(y + bv[u]);
-          const float r = round_bf16(xv[u] + y);
-          rs[i] = r;
-          sq += r * r;
-        }
-      }
-    }
-    const float rstd = rsqrtf(block_sum_all<kThreads / 32>(sq, red) / pro.k_total + pro.eps);
-    for (int i = threadIdx.x; i < ks; i += kThreads) {
-      const float r = rs[k0 + i];
-      xs[i] = round_bf16(round_bf16(r * rstd) * __bfloat162float(pro.vec[k0 + i]));
-      if (tile == 0) pro.xo[k0 + i] = __float2bfloat16(r);
-    }
-  } else {
-    int i0 = threadIdx.x;
-    float rstd = 0.f;
-    if (MODE == kNorm) {
-      // the thread's first two entries of x and of the scale are loaded together with the sums of squares (in order,
-      // up to 16 in flight: one round trip for hidden sizes up to 2048), then normalised as input_at does
-      constexpr int kPre = 2;
-      float xr[kPre], vr[kPre];
-#pragma unroll
-      for (int u = 0; u < kPre; ++u) {
-        const int i = threadIdx.x + u * kThreads;
-        xr[u] = i < ks ? __bfloat162float(act<kL2>(pro.x + k0 + i)) : 0.f;
-        vr[u] = i < ks ? __bfloat162float(pro.vec[k0 + i]) : 0.f;
-      }
-      rstd = rsqrtf(sum_wide<12, kL2>(0.f, pro.ss, pro.n_chunks, 1) / pro.k_total + pro.eps);
-#pragma unroll
-      for (int u = 0; u < kPre; ++u) {
-        const int i = threadIdx.x + u * kThreads;
-        if (i < ks) xs[i] = round_bf16(round_bf16(xr[u] * rstd) * vr[u]);
-      }
-      i0 += kPre * kThreads;
-    }
-    for (int i = i0; i < ks; i += kThreads) xs[i] = input_at<MODE, kL2>(pro, k0 + i, rstd);
-  }
+  fill_input<MODE, kL2>(pro, k0, ks, tile, xs, red);
   __syncthreads();
 
   float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -479,6 +492,147 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
   }
   __shared__ float warp_sq[kThreads / 32];
   block_sum_to<kThreads / 32>(sq, warp_sq, epi.ss + blockIdx.x);
+}
+
+// The MLP of a decoder layer as ONE kernel (CUDAPERF_CUDA_MLP; the step launch with folded finishes): no grid-wide
+// dependency between gate_up and down, since each block owns a range of intermediate features. Block b of the grid
+// (one per SM: kMlpThreads threads, the whole register file) takes the features [fa, fa + nf) of the 8-feature groups
+// split as evenly as the grid allows (F = 8960 over 132 SMs: 64 or 72 features) and
+//   1. rebuilds and normalises the whole input (pro: the kResNorm prologue over k_total = d rows; block 0 writes the
+//      residual to pro.xo), having issued its first kU1 weight rows before the dependency wait;
+//   2. streams gate_up's columns fa.. and f + fa.. over all d rows ([d, 2f]: nf / 4 threads a row, one 16-byte load
+//      of eight columns each), sums them per column and applies SwiGLU (swiglu_bf16, bias b_gu or null) into hs [nf];
+//      its first kU2 rows of down are requested before that reduction, so that the stream does not stop;
+//   3. streams down's rows fa .. fa + nf ([f, d]: d / 8 threads a row, 16-byte loads) times hs and adds each of the
+//      d column sums to out as fixed point (to_fixed; deterministic) - the next norm prologue, or the last layer's
+//      finish, reads them.
+// The gate and up sums take one split (all d rows in one block) instead of gate_up's split-K partials, so they round
+// differently from the two-kernel MLP (float sums in another order). Four-feature groups with 8-byte loads balanced the
+// blocks better but were 24-45 us a step slower on the H200 (2026-12-03). Needs d % 8 == 0, f % 8 == 0, d / 8 <= NT and
+// nf <= NT (mlp_max_features). Dynamic shared memory: mlp_smem_floats floats.
+constexpr int kMlpThreads = 1024;
+__host__ __device__ constexpr int mlp_max_features(int f, int blocks) {
+  return 8 * ((f / 8 + blocks - 1) / blocks);
+}
+// xs and its scratch (2 d), hs (nf), and the larger of the row groups' sums: phase 2's g1 (8 tpr1 + 1) <= 8.5 NT (tpr1
+// >= 2), phase 3's (NT / (d / 8)) (d + 1)
+template <int NT>
+__host__ __device__ inline size_t mlp_smem_floats(int d, int f, int blocks) {
+  const size_t red1 = 8 * NT + NT / 2, red2 = static_cast<size_t>(NT / (d / 8)) * (d + 1);
+  return 2 * static_cast<size_t>(d) + mlp_max_features(f, blocks) + (red1 > red2 ? red1 : red2);
+}
+
+template <int NT = kMlpThreads>
+__global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
+                                                    const __nv_bfloat16* __restrict__ b_gu,
+                                                    const __nv_bfloat16* __restrict__ w_down, int d, int f,
+                                                    unsigned long long* __restrict__ out, int pdl) {
+  constexpr int kU1 = 4, kU2 = 4;   // 16-byte loads in flight per thread
+  extern __shared__ float smem[];
+  const int octs = f / 8, q0 = static_cast<int>(static_cast<long long>(blockIdx.x) * octs / gridDim.x),
+            q1 = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * octs / gridDim.x);
+  const int fa = 8 * q0, nf = 8 * (q1 - q0), nf_max = mlp_max_features(f, gridDim.x);
+  float* xs = smem;                // [d] the normalised input, then (with rs) the rebuilt residual's scratch
+  float* hs = smem + 2 * d;        // [nf] SwiGLU of the block's features
+  float* red = hs + nf_max;        // the row groups' column sums (phase 2, then phase 3)
+
+  // phase 2's mapping: tpr1 threads a row (nf / 8 gate chunks, then nf / 8 up chunks), g1 row groups
+  const int tpr1 = nf / 4, g1 = tpr1 > 0 ? NT / tpr1 : 0, grp1 = tpr1 > 0 ? threadIdx.x / tpr1 : 0,
+            lane1 = tpr1 > 0 ? threadIdx.x % tpr1 : 0;
+  const bool on1 = tpr1 > 0 && grp1 < g1;
+  const int col1 = lane1 < nf / 8 ? fa + 8 * lane1 : f + fa + 8 * (lane1 - nf / 8);
+  const __nv_bfloat16* wp1 = w_gu + col1;
+  const size_t n1 = 2 * static_cast<size_t>(f);
+  auto load1 = [&](int r) { return load_stream(wp1 + r * n1); };
+
+  pdl_start(pdl);
+  uint4 pre1[kU1];
+#pragma unroll
+  for (int u = 0; u < kU1; ++u) {
+    const int r = grp1 + u * g1;
+    pre1[u] = on1 && r < d ? load1(r) : make_uint4(0, 0, 0, 0);
+  }
+  pdl_wait(pdl);
+  fill_input<kResNorm, false, NT>(pro, 0, d, blockIdx.x, xs, red);
+  __syncthreads();
+
+  if (on1) {
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int u = 0; u < kU1; ++u) {
+      const int r = grp1 + u * g1;
+      if (r < d) fma8(acc, pre1[u], xs[r]);
+    }
+    for (int r0 = grp1 + kU1 * g1; r0 < d; r0 += kU1 * g1) {
+      uint4 v[kU1];
+#pragma unroll
+      for (int u = 0; u < kU1; ++u) {
+        const int r = r0 + u * g1;
+        v[u] = r < d ? load1(r) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kU1; ++u) {
+        const int r = r0 + u * g1;
+        if (r < d) fma8(acc, v[u], xs[r]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) red[grp1 * (8 * tpr1 + 1) + lane1 * 8 + j] = acc[j];
+  }
+
+  // phase 3's mapping: tpr2 = d / 8 threads a row of down, g2 row groups over the block's nf rows; their first kU2
+  // rows are requested now, before the reduction below
+  const int tpr2 = d / 8, g2 = NT / tpr2, grp2 = threadIdx.x / tpr2, lane2 = threadIdx.x % tpr2;
+  const bool on2 = grp2 < g2;
+  const __nv_bfloat16* wp2 = w_down + static_cast<size_t>(fa) * d + 8 * lane2;
+  uint4 pre2[kU2];
+#pragma unroll
+  for (int u = 0; u < kU2; ++u) {
+    const int r = grp2 + u * g2;
+    pre2[u] = on2 && r < nf ? load_stream(wp2 + static_cast<size_t>(r) * d) : make_uint4(0, 0, 0, 0);
+  }
+  __syncthreads();
+  if (static_cast<int>(threadIdx.x) < nf) {   // gate and up sums of feature fa + t over the row groups, in order
+    const int c = threadIdx.x, stride1 = 8 * tpr1 + 1;
+    float g = 0.f, u = 0.f;
+#pragma unroll 8
+    for (int q = 0; q < g1; ++q) {
+      g += red[q * stride1 + c];
+      u += red[q * stride1 + nf + c];
+    }
+    hs[c] = swiglu_bf16(g, u, b_gu, f, fa + c);
+  }
+  __syncthreads();
+
+  if (on2) {
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int u = 0; u < kU2; ++u) {
+      const int r = grp2 + u * g2;
+      if (r < nf) fma8(acc, pre2[u], hs[r]);
+    }
+    for (int r0 = grp2 + kU2 * g2; r0 < nf; r0 += kU2 * g2) {
+      uint4 v[kU2];
+#pragma unroll
+      for (int u = 0; u < kU2; ++u) {
+        const int r = r0 + u * g2;
+        v[u] = r < nf ? load_stream(wp2 + static_cast<size_t>(r) * d) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kU2; ++u) {
+        const int r = r0 + u * g2;
+        if (r < nf) fma8(acc, v[u], hs[r]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) red[grp2 * (d + 1) + lane2 * 8 + j] = acc[j];
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < d; c += NT) {
+    float s = 0.f;
+    for (int q = 0; q < g2; ++q) s += red[q * (d + 1) + c];
+    atomicAdd(out + c, to_fixed(s));
+  }
 }
 
 // decode_fused.finish as a CUDA kernel, so that it can take part in programmatic dependent launch: one block of

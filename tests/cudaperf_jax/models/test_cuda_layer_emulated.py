@@ -111,8 +111,11 @@ extern "C" int fixed_sums(const float* v, float* out) {
 
 // The step launch with its finish kernels folded into their consumers (matvec.cu's layer_kernels with kFoldOn, as
 // StepImpl chains them): layer l's buffers at b + 30 l, the residual stream and the scratch those of layer 0.
-extern "C" int run_step_fold(void** b, const int* n, const float* fl, int n_layers) {
+// arg: the layer count + 100 x the one-kernel MLP's blocks (kFoldMlp: mlp_kernel instead of gate_up and down; 0 for
+// the two kernels).
+extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
   using namespace cudaperf_matvec;
+  const int n_layers = arg % 100, mlp_blocks = arg / 100;
   LayerParams p0 = {};
   fill(p0, b, n, fl);
   const __nv_bfloat16* prev_b_down = nullptr;
@@ -146,9 +149,26 @@ extern "C" int run_step_fold(void** b, const int* n, const float* fl, int n_laye
     oe.mode = de.mode = kEpiFixed;
     oe.fixed = fold_sums(p.o_parts);
     de.fixed = fold_sums(p.down_parts);
-    if ((e = mv_cols<kAttn>(p.cols[1], attn_prologue(p), p.w_o, p.h * p.dh, p.d, p.split[1], p.o_parts, oe))) return e;
-    if ((e = mv_cols<kResNorm>(p.cols[2], resnorm_prologue(p, true, nullptr), p.w_gu, p.d, 2 * p.f, p.split[2], p.gu_parts))) return e;
-    if ((e = mv_cols<kSwiglu>(p.cols[3], swiglu_prologue(p), p.w_down, p.f, p.d, p.split[3], p.down_parts, de))) return e;
+    Prologue op = attn_prologue(p);
+    if (mlp_blocks) {
+      op.zero = fold_sums(p.down_parts);
+      op.n_zero = p.d;
+    }
+    if ((e = mv_cols<kAttn>(p.cols[1], op, p.w_o, p.h * p.dh, p.d, p.split[1], p.o_parts, oe))) return e;
+    if (mlp_blocks) {   // matvec.cu's launch_mlp
+      Prologue mp = resnorm_prologue(p, true, nullptr);
+      mp.zero = nullptr;
+      mp.n_zero = 0;
+      const size_t smem = mlp_smem_floats<kMlpThreads>(p.d, p.f, mlp_blocks) * 4;
+      cudaFuncSetAttribute(mlp_kernel<kMlpThreads>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+      mlp_kernel<kMlpThreads><<<mlp_blocks, kMlpThreads, smem>>>(mp, p.w_gu, p.b_gu, p.w_down, p.d, p.f,
+                                                                  fold_sums(p.down_parts), 0);
+      cudaDeviceSynchronize();
+      if ((e = (int)cudaGetLastError())) return e;
+    } else {
+      if ((e = mv_cols<kResNorm>(p.cols[2], resnorm_prologue(p, true, nullptr), p.w_gu, p.d, 2 * p.f, p.split[2], p.gu_parts))) return e;
+      if ((e = mv_cols<kSwiglu>(p.cols[3], swiglu_prologue(p), p.w_down, p.f, p.d, p.split[3], p.down_parts, de))) return e;
+    }
     prev_b_down = p.b_down;
   }
   finish_kernel<true, true><<<p0.d / kc, kc>>>(p0.x_mid, p0.down_parts, 1, p0.d, prev_b_down, p0.x_out, p0.ss_out, 0);
@@ -324,6 +344,36 @@ def test_the_step_with_folded_finishes_matches_numpy(lib, case, idx, pad, layers
     w, kc, vc = weights[0]   # the first layer's input is exact: its new cache rows are numpy's
     _, want_k, want_v = attention_half(w, x.astype(np.float32), kc, vc, mask, idx, cos, sin, heads, 1e-6)
     _check_cache(per_layer[0][12], per_layer[0][13], kc, idx, want_k, want_v)
+
+
+@pytest.mark.parametrize("case,idx,pad,layers,blocks", [("qwen2_kernels", 39, 5, 1, 5), ("qwen3_kernels", 21, 0, 2, 3)])
+def test_the_one_kernel_mlp_matches_the_two_kernels(lib, case, idx, pad, layers, blocks):
+    """CUDAPERF_CUDA_MLP: each layer's gate_up and down as one mlp_kernel whose blocks own uneven ranges of intermediate
+    features (5 or 3 blocks over 48 or 64 groups of eight), adding down's sums as fixed point. Over 1-2 layers: near the
+    two-kernel fold (the gate and up sums are added in another order) and numpy's layers within the bf16 roundings."""
+    lib_, fns = lib
+    d, heads = CASES[case][:2]
+    rng = np.random.default_rng(idx + pad + layers)
+    x, ss, mask, cos, sin, chunk = _step_inputs(rng, case, idx, pad)
+    weights = [_layer_weights(rng, case, idx, pad) for _ in range(layers)]
+    want = x.astype(np.float32)
+    for w, kc, vc in weights:
+        mid, _, _ = attention_half(w, want, kc, vc, mask, idx, cos, sin, heads, 1e-6)
+        want = mlp_half(w, mid, 1e-6)
+    got = {}
+    for b in (0, blocks):
+        bufs = [_buffers(case, w, x, ss, mask, idx, cos, sin, kc.copy(), vc.copy()) for w, kc, vc in weights]
+        assert _run(fns["run_step_fold"], bufs, case, layers + 100 * b) == 0, lib_.last_error()
+        got[b] = (bufs[0][28].astype(np.float32), bufs[0][29].copy(), bufs[-1][12], bufs[-1][13])
+    one, two = got[blocks], got[0]
+    assert np.isfinite(one[0]).all()
+    np.testing.assert_allclose(one[0], want, rtol=0, atol=2 ** -6 * np.abs(want).max())
+    np.testing.assert_allclose(one[0], two[0], rtol=0, atol=2 ** -6 * np.abs(two[0]).max())
+    assert np.mean(one[0] == two[0]) > 0.7
+    np.testing.assert_allclose(one[1], [np.sum(one[0][i:i + chunk] ** 2) for i in range(0, d, chunk)], rtol=1e-5)
+    if layers == 1:   # the new cache rows: the attention saw the same input
+        np.testing.assert_array_equal(one[2], two[2])
+        np.testing.assert_array_equal(one[3], two[3])
 
 
 def test_fixed_point_sums_are_exact_and_flag_what_they_cannot_hold(lib):

@@ -359,6 +359,24 @@ def test_the_step_launch_with_folded_finishes_agrees_with_the_fused_step(monkeyp
     np.testing.assert_allclose(got, unfolded, atol=0.05 * float(np.abs(unfolded).max()))
 
 
+@pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
+def test_the_step_launch_with_the_one_kernel_mlp_agrees_with_the_fused_step(monkeypatch, name):
+    """CUDAPERF_CUDA_MLP=on: each layer's gate_up and down as one kernel (blocks owning ranges of intermediate features,
+    down's sums added as fixed point) in the folded step launch. Against the fused step of separate calls, near the
+    two-kernel fold, and the same logits twice."""
+    monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "on")
+    monkeypatch.setenv("CUDAPERF_CUDA_MLP", "on")
+    run, want = _layer_launch_case(monkeypatch, name)
+    got = run("step")
+    assert (np.argmax(got, -1) == np.argmax(want, -1)).mean() >= 0.9
+    np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
+    np.testing.assert_array_equal(run("step"), got)
+    monkeypatch.setenv("CUDAPERF_CUDA_MLP", "off")
+    two = run("step")
+    assert (np.argmax(got, -1) == np.argmax(two, -1)).mean() >= 0.95
+    np.testing.assert_allclose(got, two, atol=0.05 * float(np.abs(two).max()))
+
+
 def test_auto_takes_the_step_launch_from_hidden_size_1024(monkeypatch):
     """CUDAPERF_CUDA_LAYER=auto (the default): the whole-step launch for Qwen2.5-1.5B's and the Qwen3-style shapes
     (hidden 1536 and 1024), the fused step's separate calls for SmolLM2-135M's (hidden 576, measured slower)."""
