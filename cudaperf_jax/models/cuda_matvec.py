@@ -421,9 +421,9 @@ LAYER_RED_FLOATS, LAYER_THREADS = 2080, 256
 def layer_mode() -> str:
     """CUDAPERF_CUDA_LAYER, how the batch-1 bf16 step's layers run when the CUDA matvecs are on: `auto` (default) -
     `step` for hidden sizes of at least STEP_AUTO_MIN_D where the shapes fit (layer_kernels_supported), else the fused
-    step's separate calls; `step` - every layer's seven standalone kernels (qkv, attend_kernel, o, finish, gate_up,
-    down, finish; kernels_tilings) launched by ONE FFI call and chained by programmatic dependent launch across the
-    layer boundaries too (cuda_matvec.step); `kernels` - the same with one FFI call per layer (separate FFI calls
+    step's separate calls; `step` - every layer's standalone kernels (qkv, attend_kernel, o, finish, gate_up, down,
+    finish; kernels_tilings; five a layer with fold_finish, four with one_kernel_mlp) launched by ONE FFI call and
+    chained by programmatic dependent launch across the layer boundaries too (cuda_matvec.step); `kernels` - the same with one FFI call per layer (separate FFI calls
     land in separate child graphs of XLA's command buffer, where PDL does nothing); `off` - the fused step's separate
     FFI and Pallas calls; `on` - each layer ONE persistent kernel (cuda/layer_kernel.cuh, phases separated by grid
     barriers); `phases` - that kernel launched once per phase (a cross-check, and a kernel name per phase in
@@ -718,7 +718,8 @@ LAYER_OPTIONAL = ("b_qkv", "q_norm", "b_o", "b_gu", "b_down")   # in the order o
 def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: int, eps_attn: float, eps_mlp: float,
          eps_qk: float, attn_splits: int | None = None, pdl: int = 1):
     """Every decoder layer of a batch-1 decode step from ONE FFI call (CUDAPERF_CUDA_LAYER=step): each layer as the
-    `kernels` launch of `layer` (seven kernels), chained by PDL across the layer boundaries too. layers: one dict per
+    `kernels` launch of `layer` (seven kernels, five with fold_finish, four with one_kernel_mlp as well), chained by
+    PDL across the layer boundaries too. layers: one dict per
     layer with LAYER_KEYS (the arguments of `layer`; optional ones None, the same ones None in every layer). Returns
     (x_out, ss_out, new k caches, new v caches); the caches are updated in place (donate them)."""
     if not layers:
