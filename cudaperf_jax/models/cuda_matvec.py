@@ -423,8 +423,8 @@ def layer_mode() -> str:
     `step` for hidden sizes of at least STEP_AUTO_MIN_D where the shapes fit (layer_kernels_supported), else the fused
     step's separate calls; `step` - every layer's standalone kernels (qkv, attend_kernel, o, finish, gate_up, down,
     finish; kernels_tilings; five a layer with fold_finish, four with one_kernel_mlp) launched by ONE FFI call and
-    chained by programmatic dependent launch across the layer boundaries too (cuda_matvec.step); `kernels` - the same with one FFI call per layer (separate FFI calls
-    land in separate child graphs of XLA's command buffer, where PDL does nothing); `off` - the fused step's separate
+    chained by programmatic dependent launch across the layer boundaries too (cuda_matvec.step); `kernels` - the same
+    with one FFI call per layer (separate FFI calls land in separate child graphs of XLA's command buffer, where PDL does nothing); `off` - the fused step's separate
     FFI and Pallas calls; `on` - each layer ONE persistent kernel (cuda/layer_kernel.cuh, phases separated by grid
     barriers); `phases` - that kernel launched once per phase (a cross-check, and a kernel name per phase in
     profiles). On the H200 (2026-12-03, decode_tune.py): Qwen2.5-1.5B step 1.394-1.418 ms/step (gate_up unrolled 8,
@@ -719,9 +719,9 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
          eps_qk: float, attn_splits: int | None = None, pdl: int = 1):
     """Every decoder layer of a batch-1 decode step from ONE FFI call (CUDAPERF_CUDA_LAYER=step): each layer as the
     `kernels` launch of `layer` (seven kernels, five with fold_finish, four with one_kernel_mlp as well), chained by
-    PDL across the layer boundaries too. layers: one dict per
-    layer with LAYER_KEYS (the arguments of `layer`; optional ones None, the same ones None in every layer). Returns
-    (x_out, ss_out, new k caches, new v caches); the caches are updated in place (donate them)."""
+    PDL across the layer boundaries too. layers: one dict per layer with LAYER_KEYS (the arguments of `layer`; optional
+    ones None, the same ones None in every layer). Returns (x_out, ss_out, new k caches, new v caches); the caches are
+    updated in place (donate them)."""
     if not layers:
         raise ValueError("cuda_matvec.step: needs at least one layer")
     first = layers[0]
@@ -733,6 +733,8 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
                                 None)
     bf, f32 = jnp.bfloat16, jnp.float32
     fold = fold_finish(ints[3], ints[5])
+    d, f = x.shape[0], first["w_down"].shape[0]
+    mlp = fold and one_kernel_mlp() and d % 8 == 0 and f % 8 == 0 and d <= 8192   # mlp_kernel's shapes (matvec.cu)
     args = [x.astype(bf), ss.astype(f32), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
             jnp.asarray(cache_index, jnp.int32).reshape(1)]
     aliases, cache_shapes = {}, []
@@ -745,7 +747,7 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
             else:
                 args.append(_opt(l[key]))
     out = jax.ffi.ffi_call(TARGETS["step"][0], scratch + cache_shapes, input_output_aliases=aliases)(
-        *args, ints=np.asarray(ints + [len(layers), int(fold), int(fold and one_kernel_mlp())], np.int64),
+        *args, ints=np.asarray(ints + [len(layers), int(fold), int(mlp)], np.int64),
         floats=_layer_floats(eps_attn, eps_mlp, eps_qk, first["k_cache"].shape[3]))
     caches = out[len(scratch):]
     return out[0], out[1], list(caches[0::2]), list(caches[1::2])
@@ -767,7 +769,9 @@ def one_kernel_mlp() -> bool:
     """CUDAPERF_CUDA_MLP: `on` - with the folded finishes (fold_finish), each layer's gate_up and down run as ONE kernel
     (matvec_kernel.cuh's mlp_kernel): every block (one of 1024 threads per SM) owns a range of intermediate features,
     streams their gate and up columns, applies SwiGLU and adds its share of down's product to the fixed-point sums -
-    no dependency wait, launch or ramp between the two matrices. `off` (default) - two kernels."""
+    no dependency wait, launch or ramp between the two matrices (for hidden and intermediate sizes that are multiples
+    of 8, hidden up to 8192; others keep two kernels). `off` (default) - two kernels: on the H200 (2026-12-03) it was
+    -30 us a step at 256 new tokens and unclear at 64, timed once."""
     from cudaperf_jax.models.ops import env_choice
     return env_choice("CUDAPERF_CUDA_MLP", "off", ("on", "off")) == "on"
 
