@@ -3,7 +3,9 @@
 // batch-1 decode chain of the Qwen2.5-1.5B shape with the kernels of cudaperf_jax/models/cuda/matvec_kernel.cuh:
 // per layer qkv (norm prologue), an attention stand-in (a finish kernel over the qkv partials), o, finish, gate_up
 // (norm prologue), down (swiglu prologue), finish; then the LM head. Weights of all layers are distinct buffers
-// (2.6 GB, far beyond L2). Variants: PDL on/off x stream launches / captured graph, and the unroll of gate_up/o.
+// (2.6 GB, far beyond L2). Variants: PDL on/off x stream launches / captured graph, and the unroll of gate_up/o;
+// mlp2k_* / mlp1k_*: only the MLPs of the 28 layers, as gate_up + down or as one mlp_kernel (CUDAPERF_CUDA_MLP),
+// mlp1k_noadd without its fixed-point adds (wrong sums: prices the 203K atomics a layer).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && /tmp/pdl_chain [json_out|-] [name_part] [reps]
 #include <cstdio>
@@ -182,6 +184,27 @@ int main(int argc, char** argv) {
   // attn: 0 a finish kernel stands in for attention, 1 the real attention and o's merge prologue, 2 the real attention
   // alone (no matvecs, no finishes), 3 the real attention with o's plain prologue
   int attn_mode = 0;
+  // the MLP alone (attn_mode 4: gate_up + down as two kernels, 5: one mlp_kernel, 6: mlp_kernel without its adds)
+  unsigned long long *racc, *mlp_out;
+  CK(cudaMalloc(&racc, D * 8));
+  CK(cudaMalloc(&mlp_out, D * 8));
+  CK(cudaMemset(racc, 0, D * 8));
+  CK(cudaMemset(mlp_out, 0, D * 8));
+  int n_sm = 0;
+  CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
+  const size_t mlp_smem = mlp_smem_floats<kMlpThreads>(D, F, n_sm) * 4;
+  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
+  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
+  auto mlp = [&](const Cfg& c, int l, bool add) {
+    Prologue pr = {};
+    pr.x = x; pr.racc = racc; pr.xo = xmid; pr.k_total = D; pr.eps = 1e-6f; pr.vec = scale;
+    Launch lc(dim3(n_sm, 1, 1), dim3(kMlpThreads, 1, 1), mlp_smem, s, c.pdl);
+    begin_launch();
+    CK(cudaLaunchKernelEx(&lc.cfg, add ? mlp_kernel<kMlpThreads, true> : mlp_kernel<kMlpThreads, false>, pr,
+                          (const __nv_bfloat16*)wgu[l], (const __nv_bfloat16*)nullptr, (const __nv_bfloat16*)wdn[l], D,
+                          F, mlp_out, c.flags()));
+    end_launch();
+  };
   auto step = [&](const Cfg& c, bool attn_standin, bool finishes, bool head) {
     for (int l = 0; l < L; ++l) {
       if (g_child_layer) begin_capture();
@@ -192,10 +215,16 @@ int main(int argc, char** argv) {
         if (g_child_layer) end_capture();
         continue;
       }
-      mv<8, kNorm>(s, c, c.u_small, pn, wq[l], D, NQKV, S_QKV, qkvp, NQKV);
-      if (attn_mode) attend(c, l);
+      if (attn_mode >= 5) {
+        mlp(c, l, attn_mode == 5);
+        continue;
+      }
+      if (attn_mode != 4) mv<8, kNorm>(s, c, c.u_small, pn, wq[l], D, NQKV, S_QKV, qkvp, NQKV);
+      if (attn_mode == 4) {}
+      else if (attn_mode) attend(c, l);
       else if (attn_standin) fin(s, c, x, qkvp, S_QKV, NQKV, D, xa, ssa);
-      if (attn_mode == 1) {
+      if (attn_mode == 4) {}
+      else if (attn_mode == 1) {
         Prologue pa = {};
         pa.acc = acc; pa.ml = ml; pa.splits = SPL; pa.gp = G; pa.dh = DH; pa.group = G;
         mv<8, kAttn>(s, c, c.u_small, pa, wo[l], D, D, S_O, op, D);
@@ -253,6 +282,11 @@ int main(int argc, char** argv) {
       {"attn_only_nopdl_graph_hg3", {false, 8, 4, 8}, 1, true, true, false, 2, 3},
       {"7k_realattn_pdl_plain_hg2", {true, 8, 4, 8, false}, 1, true, true, true, 1, 2},
       {"7k_realattn_nopdl_plain_hg2", {false, 8, 4, 8, false}, 1, true, true, true, 1, 2},
+      {"mlp2k_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 4},
+      {"mlp1k_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 5},
+      {"mlp1k_noadd_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 6},
+      {"mlp2k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 4},
+      {"mlp1k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 5},
   };
   if (argc > 2) {   // only the variants whose names contain argv[2]
     std::vector<Variant> keep;
@@ -302,6 +336,7 @@ int main(int argc, char** argv) {
       CK(cudaEventElapsedTime(&ms, e0, e1));
       const double us = ms * 1000.0 / n;
       size_t b = bytes - (v.head ? 0 : size_t(D) * V * 2);
+      if (v.attn_mode >= 4) b = size_t(L) * 3 * D * F * 2;   // the MLP weights only
       std::printf("%-20s %10.1f %10.3f\n", v.name, us, b / us / 1e6);
       char buf[256];
       std::snprintf(buf, sizeof buf, "%s{\"variant\": \"%s\", \"rep\": %d, \"us_per_step\": %.2f, \"tb_per_s\": %.4f}",

@@ -522,7 +522,8 @@ __host__ __device__ inline size_t mlp_smem_floats(int d, int f, int blocks) {
   return 2 * static_cast<size_t>(d) + mlp_max_features(f, blocks) + (red1 > red2 ? red1 : red2);
 }
 
-template <int NT = kMlpThreads>
+// kAdd false (benchmarks/pdl_chain.cu only): no fixed-point adds at the end (wrong sums; prices them).
+template <int NT = kMlpThreads, bool kAdd = true>
 __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                                     const __nv_bfloat16* __restrict__ b_gu,
                                                     const __nv_bfloat16* __restrict__ w_down, int d, int f,
@@ -631,7 +632,11 @@ __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfl
   for (int c = threadIdx.x; c < d; c += NT) {
     float s = 0.f;
     for (int q = 0; q < g2; ++q) s += red[q * (d + 1) + c];
-    atomicAdd(out + c, to_fixed(s));
+    if (kAdd) {
+      atomicAdd(out + c, to_fixed(s));
+    } else if (s == 12345.f) {   // keeps the sums (and so the whole product) from being optimised away
+      out[c] = 0;
+    }
   }
 }
 
