@@ -271,15 +271,35 @@ void (*const kLayerPhaseKernels[cudaperf_layer::kPhases])(cudaperf_layer::LayerP
     cudaperf_layer::layer_phase_kernel<3>, cudaperf_layer::layer_phase_kernel<4>, cudaperf_layer::layer_phase_kernel<5>,
     cudaperf_layer::layer_phase_kernel<6>};
 
+// The device's SM count (cached per device).
+cudaError_t sm_count(int* n) {
+  static std::mutex mu;
+  static std::map<int, int> known;
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(dev);
+  if (it == known.end()) {
+    int sms = 0;
+    e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return e;
+    it = known.emplace(dev, sms).first;
+  }
+  *n = it->second;
+  return cudaSuccess;
+}
+
 // The layer kernel's SM count and resident blocks per SM on the current device with smem bytes of shared memory.
 // The kernels' shared-memory attribute is set and the occupancy asked once per (device, smem): the handler runs for
 // every layer of every step.
 cudaError_t layer_grid(size_t smem, int* sms, int* per_sm) {
   using cudaperf_layer::layer_kernel;
   static std::mutex mu;
-  static std::map<std::pair<int, size_t>, std::pair<int, int>> known;
+  static std::map<std::pair<int, size_t>, int> known;
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = sm_count(sms);
   if (e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(mu);
   auto it = known.find({dev, smem});
@@ -287,15 +307,13 @@ cudaError_t layer_grid(size_t smem, int* sms, int* per_sm) {
     e = cudaFuncSetAttribute(layer_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     for (int i = 0; i < cudaperf_layer::kPhases && e == cudaSuccess; ++i)
       e = cudaFuncSetAttribute(kLayerPhaseKernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    int n_sm = 0, blocks = 0;
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev);
+    int blocks = 0;
     if (e == cudaSuccess)
       e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, layer_kernel, cudaperf_layer::kThreads, smem);
     if (e != cudaSuccess) return e;
-    it = known.emplace(std::make_pair(dev, smem), std::make_pair(n_sm, blocks)).first;
+    it = known.emplace(std::make_pair(dev, smem), blocks).first;
   }
-  *sms = it->second.first;
-  *per_sm = it->second.second;
+  *per_sm = it->second;
   return cudaSuccess;
 }
 
@@ -320,25 +338,6 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // kFoldMlp (with kFoldOn; CUDAPERF_CUDA_MLP): gate_up and down as one mlp_kernel (matvec_kernel.cuh), a block per SM;
 // o clears down's sums then.
 constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4;
-
-// The device's SM count (cached per device).
-cudaError_t sm_count(int* n) {
-  static std::mutex mu;
-  static std::map<int, int> known;
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return e;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = known.find(dev);
-  if (it == known.end()) {
-    int sms = 0;
-    e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e != cudaSuccess) return e;
-    it = known.emplace(dev, sms).first;
-  }
-  *n = it->second;
-  return cudaSuccess;
-}
 
 // The layer's MLP as one mlp_kernel launch: blocks (<= F / 8) of kMlpThreads threads, adding down's column sums to
 // the fixed-point accumulator in down_parts.

@@ -54,6 +54,42 @@ __device__ __forceinline__ void fma8(float (&acc)[8], const uint4& v, float x) {
   }
 }
 
+// A thread's rows of a weight column piece: rows first, first + step, ... below n, each a 16-byte load at wp + row *
+// stride (8 columns). preload_rows issues the first U of them (zeros past n, or for all if !on), before the caller's
+// dependency wait; stream_rows adds those U rows and then the rest, U loads in flight at a time, times x[row] to acc.
+template <int U>
+__device__ __forceinline__ void preload_rows(uint4 (&pre)[U], const __nv_bfloat16* wp, size_t stride, int first, int step,
+                                             int n, bool on = true) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int r = first + u * step;
+    pre[u] = on && r < n ? load_stream(wp + r * stride) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <int U>
+__device__ __forceinline__ void stream_rows(float (&acc)[8], const uint4 (&pre)[U], const __nv_bfloat16* wp,
+                                            size_t stride, int first, int step, int n, const float* x) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int r = first + u * step;
+    if (r < n) fma8(acc, pre[u], x[r]);
+  }
+  for (int r0 = first + U * step; r0 < n; r0 += U * step) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int r = r0 + u * step;
+      v[u] = r < n ? load_stream(wp + r * stride) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int r = r0 + u * step;
+      if (r < n) fma8(acc, v[u], x[r]);
+    }
+  }
+}
+
 enum Mode { kParts = 0, kNorm = 1, kSwiglu = 2, kAttn = 3, kResNorm = 4 };
 
 // Fixed-point split-K sums, for the step launch with its finish kernels folded into their consumers
@@ -384,34 +420,13 @@ __device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_
   const __nv_bfloat16* wp = w + static_cast<size_t>(k0) * n + col;
 
   uint4 pre[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int r = group + u * kGroups;
-    pre[u] = r < ks ? load_stream(wp + static_cast<size_t>(r) * n) : make_uint4(0, 0, 0, 0);
-  }
+  preload_rows(pre, wp, n, group, kGroups, ks);
   wait();
   fill_input<MODE, kL2>(pro, k0, ks, tile, xs, red);
   __syncthreads();
 
   float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int r = group + u * kGroups;
-    if (r < ks) fma8(acc, pre[u], xs[r]);
-  }
-  for (int r0 = group + U * kGroups; r0 < ks; r0 += U * kGroups) {
-    uint4 v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int r = r0 + u * kGroups;
-      v[u] = r < ks ? load_stream(wp + static_cast<size_t>(r) * n) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int r = r0 + u * kGroups;
-      if (r < ks) fma8(acc, v[u], xs[r]);
-    }
-  }
+  stream_rows(acc, pre, wp, n, group, kGroups, ks, xs);
 #pragma unroll
   for (int j = 0; j < 8; ++j) red[group * (kCols + 1) + lane * 8 + j] = acc[j];
   __syncthreads();
@@ -544,39 +559,17 @@ __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfl
   const int col1 = lane1 < nf / 8 ? fa + 8 * lane1 : f + fa + 8 * (lane1 - nf / 8);
   const __nv_bfloat16* wp1 = w_gu + col1;
   const size_t n1 = 2 * static_cast<size_t>(f);
-  auto load1 = [&](int r) { return load_stream(wp1 + r * n1); };
 
   pdl_start(pdl);
   uint4 pre1[kU1];
-#pragma unroll
-  for (int u = 0; u < kU1; ++u) {
-    const int r = grp1 + u * g1;
-    pre1[u] = on1 && r < d ? load1(r) : make_uint4(0, 0, 0, 0);
-  }
+  preload_rows(pre1, wp1, n1, grp1, g1, d, on1);
   pdl_wait(pdl);
   fill_input<kResNorm, false, NT>(pro, 0, d, blockIdx.x, xs, red);
   __syncthreads();
 
   if (on1) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int u = 0; u < kU1; ++u) {
-      const int r = grp1 + u * g1;
-      if (r < d) fma8(acc, pre1[u], xs[r]);
-    }
-    for (int r0 = grp1 + kU1 * g1; r0 < d; r0 += kU1 * g1) {
-      uint4 v[kU1];
-#pragma unroll
-      for (int u = 0; u < kU1; ++u) {
-        const int r = r0 + u * g1;
-        v[u] = r < d ? load1(r) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < kU1; ++u) {
-        const int r = r0 + u * g1;
-        if (r < d) fma8(acc, v[u], xs[r]);
-      }
-    }
+    stream_rows(acc, pre1, wp1, n1, grp1, g1, d, xs);
 #pragma unroll
     for (int j = 0; j < 8; ++j) red[grp1 * (8 * tpr1 + 1) + lane1 * 8 + j] = acc[j];
   }
@@ -587,11 +580,7 @@ __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfl
   const bool on2 = grp2 < g2;
   const __nv_bfloat16* wp2 = w_down + static_cast<size_t>(fa) * d + 8 * lane2;
   uint4 pre2[kU2];
-#pragma unroll
-  for (int u = 0; u < kU2; ++u) {
-    const int r = grp2 + u * g2;
-    pre2[u] = on2 && r < nf ? load_stream(wp2 + static_cast<size_t>(r) * d) : make_uint4(0, 0, 0, 0);
-  }
+  preload_rows(pre2, wp2, d, grp2, g2, nf, on2);
   __syncthreads();
   if (static_cast<int>(threadIdx.x) < nf) {   // gate and up sums of feature fa + t over the row groups, in order
     const int c = threadIdx.x, stride1 = 8 * tpr1 + 1;
@@ -607,24 +596,7 @@ __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfl
 
   if (on2) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int u = 0; u < kU2; ++u) {
-      const int r = grp2 + u * g2;
-      if (r < nf) fma8(acc, pre2[u], hs[r]);
-    }
-    for (int r0 = grp2 + kU2 * g2; r0 < nf; r0 += kU2 * g2) {
-      uint4 v[kU2];
-#pragma unroll
-      for (int u = 0; u < kU2; ++u) {
-        const int r = r0 + u * g2;
-        v[u] = r < nf ? load_stream(wp2 + static_cast<size_t>(r) * d) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < kU2; ++u) {
-        const int r = r0 + u * g2;
-        if (r < nf) fma8(acc, v[u], hs[r]);
-      }
-    }
+    stream_rows(acc, pre2, wp2, d, grp2, g2, nf, hs);
 #pragma unroll
     for (int j = 0; j < 8; ++j) red[grp2 * (d + 1) + lane2 * 8 + j] = acc[j];
   }

@@ -313,6 +313,20 @@ def test_layer_matches_numpy(lib, case, idx, pad):
     np.testing.assert_allclose(got_ss, [np.sum(got_x[i:i + chunk] ** 2) for i in range(0, d, chunk)], rtol=1e-5)
 
 
+def _numpy_step(case, idx, pad, layers):
+    """Random step inputs and `layers` layers' weights and caches for `case` (seeded by idx, pad, layers), and numpy's
+    residual stream after them: (x, ss, mask, cos, sin, chunk, [(weights, k cache, v cache)], numpy's output)."""
+    heads = CASES[case][1]
+    rng = np.random.default_rng(idx + pad + layers)
+    x, ss, mask, cos, sin, chunk = _step_inputs(rng, case, idx, pad)
+    weights = [_layer_weights(rng, case, idx, pad) for _ in range(layers)]
+    want = x.astype(np.float32)
+    for w, kc, vc in weights:
+        mid, _, _ = attention_half(w, want, kc, vc, mask, idx, cos, sin, heads, 1e-6)
+        want = mlp_half(w, mid, 1e-6)
+    return x, ss, mask, cos, sin, chunk, weights, want
+
+
 @pytest.mark.parametrize("case,idx,pad,layers", [("qwen2_kernels", 39, 5, 1), ("qwen2_kernels", 21, 0, 3),
                                                  ("qwen3_kernels", 17, 3, 2)])
 def test_the_step_with_folded_finishes_matches_numpy(lib, case, idx, pad, layers):
@@ -322,14 +336,9 @@ def test_the_step_with_folded_finishes_matches_numpy(lib, case, idx, pad, layers
     that compound over the layers."""
     lib_, fns = lib
     d, heads = CASES[case][:2]
-    rng = np.random.default_rng(idx + pad + layers)
-    x, ss, mask, cos, sin, chunk = _step_inputs(rng, case, idx, pad)
-    weights = [_layer_weights(rng, case, idx, pad) for _ in range(layers)]
-    want = x.astype(np.float32)
+    x, ss, mask, cos, sin, chunk, weights, want = _numpy_step(case, idx, pad, layers)
     per_layer, xi, ssi = [], x, ss
     for w, kc, vc in weights:
-        mid, want_k, want_v = attention_half(w, want, kc, vc, mask, idx, cos, sin, heads, 1e-6)
-        want = mlp_half(w, mid, 1e-6)
         per_layer.append(_buffers(case, w, x, ss, mask, idx, cos, sin, kc.copy(), vc.copy()))
         seven = _buffers(case, w, xi, ssi, mask, idx, cos, sin, kc.copy(), vc.copy())
         assert _run(fns["run_layer_kernels"], [seven], case, 1) == 0, lib_.last_error()
@@ -352,14 +361,8 @@ def test_the_one_kernel_mlp_matches_the_two_kernels(lib, case, idx, pad, layers,
     features (5 or 3 blocks over 48 or 64 groups of eight), adding down's sums as fixed point. Over 1-2 layers: near the
     two-kernel fold (the gate and up sums are added in another order) and numpy's layers within the bf16 roundings."""
     lib_, fns = lib
-    d, heads = CASES[case][:2]
-    rng = np.random.default_rng(idx + pad + layers)
-    x, ss, mask, cos, sin, chunk = _step_inputs(rng, case, idx, pad)
-    weights = [_layer_weights(rng, case, idx, pad) for _ in range(layers)]
-    want = x.astype(np.float32)
-    for w, kc, vc in weights:
-        mid, _, _ = attention_half(w, want, kc, vc, mask, idx, cos, sin, heads, 1e-6)
-        want = mlp_half(w, mid, 1e-6)
+    d = CASES[case][0]
+    x, ss, mask, cos, sin, chunk, weights, want = _numpy_step(case, idx, pad, layers)
     got = {}
     for b in (0, blocks):
         bufs = [_buffers(case, w, x, ss, mask, idx, cos, sin, kc.copy(), vc.copy()) for w, kc, vc in weights]

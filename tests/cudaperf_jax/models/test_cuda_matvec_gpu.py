@@ -336,6 +336,20 @@ def test_early_attention_loads_leave_the_logits_bit_equal(monkeypatch, name, mod
     np.testing.assert_array_equal(run(mode), want)
 
 
+def _check_fixed_point_option(monkeypatch, name, var):
+    """The step launch with `var` on (set by the caller): near the fused step of separate calls, the same logits twice
+    (fixed-point integer sums: no order dependence), and near the step launch with `var` off."""
+    run, want = _layer_launch_case(monkeypatch, name)
+    got = run("step")
+    assert (np.argmax(got, -1) == np.argmax(want, -1)).mean() >= 0.9
+    np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
+    np.testing.assert_array_equal(run("step"), got)
+    monkeypatch.setenv(var, "off")
+    off = run("step")
+    assert (np.argmax(got, -1) == np.argmax(off, -1)).mean() >= 0.95
+    np.testing.assert_allclose(got, off, atol=0.05 * float(np.abs(off).max()))
+
+
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
 def test_the_step_launch_with_folded_finishes_agrees_with_the_fused_step(monkeypatch, name):
     """CUDAPERF_CUDA_FOLD_FINISH=on: five kernels a layer (o and down add fixed-point sums that the next norm prologue
@@ -348,15 +362,7 @@ def test_the_step_launch_with_folded_finishes_agrees_with_the_fused_step(monkeyp
                                  c["num_heads"] * c["head_dim"], c["intermediate_size"])
     monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "on")
     assert cm.fold_finish(tilings[1][2], tilings[3][2])   # o and down split: the fold really runs
-    run, want = _layer_launch_case(monkeypatch, name)
-    got = run("step")
-    assert (np.argmax(got, -1) == np.argmax(want, -1)).mean() >= 0.9
-    np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
-    np.testing.assert_array_equal(run("step"), got)
-    monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "off")
-    unfolded = run("step")
-    assert (np.argmax(got, -1) == np.argmax(unfolded, -1)).mean() >= 0.95
-    np.testing.assert_allclose(got, unfolded, atol=0.05 * float(np.abs(unfolded).max()))
+    _check_fixed_point_option(monkeypatch, name, "CUDAPERF_CUDA_FOLD_FINISH")
 
 
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
@@ -366,15 +372,7 @@ def test_the_step_launch_with_the_one_kernel_mlp_agrees_with_the_fused_step(monk
     two-kernel fold, and the same logits twice."""
     monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "on")
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "on")
-    run, want = _layer_launch_case(monkeypatch, name)
-    got = run("step")
-    assert (np.argmax(got, -1) == np.argmax(want, -1)).mean() >= 0.9
-    np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
-    np.testing.assert_array_equal(run("step"), got)
-    monkeypatch.setenv("CUDAPERF_CUDA_MLP", "off")
-    two = run("step")
-    assert (np.argmax(got, -1) == np.argmax(two, -1)).mean() >= 0.95
-    np.testing.assert_allclose(got, two, atol=0.05 * float(np.abs(two).max()))
+    _check_fixed_point_option(monkeypatch, name, "CUDAPERF_CUDA_MLP")
 
 
 def test_auto_takes_the_step_launch_from_hidden_size_1024(monkeypatch):
