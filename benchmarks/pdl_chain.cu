@@ -217,23 +217,24 @@ int main(int argc, char** argv) {
       }
       if (attn_mode >= 5) {
         mlp(c, l, attn_mode == 5);
+        if (g_child_layer) end_capture();
         continue;
       }
-      if (attn_mode != 4) mv<8, kNorm>(s, c, c.u_small, pn, wq[l], D, NQKV, S_QKV, qkvp, NQKV);
-      if (attn_mode == 4) {}
-      else if (attn_mode) attend(c, l);
-      else if (attn_standin) fin(s, c, x, qkvp, S_QKV, NQKV, D, xa, ssa);
-      if (attn_mode == 4) {}
-      else if (attn_mode == 1) {
-        Prologue pa = {};
-        pa.acc = acc; pa.ml = ml; pa.splits = SPL; pa.gp = G; pa.dh = DH; pa.group = G;
-        mv<8, kAttn>(s, c, c.u_small, pa, wo[l], D, D, S_O, op, D);
-      } else {
-        Prologue pp = {};
-        pp.xp = qkvp; pp.n_parts = S_QKV; pp.x_stride = NQKV;
-        mv<8, kParts>(s, c, c.u_small, pp, wo[l], D, D, S_O, op, D);
+      if (attn_mode != 4) {   // the attention half (attn_mode 4: the MLP alone)
+        mv<8, kNorm>(s, c, c.u_small, pn, wq[l], D, NQKV, S_QKV, qkvp, NQKV);
+        if (attn_mode) attend(c, l);
+        else if (attn_standin) fin(s, c, x, qkvp, S_QKV, NQKV, D, xa, ssa);
+        if (attn_mode == 1) {
+          Prologue pa = {};
+          pa.acc = acc; pa.ml = ml; pa.splits = SPL; pa.gp = G; pa.dh = DH; pa.group = G;
+          mv<8, kAttn>(s, c, c.u_small, pa, wo[l], D, D, S_O, op, D);
+        } else {
+          Prologue pp = {};
+          pp.xp = qkvp; pp.n_parts = S_QKV; pp.x_stride = NQKV;
+          mv<8, kParts>(s, c, c.u_small, pp, wo[l], D, D, S_O, op, D);
+        }
+        if (finishes) fin(s, c, x, op, S_O, D, D, xmid, ssmid);
       }
-      if (finishes) fin(s, c, x, op, S_O, D, D, xmid, ssmid);
       Prologue pg = {};
       pg.x = xmid; pg.ss = ssmid; pg.n_chunks = D / kFinishChunk; pg.k_total = D; pg.eps = 1e-6f; pg.vec = scale;
       mv<16, kNorm>(s, c, c.u_gu, pg, wgu[l], D, 2 * F, S_GU, gup, 2 * F);
