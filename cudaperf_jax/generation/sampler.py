@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -67,11 +68,14 @@ def _prefill(graphdef, state, cache: KVCache, tokens, kv_mask, positions):
 @functools.partial(jax.jit, static_argnames=("graphdef", "spec"), donate_argnames=("cache",))
 def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys, temperature, top_p,
             stop_ids, stop_seqs, *, spec):
-    """Samples N tokens; spec = (N, prompt_slots, top_k, greedy, use_top_p, pad_id).
+    """Samples N tokens; spec = (N, prompt_slots, top_k, greedy, use_top_p, pad_id, unroll).
 
-    Returns (cache, tokens int32[B, N], logprobs float32[B, N], lengths int32[B]).
+    unroll > 1: the loop runs `unroll` steps an iteration while that many remain, then single steps, so the device waits
+    for the host's loop test (XLA's while loop copies its predicate to the host) once per `unroll` tokens; a batch
+    whose samples all stopped mid-iteration computes the rest of it with every output masked, as finished samples of
+    a batch always are. Returns (cache, tokens int32[B, N], logprobs float32[B, N], lengths int32[B]).
     """
-    n, p_slots, top_k, greedy, use_top_p, pad_id = spec
+    n, p_slots, top_k, greedy, use_top_p, pad_id, unroll = spec
     model = nnx.merge(graphdef, state)
     b = logits0.shape[0]
     sl = stop_seqs.shape[1]
@@ -111,10 +115,29 @@ def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys
         tok, lp = pick(model.logits(h[:, 0]), step)
         return step + 1, record((cache, last, out_t, out_lp, done, lengths), step, tok, lp)
 
-    _, (cache, _, out_t, out_lp, done, lengths) = jax.lax.while_loop(cond, body, (jnp.int32(1), carry))
+    state_ = (jnp.int32(1), carry)
+    if unroll > 1 and n > unroll:
+        def body_unrolled(state_):
+            for _ in range(unroll):
+                state_ = body(state_)
+            return state_
+        state_ = jax.lax.while_loop(lambda s: (s[0] + unroll <= n) & ~jnp.all(s[1][4]), body_unrolled, state_)
+    _, (cache, _, out_t, out_lp, done, lengths) = jax.lax.while_loop(cond, body, state_)
     tokens = out_t[:, sl - 1:]
     tokens = jnp.where(tokens == -2, pad_id, tokens)
     return cache, tokens, out_lp, lengths
+
+
+def decode_unroll() -> int:
+    """CUDAPERF_DECODE_UNROLL: decode steps per iteration of the sampler's while loop (see _decode). `auto` (default):
+    4 on a GPU, where each iteration ends with the host reading the loop test, and 1 elsewhere (no wait to save, and
+    each unrolled step is another copy of the model in the compiled program); or a number >= 1."""
+    v = os.environ.get("CUDAPERF_DECODE_UNROLL", "auto").strip().lower()
+    if v == "auto":
+        return 4 if jax.default_backend() == "gpu" else 1
+    if not v.isdigit() or int(v) < 1:
+        raise ValueError(f"CUDAPERF_DECODE_UNROLL={v!r}: use auto or a whole number >= 1")
+    return int(v)
 
 
 class Sampler:
@@ -220,7 +243,7 @@ class Sampler:
             arrays = [jax.device_put(a, batch_sharding(self.mesh, a.shape)) for a in arrays]
         tokens_d, kv_mask_d, pos_d, lens_d, keys_d = arrays
         greedy = params.temperature == 0
-        spec = (n, p, int(params.top_k), greedy, (not greedy) and params.top_p < 1.0, self.pad_id)
+        spec = (n, p, int(params.top_k), greedy, (not greedy) and params.top_p < 1.0, self.pad_id, decode_unroll())
         decode_args = (kv_mask_d, lens_d, keys_d, jnp.float32(max(params.temperature, 1e-6)),
                        jnp.float32(params.top_p), jnp.asarray(stop_ids), jnp.asarray(stop_seqs))
         return (tokens_d, kv_mask_d, pos_d), decode_args, spec

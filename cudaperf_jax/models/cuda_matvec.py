@@ -770,10 +770,11 @@ def one_kernel_mlp() -> bool:
     (matvec_kernel.cuh's mlp_kernel): every block (one of 1024 threads per SM) owns a range of intermediate features,
     streams their gate and up columns, applies SwiGLU and adds its share of down's product to the fixed-point sums -
     no dependency wait, launch or ramp between the two matrices (for hidden and intermediate sizes that are multiples
-    of 8, hidden up to 8192; others keep two kernels). `off` (default) - two kernels: on the H200 (2026-12-03) it was
-    -30 us a step at 256 new tokens and unclear at 64, timed once."""
+    of 8, hidden up to 8192; others keep two kernels). Default `on` (H200, decode_ab.py in one process: 2026-12-03
+    -30.5 us a step at 256 new tokens, then again -33.8 at 256 and -2.0 at 64; benchmarks/results/
+    decode_ab_h200_2026-12-03_mlp8_*.json, _mlp8b_*.json); `off` - gate_up and down as two kernels."""
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_MLP", "off", ("on", "off")) == "on"
+    return env_choice("CUDAPERF_CUDA_MLP", "on", ("on", "off")) == "on"
 
 
 def head_dim_scale(dh: int) -> float:

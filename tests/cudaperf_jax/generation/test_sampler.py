@@ -75,6 +75,34 @@ def test_stop_tokens_end_each_sample(pair):
         assert (out.tokens[i, n:] == s.pad_id).all()
 
 
+@pytest.mark.parametrize("unroll,n", [(3, 10), (4, 11)])
+def test_unrolled_decode_loop_gives_the_same_samples(pair, monkeypatch, unroll, n):
+    """CUDAPERF_DECODE_UNROLL=k runs k steps an iteration, then single steps: the same tokens, log-probabilities and
+    lengths as one step an iteration, also when the samples stop at different steps (one inside an unrolled
+    iteration, the whole batch before its end)."""
+    _, model = pair
+    keys = jax.random.split(jax.random.PRNGKey(3), len(PROMPTS))
+    free = SamplingParams(max_new_tokens=n, temperature=0.9, top_k=20, stop_token_ids=())
+    monkeypatch.setenv("CUDAPERF_DECODE_UNROLL", "1")
+    base = Sampler(model, prompt_bucket=8).generate(PROMPTS, free, keys=keys)
+    stop = int(base.tokens[0, 4])   # ends sample 0 at step 4 or earlier (inside the second 3- or 4-step iteration)
+    stopped = SamplingParams(max_new_tokens=n, temperature=0.9, top_k=20, stop_token_ids=(stop,))
+    base_stop = Sampler(model, prompt_bucket=8).generate(PROMPTS, stopped, keys=keys)
+    assert base_stop.lengths[0] <= 5
+    monkeypatch.setenv("CUDAPERF_DECODE_UNROLL", str(unroll))
+    assert sampler_mod.decode_unroll() == unroll
+    for params, want in ((free, base), (stopped, base_stop)):
+        got = Sampler(model, prompt_bucket=8).generate(PROMPTS, params, keys=keys)
+        np.testing.assert_array_equal(got.tokens, want.tokens)
+        np.testing.assert_array_equal(got.lengths, want.lengths)
+        np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-6)
+    one = Sampler(model, prompt_bucket=8).generate(PROMPTS[:1], stopped, keys=keys[:1])   # stops mid-iteration
+    np.testing.assert_array_equal(one.tokens[0], base_stop.tokens[0])
+    monkeypatch.setenv("CUDAPERF_DECODE_UNROLL", "0")
+    with pytest.raises(ValueError, match="CUDAPERF_DECODE_UNROLL"):
+        sampler_mod.decode_unroll()
+
+
 def test_text_prompts_chat_template_and_stop_strings():
     tok = tiny.tokenizer()
     ref = tiny.hf_model("qwen3", seed=4)

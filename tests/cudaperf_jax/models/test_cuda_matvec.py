@@ -253,9 +253,9 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert cm.fold_finish(16, 40) and not cm.fold_finish(1, 40)                    # on by default; needs split o, down
     monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "off")
     assert not cm.fold_finish(16, 40)
-    assert not cm.one_kernel_mlp()                                                 # off by default
-    monkeypatch.setenv("CUDAPERF_CUDA_MLP", "on")
-    assert cm.one_kernel_mlp()
+    assert cm.one_kernel_mlp()                                                     # on by default
+    monkeypatch.setenv("CUDAPERF_CUDA_MLP", "off")
+    assert not cm.one_kernel_mlp()
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "512")
     with pytest.raises(ValueError, match="CUDAPERF_CUDA_MLP"):
         cm.one_kernel_mlp()
