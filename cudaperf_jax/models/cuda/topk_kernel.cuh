@@ -28,6 +28,7 @@ constexpr int kSelectThreads = 512;
 constexpr int kMaxK = 64;
 constexpr int kStage = 8192;          // kept entries whose keys the select block stages in shared memory (else it
                                       // re-reads them from global memory in every pass)
+constexpr int kCand = 512;            // the fast path's candidates: entries at or above the coarse threshold
 
 // order-preserving unsigned key: a larger float has a larger key; -0.0 and 0.0 share one; NaN is 0 (smallest)
 __device__ __forceinline__ unsigned key_of(float f) {
@@ -78,19 +79,23 @@ struct SelectShared {
   unsigned hist[256];
   int sel_idx[kMaxK];          // the k chosen entries' indices, in no particular order
   unsigned sel_key[kMaxK];
+  unsigned cand_key[kCand];    // the fast path's candidates (key, index), in no particular order
+  int cand_idx[kCand];
   unsigned digit, need;        // one radix pass's result
-  int n_kept, n_sel, n_gt, n_tie;
+  int n_kept, n_sel, n_gt, n_tie, n_cand;
   float lse_m[kSelectThreads / 32], lse_s[kSelectThreads / 32];   // the warps' logsumexp pieces
 };
 
 // The need-th largest (1-based; need <= the number of valid keys) of the keys visit() produces. All threads of
 // the block call it; visit(f) calls f(key, valid) for the calling thread's share, the same number of times for
-// every lane of a warp (f aggregates a warp's increments with __match_any_sync).
+// every lane of a warp (f aggregates a warp's increments with __match_any_sync). With last_shift > 0 it stops
+// after the digits down to bit last_shift: the result is that key with its lower bits zero, a lower bound that at
+// least `need` keys reach.
 template <class Visit>
-__device__ unsigned radix_select(SelectShared& s, unsigned need, Visit visit) {
+__device__ unsigned radix_select(SelectShared& s, unsigned need, Visit visit, int last_shift = 0) {
   const int lane = threadIdx.x & 31;
   unsigned prefix = 0, decided = 0;   // the high digits found so far, and their bit mask
-  for (int shift = 24; shift >= 0; shift -= 8) {
+  for (int shift = 24; shift >= last_shift; shift -= 8) {
     for (int t = threadIdx.x; t < 256; t += blockDim.x) s.hist[t] = 0;
     __syncthreads();
     visit([&](unsigned key, bool valid) {
@@ -151,11 +156,16 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
     }
   }
   if (ms != nullptr) {   // the thread's chunks' logsumexp pieces merged, then the warp's (thread 0 merges the warps')
-    float m = -INFINITY, sum = 0.f;
-    for (int c = threadIdx.x; c < n_chunks; c += kSelectThreads) {
-      const float2 p = ms[static_cast<size_t>(b) * n_chunks + c];
-      lse_merge(m, sum, p.x, p.y);
+    constexpr int kPer = kMaxChunks / kSelectThreads;
+    float2 p[kPer];   // all loaded before any is merged (a load-merge loop waited for each load)
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int c = threadIdx.x + u * kSelectThreads;
+      p[u] = c < n_chunks ? ms[static_cast<size_t>(b) * n_chunks + c] : make_float2(-INFINITY, 0.f);
     }
+    float m = -INFINITY, sum = 0.f;
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) lse_merge(m, sum, p[u].x, p[u].y);
     for (int o = 16; o > 0; o >>= 1) {
       const float pm = __shfl_xor_sync(0xffffffffu, m, o), ps = __shfl_xor_sync(0xffffffffu, sum, o);
       lse_merge(m, sum, pm, ps);
@@ -165,18 +175,81 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
       s.lse_s[threadIdx.x / 32] = sum;
     }
   }
-  if (threadIdx.x == 0) s.n_kept = s.n_sel = s.n_gt = s.n_tie = 0;
+  if (threadIdx.x == 0) s.n_kept = s.n_sel = s.n_gt = s.n_tie = s.n_cand = 0;
   __syncthreads();
-  // T: the k-th largest chunk maximum (with fewer chunks than k, the smallest: every chunk is kept)
-  const unsigned t_key = radix_select(s, static_cast<unsigned>(k < n_chunks ? k : n_chunks), [&](auto f) {
+  auto write_lse = [&]() {   // thread 0, after a barrier that follows the warps' pieces
+    if (lse != nullptr && threadIdx.x == 0) {
+      float m = -INFINITY, sum = 0.f;
+      for (int w = 0; w < kSelectThreads / 32; ++w) lse_merge(m, sum, s.lse_m[w], s.lse_s[w]);
+      lse[b] = m == -INFINITY ? -INFINITY : m + logf(sum);
+    }
+  };
+  const unsigned n_top = static_cast<unsigned>(k < n_chunks ? k : n_chunks);
+  auto each_maximum = [&](auto f) {
     for (int c0 = warp0; c0 < n_chunks; c0 += blockDim.x) {
       const bool valid = c0 + lane < n_chunks;
       f(valid ? s.keys[c0 + lane] : 0u, valid);
     }
-  });
-  for (int c = threadIdx.x; c < n_chunks; c += blockDim.x)
-    if (s.keys[c] >= t_key) s.chunks[atomicAdd(&s.n_kept, 1)] = static_cast<unsigned short>(c);
-  __syncthreads();
+  };
+  auto keep_chunks = [&](unsigned t) {   // the chunks whose maximum reaches t
+    for (int c = threadIdx.x; c < n_chunks; c += blockDim.x)
+      if (s.keys[c] >= t) s.chunks[atomicAdd(&s.n_kept, 1)] = static_cast<unsigned short>(c);
+    __syncthreads();
+  };
+  {   // Fast path: T' = the k-th largest chunk maximum's top 16 bits (two radix passes, not four) is reached by at
+      // least k maxima, so the k-th largest entry is >= T' and every top-k entry (ties included) is among the
+      // entries >= T', which lie in the chunks whose maximum reaches T'. Usually few more than k entries reach T':
+      // they are collected and ordered by counting, without the entry-level radix selection.
+    const unsigned t_lo = radix_select(s, n_top, each_maximum, 16);
+    keep_chunks(t_lo);
+    const int n_entries = s.n_kept * kChunk;
+    if (n_entries <= kStage) {
+      constexpr int kPer = kStage / kSelectThreads;
+      float r[kPer];   // every load in flight before any is kept
+#pragma unroll
+      for (int u = 0; u < kPer; ++u) {
+        const int e = threadIdx.x + u * kSelectThreads;
+        const int j = e < n_entries ? s.chunks[e / kChunk] * kChunk + e % kChunk : v_len;
+        r[u] = j < v_len ? row[j] : __int_as_float(0x7fffffff);   // past the row: NaN, whose key 0 is never kept
+      }
+#pragma unroll
+      for (int u = 0; u < kPer; ++u) {
+        const int e = threadIdx.x + u * kSelectThreads;
+        const unsigned key = key_of(r[u]);
+        if (e < n_entries && key >= t_lo && key != 0u) {
+          const int at = atomicAdd(&s.n_cand, 1);
+          if (at < kCand) {
+            s.cand_key[at] = key;
+            s.cand_idx[at] = s.chunks[e / kChunk] * kChunk + e % kChunk;
+          }
+        }
+      }
+      __syncthreads();
+      const int n_c = s.n_cand;
+      if (n_c >= k && n_c <= kCand) {   // (fewer than k: NaN entries are among the top k; the general path below)
+        for (int c = threadIdx.x; c < n_c; c += blockDim.x) {   // each candidate's place: the candidates before it
+          const unsigned key = s.cand_key[c];
+          const int j = s.cand_idx[c];
+          int rank = 0;
+          for (int o = 0; o < n_c; ++o) {
+            const unsigned ko = s.cand_key[o];
+            rank += ko > key || (ko == key && s.cand_idx[o] < j);
+          }
+          if (rank < k) {
+            vals[static_cast<size_t>(b) * k + rank] = row[j];
+            idx[static_cast<size_t>(b) * k + rank] = j;
+          }
+        }
+        write_lse();
+        return;
+      }
+    }
+    __syncthreads();   // (every thread has read n_kept)
+    if (threadIdx.x == 0) s.n_kept = 0;
+    __syncthreads();
+  }
+  // General path. T: the k-th largest chunk maximum (with fewer chunks than k, the smallest: every chunk is kept)
+  keep_chunks(radix_select(s, n_top, each_maximum));
   const int n_cand = s.n_kept * kChunk;
   const bool staged = n_cand <= kStage;   // (the maxima are no longer needed: their space takes the entries' keys)
   if (staged) {   // as the maxima: the thread's entries loaded together, then stored
@@ -227,11 +300,7 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
     }
   });
   __syncthreads();
-  if (lse != nullptr && threadIdx.x == 0) {   // (the warps' pieces were stored before several barriers)
-    float m = -INFINITY, sum = 0.f;
-    for (int w = 0; w < kSelectThreads / 32; ++w) lse_merge(m, sum, s.lse_m[w], s.lse_s[w]);
-    lse[b] = m == -INFINITY ? -INFINITY : m + logf(sum);
-  }
+  write_lse();
   if (threadIdx.x < k) {   // each chosen entry's place: the chosen entries that come before it
     const unsigned key = s.sel_key[threadIdx.x];
     const int j = s.sel_idx[threadIdx.x];

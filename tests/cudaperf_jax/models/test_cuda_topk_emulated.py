@@ -128,3 +128,21 @@ def test_logsumexp_of_masked_infinite_and_nan_rows(topk):
     np.testing.assert_allclose(lse[0], np.log(np.exp(1.0) + np.exp(2.0)), rtol=1e-6)
     assert lse[1] == -np.inf
     assert np.isnan(lse[2]) and np.isnan(lse[3])
+
+
+@pytest.mark.parametrize("chunks,per_chunk", [(60, 20), (200, 1), (40, 64)])
+def test_each_path_of_the_select_block(topk, chunks, per_chunk):
+    """topk_select's fast path collects the entries reaching a coarse threshold (the k-th largest chunk maximum's top
+    16 bits) and orders them by counting; too many candidates (60 chunks x 20 near-equal entries: 1200 > 512) or
+    too many kept chunks (200 chunks reach the threshold: 12,800 entries > 8192 staged) take the radix path. Every
+    case gives numpy's order, ties by smaller index."""
+    rng = np.random.default_rng(chunks * per_chunk)
+    x = rng.standard_normal((1, 151936)).astype(np.float32)
+    for c in rng.choice(151936 // 64, chunks, replace=False):
+        cols = c * 64 + rng.choice(64, per_chunk, replace=False)
+        x[0, cols] = 10.0 + rng.integers(0, 40, per_chunk) * 2e-5   # the same top 16 bits of the key, many ties
+    for k in (50, 7):
+        vals, idx = topk(x, k)
+        want_v, want_i = _want(x, k)
+        np.testing.assert_array_equal(vals, want_v)
+        np.testing.assert_array_equal(idx, want_i)
