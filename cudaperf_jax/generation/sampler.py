@@ -68,14 +68,14 @@ def _prefill(graphdef, state, cache: KVCache, tokens, kv_mask, positions):
 @functools.partial(jax.jit, static_argnames=("graphdef", "spec"), donate_argnames=("cache",))
 def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys, temperature, top_p,
             stop_ids, stop_seqs, *, spec):
-    """Samples N tokens; spec = (N, prompt_slots, top_k, greedy, use_top_p, pad_id, unroll).
+    """Samples N tokens; spec = (N, prompt_slots, top_k, greedy, use_top_p, pad_id, unroll, use_stop_seqs).
 
     unroll > 1: the loop runs `unroll` steps an iteration while that many remain, then single steps, so the device waits
     for the host's loop test (XLA's while loop copies its predicate to the host) once per `unroll` tokens; a batch
     whose samples all stopped mid-iteration computes the rest of it with every output masked, as finished samples of
-    a batch always are. Returns (cache, tokens int32[B, N], logprobs float32[B, N], lengths int32[B]).
+    a batch always are. use_stop_seqs False (no stop strings): the loop skips the stop-sequence test. Returns (cache, tokens int32[B, N], logprobs float32[B, N], lengths int32[B]).
     """
-    n, p_slots, top_k, greedy, use_top_p, pad_id, unroll = spec
+    n, p_slots, top_k, greedy, use_top_p, pad_id, unroll, use_stop_seqs = spec
     model = nnx.merge(graphdef, state)
     b = logits0.shape[0]
     sl = stop_seqs.shape[1]
@@ -90,10 +90,11 @@ def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys
         lp = jnp.where(done, 0.0, lp)
         out_t = jax.lax.dynamic_update_slice(out_t, tok[:, None], (0, step + sl - 1))
         out_lp = jax.lax.dynamic_update_slice(out_lp, lp[:, None], (0, step))
-        window = jax.lax.dynamic_slice(out_t, (0, step), (b, sl))  # last sl tokens (-2 before start)
-        seq_hit = jnp.all((stop_seqs[None] < 0) | (stop_seqs[None] == window[:, None, :]), axis=-1)
-        seq_hit = jnp.any(seq_hit & jnp.any(stop_seqs >= 0, axis=-1)[None], axis=-1)
-        hit = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1) | seq_hit
+        hit = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1)
+        if use_stop_seqs:
+            window = jax.lax.dynamic_slice(out_t, (0, step), (b, sl))  # last sl tokens (-2 before start)
+            seq_hit = jnp.all((stop_seqs[None] < 0) | (stop_seqs[None] == window[:, None, :]), axis=-1)
+            hit = hit | jnp.any(seq_hit & jnp.any(stop_seqs >= 0, axis=-1)[None], axis=-1)
         lengths = jnp.where(done, lengths, step + 1)
         return cache, tok, out_t, out_lp, done | hit, lengths
 
@@ -243,7 +244,8 @@ class Sampler:
             arrays = [jax.device_put(a, batch_sharding(self.mesh, a.shape)) for a in arrays]
         tokens_d, kv_mask_d, pos_d, lens_d, keys_d = arrays
         greedy = params.temperature == 0
-        spec = (n, p, int(params.top_k), greedy, (not greedy) and params.top_p < 1.0, self.pad_id, decode_unroll())
+        spec = (n, p, int(params.top_k), greedy, (not greedy) and params.top_p < 1.0, self.pad_id, decode_unroll(),
+                bool((stop_seqs >= 0).any()))
         decode_args = (kv_mask_d, lens_d, keys_d, jnp.float32(max(params.temperature, 1e-6)),
                        jnp.float32(params.top_p), jnp.asarray(stop_ids), jnp.asarray(stop_seqs))
         return (tokens_d, kv_mask_d, pos_d), decode_args, spec
