@@ -260,6 +260,25 @@ def top_k(x: jax.Array, k: int, *, with_lse: bool = False):
     chunks, then per row a radix selection over the chunks whose maximum reaches the k-th largest maximum):
     (values [B, k] descending, int32 indices [B, k]); among equal values the smaller index first. with_lse: also each
     row's logsumexp [B] (jax.nn.logsumexp(x, -1) up to summation order), from the same passes over the row."""
+    out = _topk_call(x, k, with_lse=with_lse)
+    return (out[0], out[1], out[4]) if with_lse else (out[0], out[1])
+
+
+def top_k_sample(x: jax.Array, k: int, noise: jax.Array, temperature, top_p, *, use_top_p: bool):
+    """The sampler's draw from the top k of float32 logits x [B, V] inside the top-k kernels
+    (generation.sampling._draw_from_top_k with the top-k's logsumexp, in topk_select's block): (tokens int32 [B],
+    their log-probabilities float32 [B] = raw logit - the row's logsumexp). noise [B, k]: the Gumbel noise
+    jax.random.categorical would add to the k candidates (same key, shape (k,)); temperature divides the k values;
+    with use_top_p the candidates outside the top_p nucleus are masked to -1e30 first. The same tokens as the XLA
+    ops up to the rounding of the nucleus's softmax and running sum (a warp scan, not XLA's order)."""
+    f32 = jnp.float32
+    out = _topk_call(x, k, with_lse=True, sample=(noise.astype(f32), jnp.reshape(jnp.asarray(temperature, f32), (1,)),
+                                                  jnp.reshape(jnp.asarray(top_p, f32), (1,))), use_top_p=use_top_p)
+    return out[5], out[6]
+
+
+def _topk_call(x, k, *, with_lse, sample=None, use_top_p=False):
+    """The CudaperfTopk FFI call: (vals, idx, maxima, ms, lse, tok, logprob); sample = (noise, temperature, top_p)."""
     if x.ndim != 2 or not topk_supported(x.shape[1], k):
         raise ValueError(f"cuda_matvec.top_k: needs x [B, V] with 1 <= k <= 64 and k <= V <= 262144; "
                          f"got x {x.shape}, k {k}")
@@ -272,10 +291,16 @@ def top_k(x: jax.Array, k: int, *, with_lse: bool = False):
     shapes = [jax.ShapeDtypeStruct((b, k), f32), jax.ShapeDtypeStruct((b, k), jnp.int32),
               jax.ShapeDtypeStruct((b, n_chunks), jnp.uint32),
               jax.ShapeDtypeStruct((b, 2 * n_chunks) if with_lse else (1,), f32),
-              jax.ShapeDtypeStruct((b,) if with_lse else (1,), f32)]
-    vals, idx, _, _, lse = jax.ffi.ffi_call(TARGETS["topk"][0], shapes)(x.astype(f32), k=np.int64(k),
-                                                                        with_lse=np.int64(int(with_lse)))
-    return (vals, idx, lse) if with_lse else (vals, idx)
+              jax.ShapeDtypeStruct((b,) if with_lse else (1,), f32),
+              jax.ShapeDtypeStruct((b,) if sample is not None else (1,), jnp.int32),
+              jax.ShapeDtypeStruct((b,) if sample is not None else (1,), f32)]
+    if sample is not None and sample[0].shape != (b, k):
+        raise ValueError(f"cuda_matvec.top_k_sample: noise must be [B, k] = {(b, k)}; got {sample[0].shape}")
+    one = jnp.zeros((1,), f32)
+    noise, temperature, top_p = sample if sample is not None else (one, one, one)
+    return jax.ffi.ffi_call(TARGETS["topk"][0], shapes)(
+        x.astype(f32), noise, temperature, top_p, k=np.int64(k), with_lse=np.int64(int(with_lse)),
+        sample=np.int64(int(sample is not None)), use_top_p=np.int64(int(use_top_p)))
 
 
 def topk_lse_enabled() -> bool:

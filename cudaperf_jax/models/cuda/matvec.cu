@@ -170,10 +170,15 @@ ffi::Error FinishImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer
 }
 
 // with_lse: also the rows' logsumexp in lse [B] (ms [B, 2 ceil(V / 64)] its per-chunk pieces); else both untouched.
-ffi::Error TopkImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x, ffi::Result<ffi::Buffer<ffi::F32>> vals,
+// sample (needs with_lse): also the sampler's draw from the top k (topk_kernel.cuh SampleArgs) in tok [B] and
+// logprob [B], from noise [B, k], temperature [1] and top_p [1]; else those are unused [1] buffers.
+ffi::Error TopkImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> noise,
+                    ffi::Buffer<ffi::F32> temperature, ffi::Buffer<ffi::F32> top_p,
+                    ffi::Result<ffi::Buffer<ffi::F32>> vals,
                     ffi::Result<ffi::Buffer<ffi::S32>> idx, ffi::Result<ffi::Buffer<ffi::U32>> maxima,
-                    ffi::Result<ffi::Buffer<ffi::F32>> ms, ffi::Result<ffi::Buffer<ffi::F32>> lse, int64_t k,
-                    int64_t with_lse) {
+                    ffi::Result<ffi::Buffer<ffi::F32>> ms, ffi::Result<ffi::Buffer<ffi::F32>> lse,
+                    ffi::Result<ffi::Buffer<ffi::S32>> tok, ffi::Result<ffi::Buffer<ffi::F32>> logprob, int64_t k,
+                    int64_t with_lse, int64_t sample, int64_t use_top_p) {
   using namespace cudaperf_topk;
   auto xd = x.dimensions();
   if (xd.size() != 2 || k < 1 || k > kMaxK) return ffi::Error::InvalidArgument("cudaperf_topk: x must be [B, V], 1 <= k <= 64");
@@ -183,6 +188,15 @@ ffi::Error TopkImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x, ffi::Result<ff
     return ffi::Error::InvalidArgument("cudaperf_topk: needs k <= V <= 262144 and outputs [B, k], [B, k], [B, ceil(V / 64)]");
   if (with_lse && (ms->element_count() != static_cast<size_t>(2 * b * n_chunks) || lse->element_count() != static_cast<size_t>(b)))
     return ffi::Error::InvalidArgument("cudaperf_topk: with_lse needs outputs [B, 2 ceil(V / 64)] and [B]");
+  if (sample && (!with_lse || noise.element_count() != static_cast<size_t>(b * k) || temperature.element_count() != 1
+                 || top_p.element_count() != 1 || tok->element_count() != static_cast<size_t>(b)
+                 || logprob->element_count() != static_cast<size_t>(b)))
+    return ffi::Error::InvalidArgument("cudaperf_topk: sample needs with_lse, noise [B, k], temperature and top_p [1], "
+                                       "outputs [B] and [B]");
+  SampleArgs smp{};
+  if (sample)
+    smp = SampleArgs{noise.typed_data(), temperature.typed_data(), top_p.typed_data(), static_cast<int>(use_top_p != 0),
+                     tok->typed_data(), logprob->typed_data()};
   float2* msp = with_lse ? reinterpret_cast<float2*>(ms->typed_data()) : nullptr;
   float* lsep = with_lse ? lse->typed_data() : nullptr;
   constexpr int kWarps = kMaximaThreads / 32;
@@ -190,7 +204,7 @@ ffi::Error TopkImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x, ffi::Result<ff
                 stream>>>(x.typed_data(), static_cast<int>(v), static_cast<int>(n_chunks), maxima->typed_data(), msp);
   topk_select<<<static_cast<unsigned>(b), kSelectThreads, 0, stream>>>(
       x.typed_data(), static_cast<int>(v), static_cast<int>(n_chunks), maxima->typed_data(), static_cast<int>(k),
-      vals->typed_data(), idx->typed_data(), msp, lsep);
+      vals->typed_data(), idx->typed_data(), msp, lsep, smp);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_topk: ") + cudaGetErrorString(e));
   return ffi::Error::Success();
@@ -731,14 +745,21 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfFinish, FinishImpl,
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfTopk, TopkImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::S32>>()
-                                  .Ret<ffi::Buffer<ffi::U32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()     // x
+                                  .Arg<ffi::Buffer<ffi::F32>>()     // noise
+                                  .Arg<ffi::Buffer<ffi::F32>>()     // temperature
+                                  .Arg<ffi::Buffer<ffi::F32>>()     // top_p
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // vals
+                                  .Ret<ffi::Buffer<ffi::S32>>()     // idx
+                                  .Ret<ffi::Buffer<ffi::U32>>()     // maxima
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // ms
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // lse
+                                  .Ret<ffi::Buffer<ffi::S32>>()     // tok
+                                  .Ret<ffi::Buffer<ffi::F32>>()     // logprob
                                   .Attr<int64_t>("k")
-                                  .Attr<int64_t>("with_lse"),
+                                  .Attr<int64_t>("with_lse")
+                                  .Attr<int64_t>("sample")
+                                  .Attr<int64_t>("use_top_p"),
                               MATVEC_TRAITS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfLayer, LayerImpl,
