@@ -128,10 +128,15 @@ def choose_with_logprobs(logits: jax.Array, keys: jax.Array, step, temperature, 
     """(choose's tokens int32[B], token_logprobs of them float32[B]). Where the sampler takes the CUDA top-k and
     CUDAPERF_CUDA_TOPK_LSE is on, the top-k runs on the raw logits (the temperature divides only its k values: the
     same values as top-k of the divided row; only a tie that the division creates could order differently) and the
-    log-probabilities come from the logsumexp the top-k kernels compute (no log_softmax over the vocabulary)."""
+    log-probabilities come from the logsumexp the top-k kernels compute (no log_softmax over the vocabulary). With
+    CUDAPERF_CUDA_SAMPLE on as well (float32 logits), the top-k kernel also draws the token (cuda_matvec.top_k_sample:
+    the Gumbel noise jax.random.categorical would add, computed here from the same key, and the rest in one block)."""
     v = logits.shape[-1]
     if not greedy and 0 < top_k < v and _cuda_top_k(v, top_k):
         from cudaperf_jax.models import cuda_matvec
+        if cuda_matvec.topk_sample_enabled() and logits.dtype == jnp.float32:   # the draw inside the top-k kernel
+            noise = jax.vmap(lambda kk: jax.random.gumbel(kk, (top_k,), jnp.float32))(_step_keys(keys, step))
+            return cuda_matvec.top_k_sample(logits, top_k, noise, temperature, top_p, use_top_p=use_top_p)
         if cuda_matvec.topk_lse_enabled():
             raw = logits.astype(jnp.float32)
             vals, ids, lse = cuda_matvec.top_k(raw, top_k, with_lse=True)

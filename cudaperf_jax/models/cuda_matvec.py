@@ -312,6 +312,14 @@ def topk_lse_enabled() -> bool:
     return env_choice("CUDAPERF_CUDA_TOPK_LSE", "on", ("on", "off")) == "on"
 
 
+def topk_sample_enabled() -> bool:
+    """CUDAPERF_CUDA_SAMPLE: `on` - with CUDAPERF_CUDA_TOPK_LSE's path, the sampler's draw from the top k (temperature,
+    top-p, the Gumbel argmax and the log-probability) runs at the end of the top-k kernel (top_k_sample) instead of as
+    XLA ops; `off` (default until timed on the H200)."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_SAMPLE", "off", ("on", "off")) == "on"
+
+
 def topk_enabled() -> bool:
     """CUDAPERF_CUDA_TOPK: `auto` (default) and `on` - the sampler's top-k of long rows (generation.sampling.top_k)
     runs cuda_matvec.top_k when the CUDA kernels are enabled(); `off` keeps the chunked lax.top_k. On the H200

@@ -248,21 +248,26 @@ def test_the_sampler_picks_the_cuda_top_k_when_asked(monkeypatch):
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_log_probabilities_from_the_top_k_kernels_logsumexp(monkeypatch, temperature):
     """CUDAPERF_CUDA_TOPK_LSE=on: the sampler's tokens as with it off, their log-probabilities from the top-k
-    kernels' logsumexp within float32 summation-order noise of log_softmax's."""
+    kernels' logsumexp within float32 summation-order noise of log_softmax's; CUDAPERF_CUDA_SAMPLE=on as well (the
+    draw inside the top-k kernel): the same tokens again, with and without top-p."""
     from cudaperf_jax.generation import sampling
     logits = 3 * jax.random.normal(jax.random.key(2), (3, 151936), jnp.float32)
     keys = jax.random.key_data(jax.random.split(jax.random.key(0), 3))
     monkeypatch.setenv("CUDAPERF_CUDA_TOPK", "on")
-    fn = jax.jit(lambda x, s: sampling.choose_with_logprobs(x, keys, s, temperature, 0.9, top_k=50))
-    results = {}
-    for lse in ("off", "on"):
-        monkeypatch.setenv("CUDAPERF_CUDA_TOPK_LSE", lse)
-        assert cm.topk_lse_enabled() == (lse == "on")
-        jax.clear_caches()
-        results[lse] = [tuple(np.asarray(a) for a in fn(logits, s)) for s in range(4)]
-    for (t_off, lp_off), (t_on, lp_on) in zip(results["off"], results["on"]):
-        np.testing.assert_array_equal(t_on, t_off)
-        np.testing.assert_allclose(lp_on, lp_off, rtol=0, atol=2e-5)
+    for top_p in (0.9, 1.0):
+        fn = jax.jit(lambda x, s: sampling.choose_with_logprobs(x, keys, s, temperature, top_p, top_k=50,
+                                                                use_top_p=top_p < 1))
+        results = {}
+        for mode, lse, draw in (("off", "off", "off"), ("lse", "on", "off"), ("sample", "on", "on")):
+            monkeypatch.setenv("CUDAPERF_CUDA_TOPK_LSE", lse)
+            monkeypatch.setenv("CUDAPERF_CUDA_SAMPLE", draw)
+            assert cm.topk_lse_enabled() == (lse == "on") and cm.topk_sample_enabled() == (draw == "on")
+            jax.clear_caches()
+            results[mode] = [tuple(np.asarray(a) for a in fn(logits, s)) for s in range(8)]
+        for mode in ("lse", "sample"):
+            for (t_off, lp_off), (t_on, lp_on) in zip(results["off"], results[mode]):
+                np.testing.assert_array_equal(t_on, t_off)
+                np.testing.assert_allclose(lp_on, lp_off, rtol=0, atol=2e-5)
 
 
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "smollm2-135m", "qwen3"])
