@@ -73,7 +73,8 @@ def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys
     unroll > 1: the loop runs `unroll` steps an iteration while that many remain, then single steps, so the device waits
     for the host's loop test (XLA's while loop copies its predicate to the host) once per `unroll` tokens; a batch
     whose samples all stopped mid-iteration computes the rest of it with every output masked, as finished samples of
-    a batch always are. use_stop_seqs False (no stop strings): the loop skips the stop-sequence test. Returns (cache, tokens int32[B, N], logprobs float32[B, N], lengths int32[B]).
+    a batch always are. use_stop_seqs False (no stop strings): the loop skips the stop-sequence test.
+    Returns (cache, tokens int32[B, N], logprobs float32[B, N], lengths int32[B]).
     """
     n, p_slots, top_k, greedy, use_top_p, pad_id, unroll, use_stop_seqs = spec
     model = nnx.merge(graphdef, state)

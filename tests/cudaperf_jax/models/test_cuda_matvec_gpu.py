@@ -254,9 +254,11 @@ def test_log_probabilities_from_the_top_k_kernels_logsumexp(monkeypatch, tempera
     logits = 3 * jax.random.normal(jax.random.key(2), (3, 151936), jnp.float32)
     keys = jax.random.key_data(jax.random.split(jax.random.key(0), 3))
     monkeypatch.setenv("CUDAPERF_CUDA_TOPK", "on")
+    def draw(top_p):
+        return jax.jit(lambda x, s: sampling.choose_with_logprobs(x, keys, s, temperature, top_p, top_k=50,
+                                                                  use_top_p=top_p < 1))
     for top_p in (0.9, 1.0):
-        fn = jax.jit(lambda x, s: sampling.choose_with_logprobs(x, keys, s, temperature, top_p, top_k=50,
-                                                                use_top_p=top_p < 1))
+        fn = draw(top_p)
         results = {}
         for mode, lse, draw in (("off", "off", "off"), ("lse", "on", "off"), ("sample", "on", "on")):
             monkeypatch.setenv("CUDAPERF_CUDA_TOPK_LSE", lse)

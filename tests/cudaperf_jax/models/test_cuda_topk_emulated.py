@@ -169,12 +169,13 @@ def test_the_draw_inside_the_select_block_is_the_samplers(topk, b, v, k, tempera
     function itself on the same top k and noise, for several noise draws."""
     import jax
     import jax.numpy as jnp
+
     from cudaperf_jax.generation.sampling import NEG_INF
     x = (3 * np.random.default_rng(v + k).standard_normal((b, v))).astype(np.float32)
     want_v, want_i = _want(x, k)
     for seed in range(4):
         noise = np.asarray(jax.random.gumbel(jax.random.PRNGKey(seed), (b, k), jnp.float32))
-        vals, idx, tok, logprob = topk(x, k, sample=(noise, temperature, top_p, use_top_p))
+        _, idx, tok, logprob = topk(x, k, sample=(noise, temperature, top_p, use_top_p))
         np.testing.assert_array_equal(idx, want_i)
         scaled = jnp.asarray(want_v) / jnp.float32(temperature)
         if use_top_p:
