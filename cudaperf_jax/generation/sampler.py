@@ -130,13 +130,16 @@ def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys
     return cache, tokens, out_lp, lengths
 
 
-def decode_unroll() -> int:
+def decode_unroll(batch: int = 1) -> int:
     """CUDAPERF_DECODE_UNROLL: decode steps per iteration of the sampler's while loop (see _decode). `auto` (default):
-    4 on a GPU, where each iteration ends with the host reading the loop test, and 1 elsewhere (no wait to save, and
-    each unrolled step is another copy of the model in the compiled program); or a number >= 1."""
+    4 on a GPU for batches up to 32, where each iteration ends with the host reading the loop test, else 1 (each
+    unrolled step is another copy of the model in the compiled program: no wait to save on a CPU, and at batch 128
+    no gain for twice the compile time); or a number >= 1. H200, random Qwen2.5-1.5B (2026-12-03): 4 against 1 was
+    -16.7 us a step at batch 1 (benchmarks/results/decode_ab_h200_2026-12-03_unroll256.json), 1.861 against 1.906 ms
+    at batch 32, 2.526 against 2.517 at batch 128 with 19 s of compile against 10 (decode_1p5b_batch32_128_unroll*)."""
     v = os.environ.get("CUDAPERF_DECODE_UNROLL", "auto").strip().lower()
     if v == "auto":
-        return 4 if jax.default_backend() == "gpu" else 1
+        return 4 if jax.default_backend() == "gpu" and batch <= 32 else 1
     if not v.isdigit() or int(v) < 1:
         raise ValueError(f"CUDAPERF_DECODE_UNROLL={v!r}: use auto or a whole number >= 1")
     return int(v)
@@ -245,7 +248,7 @@ class Sampler:
             arrays = [jax.device_put(a, batch_sharding(self.mesh, a.shape)) for a in arrays]
         tokens_d, kv_mask_d, pos_d, lens_d, keys_d = arrays
         greedy = params.temperature == 0
-        spec = (n, p, int(params.top_k), greedy, (not greedy) and params.top_p < 1.0, self.pad_id, decode_unroll(),
+        spec = (n, p, int(params.top_k), greedy, (not greedy) and params.top_p < 1.0, self.pad_id, decode_unroll(b),
                 bool((stop_seqs >= 0).any()))
         decode_args = (kv_mask_d, lens_d, keys_d, jnp.float32(max(params.temperature, 1e-6)),
                        jnp.float32(params.top_p), jnp.asarray(stop_ids), jnp.asarray(stop_seqs))

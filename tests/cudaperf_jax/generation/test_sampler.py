@@ -101,6 +101,9 @@ def test_unrolled_decode_loop_gives_the_same_samples(pair, monkeypatch, unroll, 
     monkeypatch.setenv("CUDAPERF_DECODE_UNROLL", "0")
     with pytest.raises(ValueError, match="CUDAPERF_DECODE_UNROLL"):
         sampler_mod.decode_unroll()
+    monkeypatch.delenv("CUDAPERF_DECODE_UNROLL")
+    assert sampler_mod.decode_unroll(1) == (4 if jax.default_backend() == "gpu" else 1)   # auto
+    assert sampler_mod.decode_unroll(128) == 1
 
 
 def test_text_prompts_chat_template_and_stop_strings():
