@@ -5,7 +5,8 @@
 // (norm prologue), down (swiglu prologue), finish; then the LM head. Weights of all layers are distinct buffers
 // (2.6 GB, far beyond L2). Variants: PDL on/off x stream launches / captured graph, and the unroll of gate_up/o;
 // mlp2k_* / mlp1k_*: only the MLPs of the 28 layers, as gate_up + down or as one mlp_kernel (CUDAPERF_CUDA_MLP),
-// mlp1k_noadd without its fixed-point adds (wrong sums: prices the 203K atomics a layer).
+// mlp1k_noadd without its fixed-point adds (wrong sums: prices the 203K atomics a layer), mlp1k_rot with the adds
+// starting at a column that depends on the block (CUDAPERF_CUDA_MLP=rotate).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && /tmp/pdl_chain [json_out|-] [name_part] [reps]
 #include <cstdio>
@@ -184,7 +185,8 @@ int main(int argc, char** argv) {
   // attn: 0 a finish kernel stands in for attention, 1 the real attention and o's merge prologue, 2 the real attention
   // alone (no matvecs, no finishes), 3 the real attention with o's plain prologue
   int attn_mode = 0;
-  // the MLP alone (attn_mode 4: gate_up + down as two kernels, 5: one mlp_kernel, 6: mlp_kernel without its adds)
+  // the MLP alone (attn_mode 4: gate_up + down as two kernels, 5: one mlp_kernel, 6: mlp_kernel without its adds,
+  // 7: mlp_kernel with staggered adds)
   unsigned long long *racc, *mlp_out;
   CK(cudaMalloc(&racc, D * 8));
   CK(cudaMalloc(&mlp_out, D * 8));
@@ -193,14 +195,16 @@ int main(int argc, char** argv) {
   int n_sm = 0;
   CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
   const size_t mlp_smem = mlp_smem_floats<kMlpThreads>(D, F, n_sm) * 4;
-  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
-  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
-  auto mlp = [&](const Cfg& c, int l, bool add) {
+  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
+  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
+  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
+  auto mlp = [&](const Cfg& c, int l, int add) {   // add: mlp_kernel's kAdd
     Prologue pr = {};
     pr.x = x; pr.racc = racc; pr.xo = xmid; pr.k_total = D; pr.eps = 1e-6f; pr.vec = scale;
     Launch lc(dim3(n_sm, 1, 1), dim3(kMlpThreads, 1, 1), mlp_smem, s, c.pdl);
     begin_launch();
-    CK(cudaLaunchKernelEx(&lc.cfg, add ? mlp_kernel<kMlpThreads, true> : mlp_kernel<kMlpThreads, false>, pr,
+    CK(cudaLaunchKernelEx(&lc.cfg, add == 2 ? mlp_kernel<kMlpThreads, 2> : add == 1 ? mlp_kernel<kMlpThreads, 1>
+                                                                     : mlp_kernel<kMlpThreads, 0>, pr,
                           (const __nv_bfloat16*)wgu[l], (const __nv_bfloat16*)nullptr, (const __nv_bfloat16*)wdn[l], D,
                           F, mlp_out, c.flags()));
     end_launch();
@@ -216,7 +220,7 @@ int main(int argc, char** argv) {
         continue;
       }
       if (attn_mode >= 5) {
-        mlp(c, l, attn_mode == 5);
+        mlp(c, l, attn_mode == 5 ? 1 : attn_mode == 7 ? 2 : 0);
         if (g_child_layer) end_capture();
         continue;
       }
@@ -286,6 +290,7 @@ int main(int argc, char** argv) {
       {"mlp2k_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 4},
       {"mlp1k_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 5},
       {"mlp1k_noadd_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 6},
+      {"mlp1k_rot_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 7},
       {"mlp2k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 4},
       {"mlp1k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 5},
   };

@@ -537,8 +537,11 @@ __host__ __device__ inline size_t mlp_smem_floats(int d, int f, int blocks) {
   return 2 * static_cast<size_t>(d) + mlp_max_features(f, blocks) + (red1 > red2 ? red1 : red2);
 }
 
-// kAdd false (benchmarks/pdl_chain.cu only): no fixed-point adds at the end (wrong sums; prices them).
-template <int NT = kMlpThreads, bool kAdd = true>
+// kAdd: how the block adds its d column sums to out - 1 in column order, 2 starting at a column that depends on the
+// block (blocks spread over d in 32-column steps, so that the ~130 blocks ending together do not add to the same
+// addresses at once; the same totals: the sums are integers) - or 0 (benchmarks/pdl_chain.cu only): no adds (wrong
+// sums; prices them).
+template <int NT = kMlpThreads, int kAdd = 1>
 __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                                     const __nv_bfloat16* __restrict__ b_gu,
                                                     const __nv_bfloat16* __restrict__ w_down, int d, int f,
@@ -601,10 +604,12 @@ __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfl
     for (int j = 0; j < 8; ++j) red[grp2 * (d + 1) + lane2 * 8 + j] = acc[j];
   }
   __syncthreads();
-  for (int c = threadIdx.x; c < d; c += NT) {
+  const int start = kAdd == 2 ? 32 * static_cast<int>(static_cast<long long>(blockIdx.x) * (d / 32) / gridDim.x) : 0;
+  for (int c0 = threadIdx.x; c0 < d; c0 += NT) {
+    const int c = c0 + start < d ? c0 + start : c0 + start - d;
     float s = 0.f;
     for (int q = 0; q < g2; ++q) s += red[q * (d + 1) + c];
-    if (kAdd) {
+    if (kAdd != 0) {
       atomicAdd(out + c, to_fixed(s));
     } else if (s == 12345.f) {   // keeps the sums (and so the whole product) from being optimised away
       out[c] = 0;

@@ -93,7 +93,7 @@ def test_fused_sweep_and_in_step_tuning_run_in_the_interpreter(tmp_path, monkeyp
                                      f"--candidates={cands}", f"--table_out={tmp_path / 't2.json'}",
                                      "--min_gain=-1e9"])   # every candidate "wins" whatever its time: the search
     # must follow (with -10 a single 2-core CI timing 18x the best, 9.1 against 0.5 ms, dropped a candidate)
-    assert res["baseline_ms"] > 0 and [r["name"] for r in res["rows"]][0] == "baseline (defaults)"
+    assert res["baseline_ms"] > 0 and res["rows"][0]["name"] == "baseline (defaults)"
     # gate_up without split-K applies SwiGLU itself, so down is tuned under "plain" and "swiglu" is skipped
     assert [r["records"][-1]["kind"] for r in res["rows"][1:]] == ["norm", "plain"]
     assert all(r["step_ms"] > 0 for r in res["rows"]) and len(res["rows"][2]["records"]) == 2
