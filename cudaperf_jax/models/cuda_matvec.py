@@ -780,7 +780,7 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
             else:
                 args.append(_opt(l[key]))
     out = jax.ffi.ffi_call(TARGETS["step"][0], scratch + cache_shapes, input_output_aliases=aliases)(
-        *args, ints=np.asarray(ints + [len(layers), int(fold), int(mlp) * (2 if mlp_adds_rotated() else 1)], np.int64),
+        *args, ints=np.asarray(ints + [len(layers), int(fold), mlp_kernel_code() if mlp else 0], np.int64),
         floats=_layer_floats(eps_attn, eps_mlp, eps_qk, first["k_cache"].shape[3]))
     caches = out[len(scratch):]
     return out[0], out[1], list(caches[0::2]), list(caches[1::2])
@@ -800,24 +800,29 @@ def fold_finish(o_split: int, down_split: int) -> bool:
 
 def one_kernel_mlp() -> bool:
     """CUDAPERF_CUDA_MLP: `on` - with the folded finishes (fold_finish), each layer's gate_up and down run as ONE kernel
-    (matvec_kernel.cuh's mlp_kernel; `rotate`: the same with staggered adds, mlp_adds_rotated): every block (one of 1024 threads per SM) owns a range of intermediate features,
+    (matvec_kernel.cuh's mlp_kernel; `rotate` and `lean`: variants of it, see mlp_kernel_code): every block (one of 1024 threads per SM) owns a range of intermediate features,
     streams their gate and up columns, applies SwiGLU and adds its share of down's product to the fixed-point sums -
     no dependency wait, launch or ramp between the two matrices (for hidden and intermediate sizes that are multiples
     of 8, hidden up to 8192; others keep two kernels). Default `on` (H200, decode_ab.py in one process: 2026-12-03
     -30.5 us a step at 256 new tokens, then again -33.8 at 256 and -2.0 at 64; benchmarks/results/
     decode_ab_h200_2026-12-03_mlp8_*.json, _mlp8b_*.json); `off` - gate_up and down as two kernels."""
-    from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_MLP", "on", ("on", "rotate", "off")) != "off"
+    return _mlp_choice() != "off"
 
 
-def mlp_adds_rotated() -> bool:
-    """CUDAPERF_CUDA_MLP=rotate: the one-kernel MLP (as `on`) with each block adding its column sums from a column that
-    depends on the block (mlp_kernel kAdd 2: the ~130 blocks that end together spread their 203K fixed-point atomics a
-    layer over the addresses instead of all starting at column 0; the same sums). Not yet timed on the H200: the
-    atomics cost ~34 us a step in benchmarks/pdl_chain.cu (mlp1k_noadd_pdl_late against mlp1k_pdl_late, 2026-12-03),
-    mlp1k_rot_pdl_late times the staggered adds there."""
+def _mlp_choice() -> str:
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_MLP", "on", ("on", "rotate", "off")) == "rotate"
+    return env_choice("CUDAPERF_CUDA_MLP", "on", ("on", "rotate", "lean", "off"))
+
+
+def mlp_kernel_code() -> int:
+    """The step launch's code for CUDAPERF_CUDA_MLP (matvec.cu StepImpl): 0 off, 1 on, 2 `rotate` - each block adds its
+    column sums from a column that depends on the block (mlp_kernel kAdd 2: the ~130 blocks that end together spread
+    their 203K fixed-point atomics a layer over the addresses instead of all starting at column 0; the same sums;
+    the atomics cost ~34 us a step in benchmarks/pdl_chain.cu, mlp1k_noadd_pdl_late against mlp1k_pdl_late,
+    2026-12-03), 3 `lean` - mlp_kernel_lean, held to 48 registers (58 otherwise) so that a block of the next layer's qkv
+    kernel fits beside it and starts streaming before the MLP ends; bit-equal to `on`. rotate and lean are not yet
+    timed on the H200 (benchmarks/pdl_chain.cu: mlp1k_rot_pdl_late, mlp1k_lean_pdl_late)."""
+    return {"off": 0, "on": 1, "rotate": 2, "lean": 3}[_mlp_choice()]
 
 
 def head_dim_scale(dh: int) -> float:

@@ -350,18 +350,21 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // layer before), except the qkv of the call's first layer (first_of_call), which reads x and ss as usual; kFoldLast -
 // the last layer (one finish kernel from x_mid and down's sums gives x_out and ss_out).
 // kFoldMlp (with kFoldOn; CUDAPERF_CUDA_MLP): gate_up and down as one mlp_kernel (matvec_kernel.cuh), a block per SM;
-// o clears down's sums then. kFoldMlpRotate (CUDAPERF_CUDA_MLP=rotate): its blocks add their sums from staggered columns.
-constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8;
+// o clears down's sums then. kFoldMlpRotate (CUDAPERF_CUDA_MLP=rotate): its blocks add their sums from staggered columns;
+// kFoldMlpLean (=lean): mlp_kernel_lean (48 registers, room for a block of the next qkv beside it).
+constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16;
 
 // The layer's MLP as one mlp_kernel launch: blocks (<= F / 8) of kMlpThreads threads, adding down's column sums to
 // the fixed-point accumulator in down_parts.
-cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p, int blocks, int pdl, bool rotate) {
+cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p, int blocks, int pdl, int fold_flags) {
   using cudaperf_matvec::kMlpThreads;
   Prologue pro = cudaperf_layer::resnorm_prologue(p, true, nullptr);
   pro.zero = nullptr;   // the kernel adds to those sums itself (o cleared them)
   pro.n_zero = 0;
   const size_t smem = cudaperf_matvec::mlp_smem_floats<kMlpThreads>(p.d, p.f, blocks) * sizeof(float);
-  auto kernel = rotate ? cudaperf_matvec::mlp_kernel<kMlpThreads, 2> : cudaperf_matvec::mlp_kernel<kMlpThreads, 1>;
+  auto kernel = (fold_flags & kFoldMlpRotate) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 2>
+                : (fold_flags & kFoldMlpLean) != 0 ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1>
+                                                   : cudaperf_matvec::mlp_kernel<kMlpThreads, 1>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   Launch l(dim3(static_cast<unsigned>(blocks), 1, 1), dim3(kMlpThreads, 1, 1), smem, stream, pdl != 0);
@@ -455,7 +458,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     return cudaLaunchKernelEx(&l.cfg, kernel, x, parts, n_parts, p.d, bias, xo, ss, pdl);
   };
   if (e == cudaSuccess && !fold) e = fin(p.x, p.o_parts, p.split[1], p.b_o, p.x_mid, p.ss_mid);
-  if (e == cudaSuccess && mlp) e = launch_mlp(stream, p, mlp_blocks, pdl, (fold_flags & kFoldMlpRotate) != 0);
+  if (e == cudaSuccess && mlp) e = launch_mlp(stream, p, mlp_blocks, pdl, fold_flags);
   if (e == cudaSuccess && !mlp)
     e = fold ? launch_cols<kResNorm>(p.cols[2], static_cast<int>(ints[21]), stream, resnorm_prologue(p, true, nullptr),
                                      p.w_gu, p.d, 2 * p.f, p.split[2], p.gu_parts, pdl)
@@ -647,7 +650,8 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
     return ffi::Error::InvalidArgument("cudaperf_step: needs 31 int attributes");
   const int64_t n_layers = ints[kLayerInts];
   const bool fold = ints[kLayerInts + 1] != 0, mlp = fold && ints[kLayerInts + 2] != 0;
-  const int mlp_flags = mlp ? kFoldMlp | (ints[kLayerInts + 2] == 2 ? kFoldMlpRotate : 0) : 0;
+  const int mlp_flags = !mlp ? 0 : kFoldMlp | (ints[kLayerInts + 2] == 2 ? kFoldMlpRotate : 0)
+                                   | (ints[kLayerInts + 2] == 3 ? kFoldMlpLean : 0);
   const __nv_bfloat16* prev_b_down = nullptr;
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");

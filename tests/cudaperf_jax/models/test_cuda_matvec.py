@@ -255,9 +255,10 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert not cm.fold_finish(16, 40)
     assert cm.one_kernel_mlp()                                                     # on by default
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "off")
-    assert not cm.one_kernel_mlp() and not cm.mlp_adds_rotated()
-    monkeypatch.setenv("CUDAPERF_CUDA_MLP", "rotate")
-    assert cm.one_kernel_mlp() and cm.mlp_adds_rotated()
+    assert not cm.one_kernel_mlp() and cm.mlp_kernel_code() == 0
+    for value, code in (("on", 1), ("rotate", 2), ("lean", 3)):
+        monkeypatch.setenv("CUDAPERF_CUDA_MLP", value)
+        assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == code
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "512")
     with pytest.raises(ValueError, match="CUDAPERF_CUDA_MLP"):
         cm.one_kernel_mlp()
