@@ -260,10 +260,10 @@ def test_log_probabilities_from_the_top_k_kernels_logsumexp(monkeypatch, tempera
     for top_p in (0.9, 1.0):
         fn = draw(top_p)
         results = {}
-        for mode, lse, draw in (("off", "off", "off"), ("lse", "on", "off"), ("sample", "on", "on")):
+        for mode, lse, in_kernel in (("off", "off", "off"), ("lse", "on", "off"), ("sample", "on", "on")):
             monkeypatch.setenv("CUDAPERF_CUDA_TOPK_LSE", lse)
-            monkeypatch.setenv("CUDAPERF_CUDA_SAMPLE", draw)
-            assert cm.topk_lse_enabled() == (lse == "on") and cm.topk_sample_enabled() == (draw == "on")
+            monkeypatch.setenv("CUDAPERF_CUDA_SAMPLE", in_kernel)
+            assert cm.topk_lse_enabled() == (lse == "on") and cm.topk_sample_enabled() == (in_kernel == "on")
             jax.clear_caches()
             results[mode] = [tuple(np.asarray(a) for a in fn(logits, s)) for s in range(8)]
         for mode in ("lse", "sample"):
