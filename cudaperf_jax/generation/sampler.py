@@ -123,7 +123,7 @@ def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys
             for _ in range(unroll):
                 state_ = body(state_)
             return state_
-        state_ = jax.lax.while_loop(lambda s: (s[0] + unroll <= n) & ~jnp.all(s[1][4]), body_unrolled, state_)
+        state_ = jax.lax.while_loop(lambda s: cond(s) & (s[0] + unroll <= n), body_unrolled, state_)
     _, (cache, _, out_t, out_lp, done, lengths) = jax.lax.while_loop(cond, body, state_)
     tokens = out_t[:, sl - 1:]
     tokens = jnp.where(tokens == -2, pad_id, tokens)

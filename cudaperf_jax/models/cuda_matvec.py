@@ -457,10 +457,10 @@ def layer_mode() -> str:
     step's separate calls; `step` - every layer's standalone kernels (qkv, attend_kernel, o, finish, gate_up, down,
     finish; kernels_tilings; five a layer with fold_finish, four with one_kernel_mlp) launched by ONE FFI call and
     chained by programmatic dependent launch across the layer boundaries too (cuda_matvec.step); `kernels` - the same
-    with one FFI call per layer (separate FFI calls land in separate child graphs of XLA's command buffer, where PDL does nothing); `off` - the fused step's separate
-    FFI and Pallas calls; `on` - each layer ONE persistent kernel (cuda/layer_kernel.cuh, phases separated by grid
-    barriers); `phases` - that kernel launched once per phase (a cross-check, and a kernel name per phase in
-    profiles). On the H200 (2026-12-03, decode_tune.py): Qwen2.5-1.5B step 1.394-1.418 ms/step (gate_up unrolled 8,
+    with one FFI call per layer (separate FFI calls land in separate child graphs of XLA's command buffer, where PDL
+    does nothing); `off` - the fused step's separate FFI and Pallas calls; `on` - each layer ONE persistent kernel
+    (cuda/layer_kernel.cuh, phases separated by grid barriers); `phases` - that kernel launched once per phase (a
+    cross-check, and a kernel name per phase in profiles). On the H200 (2026-12-03, decode_tune.py): Qwen2.5-1.5B step 1.394-1.418 ms/step (gate_up unrolled 8,
     2-3 attention head groups) against 1.464-1.483 for `off`; SmolLM2-135M (D 576, untuned shapes, g = 3) step 0.732
     against 0.701 for `off`, hence the size threshold; step and kernels are correct there (GPU tests; PDL's wait is
     followed by an acquire fence, without which L1 served stale activations). `on` is correct but about 2x slower
@@ -800,8 +800,8 @@ def fold_finish(o_split: int, down_split: int) -> bool:
 
 def one_kernel_mlp() -> bool:
     """CUDAPERF_CUDA_MLP: `on` - with the folded finishes (fold_finish), each layer's gate_up and down run as ONE kernel
-    (matvec_kernel.cuh's mlp_kernel; `rotate` and `lean`: variants of it, see mlp_kernel_code): every block (one of 1024 threads per SM) owns a range of intermediate features,
-    streams their gate and up columns, applies SwiGLU and adds its share of down's product to the fixed-point sums -
+    (matvec_kernel.cuh's mlp_kernel; `rotate` and `lean`: variants of it, see mlp_kernel_code): every block (one of
+    1024 threads per SM) owns a range of intermediate features, streams their gate and up columns, applies SwiGLU and adds its share of down's product to the fixed-point sums -
     no dependency wait, launch or ramp between the two matrices (for hidden and intermediate sizes that are multiples
     of 8, hidden up to 8192; others keep two kernels). Default `on` (H200, decode_ab.py in one process: 2026-12-03
     -30.5 us a step at 256 new tokens, then again -33.8 at 256 and -2.0 at 64; benchmarks/results/

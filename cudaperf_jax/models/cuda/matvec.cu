@@ -350,8 +350,8 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // layer before), except the qkv of the call's first layer (first_of_call), which reads x and ss as usual; kFoldLast -
 // the last layer (one finish kernel from x_mid and down's sums gives x_out and ss_out).
 // kFoldMlp (with kFoldOn; CUDAPERF_CUDA_MLP): gate_up and down as one mlp_kernel (matvec_kernel.cuh), a block per SM;
-// o clears down's sums then. kFoldMlpRotate (CUDAPERF_CUDA_MLP=rotate): its blocks add their sums from staggered columns;
-// kFoldMlpLean (=lean): mlp_kernel_lean (48 registers, room for a block of the next qkv beside it).
+// o clears down's sums then. kFoldMlpRotate (CUDAPERF_CUDA_MLP=rotate): its blocks add their sums from staggered
+// columns; kFoldMlpLean (=lean): mlp_kernel_lean (48 registers, room for a block of the next qkv beside it).
 constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16;
 
 // The layer's MLP as one mlp_kernel launch: blocks (<= F / 8) of kMlpThreads threads, adding down's column sums to
@@ -639,7 +639,8 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
 // b_down). Results: x_out, ss_out and the layer handler's scratch (shared by the layers: each kernel writes them only
 // after PDL's wait, when every kernel before it has finished), then per layer the k and v caches (aliased). ints: the
 // layer handler's 28, then the layer count, then fold (0, or 1: the finish kernels folded into their consumers), then
-// mlp (1: each layer's gate_up and down as one kernel, with fold only; 0: two kernels).
+// mlp (with fold only: 1 each layer's gate_up and down as one kernel, 2 the same with staggered adds, 3 as
+// mlp_kernel_lean - cuda_matvec.mlp_kernel_code; 0: two kernels).
 ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::F32> cos,
                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
                     ffi::RemainingArgs layers, ffi::Result<ffi::Buffer<ffi::BF16>> x_out,

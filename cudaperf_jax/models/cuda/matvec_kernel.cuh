@@ -58,8 +58,8 @@ __device__ __forceinline__ void fma8(float (&acc)[8], const uint4& v, float x) {
 // stride (8 columns). preload_rows issues the first U of them (zeros past n, or for all if !on), before the caller's
 // dependency wait; stream_rows adds those U rows and then the rest, U loads in flight at a time, times x[row] to acc.
 template <int U>
-__device__ __forceinline__ void preload_rows(uint4 (&pre)[U], const __nv_bfloat16* wp, size_t stride, int first, int step,
-                                             int n, bool on = true) {
+__device__ __forceinline__ void preload_rows(uint4 (&pre)[U], const __nv_bfloat16* wp, size_t stride, int first,
+                                             int step, int n, bool on = true) {
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int r = first + u * step;

@@ -151,6 +151,14 @@ struct SampleArgs {
   float* logprob;             // [B]
 };
 
+// The place of (key, j) among n (key, index) pairs: how many come before it (a larger key, or an equal key and a
+// smaller index - lax.top_k's order).
+__device__ __forceinline__ int rank_among(const unsigned* keys, const int* idxs, int n, unsigned key, int j) {
+  int rank = 0;
+  for (int o = 0; o < n; ++o) rank += keys[o] > key || (keys[o] == key && idxs[o] < j);
+  return rank;
+}
+
 // (a_v, a_i) ahead of (b_v, b_i) in jnp.argmax's order: NaN first, then the larger value, then the smaller index
 __device__ __forceinline__ bool argmax_ahead(float a_v, int a_i, float b_v, int b_i) {
   const bool an = a_v != a_v, bn = b_v != b_v;
@@ -294,6 +302,19 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
       if (s.keys[c] >= t) s.chunks[atomicAdd(&s.n_kept, 1)] = static_cast<unsigned short>(c);
     __syncthreads();
   };
+  auto kept_index = [&](int e, int n) {   // the row index of kept entry e of n (v_len past them)
+    return e < n ? s.chunks[e / kChunk] * kChunk + e % kChunk : v_len;
+  };
+  constexpr int kPerStage = kStage / kSelectThreads;
+  // the thread's kept entries e = threadIdx.x + u * kSelectThreads of n, every load in flight before any is used (a
+  // load-store loop waited for each); past them or the row: NaN, whose key is 0
+  auto load_kept = [&](float (&r)[kPerStage], int n) {
+#pragma unroll
+    for (int u = 0; u < kPerStage; ++u) {
+      const int j = kept_index(threadIdx.x + u * kSelectThreads, n);
+      r[u] = j < v_len ? row[j] : __int_as_float(0x7fffffff);
+    }
+  };
   {   // Fast path: T' = the k-th largest chunk maximum's top 16 bits (two radix passes, not four). The entries
       // >= T' lie in the chunks whose maximum reaches T'; when at least k (non-NaN) entries reach T' - checked, as
       // there are k maxima >= T' unless the row has fewer than k chunks - the top k (ties included) are among them.
@@ -303,38 +324,26 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
     keep_chunks(t_lo);
     const int n_entries = s.n_kept * kChunk;
     if (n_entries <= kStage) {
-      constexpr int kPer = kStage / kSelectThreads;
-      float r[kPer];   // every load in flight before any is kept
+      float r[kPerStage];
+      load_kept(r, n_entries);   // (NaN, key 0, is never a candidate)
 #pragma unroll
-      for (int u = 0; u < kPer; ++u) {
-        const int e = threadIdx.x + u * kSelectThreads;
-        const int j = e < n_entries ? s.chunks[e / kChunk] * kChunk + e % kChunk : v_len;
-        r[u] = j < v_len ? row[j] : __int_as_float(0x7fffffff);   // past the row: NaN, whose key 0 is never kept
-      }
-#pragma unroll
-      for (int u = 0; u < kPer; ++u) {
+      for (int u = 0; u < kPerStage; ++u) {
         const int e = threadIdx.x + u * kSelectThreads;
         const unsigned key = key_of(r[u]);
         if (e < n_entries && key >= t_lo && key != 0u) {
           const int at = atomicAdd(&s.n_cand, 1);
           if (at < kCand) {
             s.cand_key[at] = key;
-            s.cand_idx[at] = s.chunks[e / kChunk] * kChunk + e % kChunk;
+            s.cand_idx[at] = kept_index(e, n_entries);
           }
         }
       }
       __syncthreads();
       const int n_c = s.n_cand;
       if (n_c >= k && n_c <= kCand) {   // (fewer than k: NaN entries are among the top k; the general path below)
-        for (int c = threadIdx.x; c < n_c; c += blockDim.x) {   // each candidate's place: the candidates before it
-          const unsigned key = s.cand_key[c];
-          const int j = s.cand_idx[c];
-          int rank = 0;
-          for (int o = 0; o < n_c; ++o) {
-            const unsigned ko = s.cand_key[o];
-            rank += ko > key || (ko == key && s.cand_idx[o] < j);
-          }
-          if (rank < k) place(rank, j);
+        for (int c = threadIdx.x; c < n_c; c += blockDim.x) {   // each candidate's place among them
+          const int rank = rank_among(s.cand_key, s.cand_idx, n_c, s.cand_key[c], s.cand_idx[c]);
+          if (rank < k) place(rank, s.cand_idx[c]);
         }
         finish();
         return;
@@ -348,17 +357,11 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
   keep_chunks(radix_select(s, n_top, each_maximum));
   const int n_cand = s.n_kept * kChunk;
   const bool staged = n_cand <= kStage;   // (the maxima are no longer needed: their space takes the entries' keys)
-  if (staged) {   // as the maxima: the thread's entries loaded together, then stored
-    constexpr int kPer = kStage / kSelectThreads;
-    float r[kPer];
+  if (staged) {   // the thread's entries loaded together, then stored
+    float r[kPerStage];
+    load_kept(r, n_cand);
 #pragma unroll
-    for (int u = 0; u < kPer; ++u) {
-      const int e = threadIdx.x + u * kSelectThreads;
-      const int j = e < n_cand ? s.chunks[e / kChunk] * kChunk + e % kChunk : v_len;
-      r[u] = j < v_len ? row[j] : __int_as_float(0x7fffffff);   // past the row: NaN, whose key is 0
-    }
-#pragma unroll
-    for (int u = 0; u < kPer; ++u) {
+    for (int u = 0; u < kPerStage; ++u) {
       const int e = threadIdx.x + u * kSelectThreads;
       if (e < n_cand) s.stage[e] = key_of(r[u]);
     }
@@ -366,7 +369,7 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
   }
   auto each_entry = [&](auto g) {   // g(key, index, valid) over the kept chunks' entries, warp-uniformly
     for (int e0 = warp0; e0 < n_cand; e0 += blockDim.x) {
-      const int e = e0 + lane, j = e < n_cand ? s.chunks[e / kChunk] * kChunk + e % kChunk : v_len;
+      const int e = e0 + lane, j = kept_index(e, n_cand);
       g(j < v_len ? (staged ? s.stage[e] : key_of(row[j])) : 0u, j, j < v_len);
     }
   };
@@ -396,13 +399,8 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
     }
   });
   __syncthreads();
-  if (threadIdx.x < k) {   // each chosen entry's place: the chosen entries that come before it
-    const unsigned key = s.sel_key[threadIdx.x];
-    const int j = s.sel_idx[threadIdx.x];
-    int rank = 0;
-    for (int o = 0; o < k; ++o) rank += s.sel_key[o] > key || (s.sel_key[o] == key && s.sel_idx[o] < j);
-    place(rank, j);
-  }
+  if (threadIdx.x < k)   // each chosen entry's place among them
+    place(rank_among(s.sel_key, s.sel_idx, k, s.sel_key[threadIdx.x], s.sel_idx[threadIdx.x]), s.sel_idx[threadIdx.x]);
   finish();
 }
 
