@@ -91,8 +91,15 @@ def test_unrolled_decode_loop_gives_the_same_samples(pair, monkeypatch, unroll, 
     assert base_stop.lengths[0] <= 5
     monkeypatch.setenv("CUDAPERF_DECODE_UNROLL", str(unroll))
     assert sampler_mod.decode_unroll() == unroll
+    loops, while_loop = [], jax.lax.while_loop   # the loops the decode program is traced with (the unrolled one too)
+
+    def traced_loop(cond, body, init):
+        loops.append(body.__name__)
+        return while_loop(cond, body, init)
+    monkeypatch.setattr(jax.lax, "while_loop", traced_loop)
     for params, want in ((free, base), (stopped, base_stop)):
         got = Sampler(model, prompt_bucket=8).generate(PROMPTS, params, keys=keys)
+        assert loops[-2:] == ["body_unrolled", "body"]
         np.testing.assert_array_equal(got.tokens, want.tokens)
         np.testing.assert_array_equal(got.lengths, want.lengths)
         np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-6)
