@@ -7,8 +7,7 @@
 // mlp2k_* / mlp1k_*: only the MLPs of the 28 layers, as gate_up + down or as one mlp_kernel (CUDAPERF_CUDA_MLP),
 // mlp1k_noadd without its fixed-point adds (wrong sums: prices the 203K atomics a layer), mlp1k_rot with the adds
 // starting at a column that depends on the block (CUDAPERF_CUDA_MLP=rotate), mlp1k_lean as mlp_kernel_lean (=lean; in
-// this MLP-only chain it shows only what the 48-register cap costs: the next kernel is another mlp_kernel),
-// mlp1k_pipe{4,8,10} as mlp_kernel_pipe with a ring of 4, 8 (CUDAPERF_CUDA_MLP=pipe) or 10 cp.async stages.
+// this MLP-only chain it shows only what the 48-register cap costs: the next kernel is another mlp_kernel).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && /tmp/pdl_chain [json_out|-] [name_part] [reps]
 #include <cstdio>
@@ -188,7 +187,7 @@ int main(int argc, char** argv) {
   // alone (no matvecs, no finishes), 3 the real attention with o's plain prologue
   int attn_mode = 0;
   // the MLP alone (attn_mode 4: gate_up + down as two kernels, 5: one mlp_kernel, 6: mlp_kernel without its adds,
-  // 7: mlp_kernel with staggered adds, 8: mlp_kernel_lean, 9/10/11: mlp_kernel_pipe with 4/8/10 stages)
+  // 7: mlp_kernel with staggered adds, 8: mlp_kernel_lean)
   unsigned long long *racc, *mlp_out;
   CK(cudaMalloc(&racc, D * 8));
   CK(cudaMalloc(&mlp_out, D * 8));
@@ -201,20 +200,12 @@ int main(int argc, char** argv) {
   CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel_lean<kMlpThreads, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
-  const size_t pipe_smem[3] = {mlp_pipe_smem_floats<kMlpThreads, 4>(D, F, n_sm) * 4,
-                               mlp_pipe_smem_floats<kMlpThreads, 8>(D, F, n_sm) * 4,
-                               mlp_pipe_smem_floats<kMlpThreads, 10>(D, F, n_sm) * 4};
-  CK(cudaFuncSetAttribute(mlp_kernel_pipe<kMlpThreads, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pipe_smem[0])));
-  CK(cudaFuncSetAttribute(mlp_kernel_pipe<kMlpThreads, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pipe_smem[1])));
-  CK(cudaFuncSetAttribute(mlp_kernel_pipe<kMlpThreads, 10>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pipe_smem[2])));
-  auto mlp = [&](const Cfg& c, int l, int add) {   // add: mlp_kernel's kAdd, 3: mlp_kernel_lean, 4-6: mlp_kernel_pipe
+  auto mlp = [&](const Cfg& c, int l, int add) {   // add: mlp_kernel's kAdd, or 3: mlp_kernel_lean
     Prologue pr = {};
     pr.x = x; pr.racc = racc; pr.xo = xmid; pr.k_total = D; pr.eps = 1e-6f; pr.vec = scale;
-    Launch lc(dim3(n_sm, 1, 1), dim3(kMlpThreads, 1, 1), add >= 4 ? pipe_smem[add - 4] : mlp_smem, s, c.pdl);
+    Launch lc(dim3(n_sm, 1, 1), dim3(kMlpThreads, 1, 1), mlp_smem, s, c.pdl);
     begin_launch();
-    CK(cudaLaunchKernelEx(&lc.cfg, add == 6 ? mlp_kernel_pipe<kMlpThreads, 10> : add == 5 ? mlp_kernel_pipe<kMlpThreads, 8>
-                                   : add == 4 ? mlp_kernel_pipe<kMlpThreads, 4>
-                                   : add == 3 ? mlp_kernel_lean<kMlpThreads, 1> : add == 2 ? mlp_kernel<kMlpThreads, 2>
+    CK(cudaLaunchKernelEx(&lc.cfg, add == 3 ? mlp_kernel_lean<kMlpThreads, 1> : add == 2 ? mlp_kernel<kMlpThreads, 2>
                                    : add == 1 ? mlp_kernel<kMlpThreads, 1> : mlp_kernel<kMlpThreads, 0>, pr,
                           (const __nv_bfloat16*)wgu[l], (const __nv_bfloat16*)nullptr, (const __nv_bfloat16*)wdn[l], D,
                           F, mlp_out, c.flags()));
@@ -231,7 +222,7 @@ int main(int argc, char** argv) {
         continue;
       }
       if (attn_mode >= 5) {
-        mlp(c, l, attn_mode == 5 ? 1 : attn_mode == 7 ? 2 : attn_mode == 8 ? 3 : attn_mode >= 9 ? attn_mode - 5 : 0);
+        mlp(c, l, attn_mode == 5 ? 1 : attn_mode == 7 ? 2 : attn_mode == 8 ? 3 : 0);
         if (g_child_layer) end_capture();
         continue;
       }
@@ -303,9 +294,6 @@ int main(int argc, char** argv) {
       {"mlp1k_noadd_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 6},
       {"mlp1k_rot_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 7},
       {"mlp1k_lean_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 8},
-      {"mlp1k_pipe4_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 9},
-      {"mlp1k_pipe8_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 10},
-      {"mlp1k_pipe10_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 11},
       {"mlp2k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 4},
       {"mlp1k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 5},
   };

@@ -811,7 +811,7 @@ def one_kernel_mlp() -> bool:
 
 def _mlp_choice() -> str:
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_MLP", "on", ("on", "rotate", "lean", "pipe", "off"))
+    return env_choice("CUDAPERF_CUDA_MLP", "on", ("on", "rotate", "lean", "off"))
 
 
 def mlp_kernel_code() -> int:
@@ -820,11 +820,9 @@ def mlp_kernel_code() -> int:
     their 203K fixed-point atomics a layer over the addresses instead of all starting at column 0; the same sums;
     the atomics cost ~34 us a step in benchmarks/pdl_chain.cu, mlp1k_noadd_pdl_late against mlp1k_pdl_late,
     2026-12-03), 3 `lean` - mlp_kernel_lean, held to 48 registers (58 otherwise) so that a block of the next layer's qkv
-    kernel fits beside it and starts streaming before the MLP ends; bit-equal to `on`; 4 `pipe` - mlp_kernel_pipe, its
-    weight loads a ring of 8 cp.async copies in flight per thread (issued before the dependency wait, streaming through
-    the norm prologue and SwiGLU; bit-equal to `on`; hidden sizes whose ring does not fit in shared memory take `on`).
-    rotate, lean and pipe are not yet timed on the H200 (benchmarks/pdl_chain.cu: mlp1k_{rot,lean,pipe}_pdl_late)."""
-    return {"off": 0, "on": 1, "rotate": 2, "lean": 3, "pipe": 4}[_mlp_choice()]
+    kernel fits beside it and starts streaming before the MLP ends; bit-equal to `on`. rotate and lean are not yet
+    timed on the H200 (benchmarks/pdl_chain.cu: mlp1k_rot_pdl_late, mlp1k_lean_pdl_late)."""
+    return {"off": 0, "on": 1, "rotate": 2, "lean": 3}[_mlp_choice()]
 
 
 def head_dim_scale(dh: int) -> float:

@@ -25,21 +25,6 @@ constexpr int kThreads = 256;
 #define MATVEC_L2_PREFETCH(at, size) ((void)(at), (void)(size))
 #endif
 
-// 16-byte asynchronous copies global -> shared (cp.async.cg, sm_80+: through L2 only, no register held while in flight),
-// committed in groups and waited for by count (N: the newest groups that may still be pending); the CPU emulation copies
-// at once (the same values, used in the same order).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define MATVEC_COPY_ASYNC16(dst, src)                                                                              \
-  asm volatile("{\n\t.reg .u64 a;\n\tcvta.to.shared.u64 a, %0;\n\tcp.async.cg.shared.global [a], [%1], 16;\n\t}" \
-               ::"l"(dst), "l"(src) : "memory")
-#define MATVEC_COPY_ASYNC_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
-#define MATVEC_COPY_ASYNC_WAIT(N) asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory")
-#else
-#define MATVEC_COPY_ASYNC16(dst, src) (*reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src))
-#define MATVEC_COPY_ASYNC_COMMIT() ((void)0)
-#define MATVEC_COPY_ASYNC_WAIT(N) ((void)0)
-#endif
-
 // The kernels' `pdl` argument: 0 an ordinary launch; otherwise kPdlOn, plus kPdlLate to let the next kernel launch
 // only once this one's wait has returned (instead of at its start: then every kernel of a chain can become resident
 // early, its blocks holding SM slots while they wait).
@@ -651,104 +636,6 @@ __global__ void __maxnreg__(kMlpLeanRegs) mlp_kernel_lean(Prologue pro, const __
                                                           const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                                           unsigned long long* __restrict__ out, int pdl) {
   mlp_body<NT, kAdd>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
-}
-
-// mlp_body with its weight loads as a per-thread ring of kStages 16-byte cp.async copies into shared memory
-// (CUDAPERF_CUDA_MLP=pipe): each thread's loads - its gate_up rows (phase 2), then its down rows (phase 3) - form one
-// sequence, kStages of them always in flight, so that (1) the first kStages are issued before the dependency wait and
-// stream while the norm prologue runs, (2) the stream does not stop between a thread's batches (mlp_body waits for its
-// kU loads, then issues the next), and (3) the first down rows are in flight across phase 2's reduction and SwiGLU.
-// A thread reads back only its own slots (no barrier; cp.async.wait_group makes them visible to it), after the FMAs of
-// the slot it is about to reuse. Same sums in the same order as mlp_body (bit-equal). Dynamic shared memory:
-// mlp_pipe_smem_floats (the ring first, 16-byte aligned).
-template <int NT, int kStages>
-__host__ __device__ inline size_t mlp_pipe_smem_floats(int d, int f, int blocks) {
-  return static_cast<size_t>(kStages) * NT * 4 + mlp_smem_floats<NT>(d, f, blocks);
-}
-
-template <int NT, int kStages>
-__global__ void __launch_bounds__(NT, 1) mlp_kernel_pipe(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
-                                                         const __nv_bfloat16* __restrict__ b_gu,
-                                                         const __nv_bfloat16* __restrict__ w_down, int d, int f,
-                                                         unsigned long long* __restrict__ out, int pdl) {
-  extern __shared__ __align__(16) float smem[];
-  uint4* ring = reinterpret_cast<uint4*>(smem) + threadIdx.x;   // slot s of this thread: ring[s * NT]
-  const int octs = f / 8, q0 = static_cast<int>(static_cast<long long>(blockIdx.x) * octs / gridDim.x),
-            q1 = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * octs / gridDim.x);
-  const int fa = 8 * q0, nf = 8 * (q1 - q0), nf_max = mlp_max_features(f, gridDim.x);
-  float* xs = smem + static_cast<size_t>(kStages) * NT * 4;   // [d], then d more floats of scratch
-  float* hs = xs + 2 * d;                                      // [nf]
-  float* red = hs + nf_max;
-
-  // phase 2: tpr1 threads a row, g1 row groups; phase 3: tpr2 = d / 8 threads a row of down, g2 row groups
-  const int tpr1 = nf / 4, g1 = tpr1 > 0 ? NT / tpr1 : 0, grp1 = tpr1 > 0 ? threadIdx.x / tpr1 : 0,
-            lane1 = tpr1 > 0 ? threadIdx.x % tpr1 : 0;
-  const bool on1 = tpr1 > 0 && grp1 < g1;
-  const int col1 = lane1 < nf / 8 ? fa + 8 * lane1 : f + fa + 8 * (lane1 - nf / 8);
-  const __nv_bfloat16* wp1 = w_gu + col1;
-  const size_t n1 = 2 * static_cast<size_t>(f);
-  const int tpr2 = d / 8, g2 = NT / tpr2, grp2 = threadIdx.x / tpr2, lane2 = threadIdx.x % tpr2;
-  const bool on2 = grp2 < g2;
-  const __nv_bfloat16* wp2 = w_down + static_cast<size_t>(fa) * d + 8 * lane2;
-  // this thread's loads: i < m1 gate_up row grp1 + i g1, then down row grp2 + (i - m1) g2
-  const int m1 = on1 && grp1 < d ? (d - grp1 + g1 - 1) / g1 : 0;
-  const int m = m1 + (on2 && grp2 < nf ? (nf - grp2 + g2 - 1) / g2 : 0);
-  auto issue = [&](int i) {   // load i into slot i % kStages (nothing past m), then a group either way
-    if (i < m) {
-      const __nv_bfloat16* src = i < m1 ? wp1 + static_cast<size_t>(grp1 + i * g1) * n1
-                                        : wp2 + static_cast<size_t>(grp2 + (i - m1) * g2) * d;
-      MATVEC_COPY_ASYNC16(ring + (i % kStages) * NT, src);
-    }
-    MATVEC_COPY_ASYNC_COMMIT();
-  };
-
-  pdl_start(pdl);
-#pragma unroll
-  for (int i = 0; i < kStages; ++i) issue(i);
-  pdl_wait(pdl);
-  fill_input<kResNorm, false, NT>(pro, 0, d, blockIdx.x, xs, red);
-  __syncthreads();
-
-  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  for (int i = 0; i < m1; ++i) {
-    MATVEC_COPY_ASYNC_WAIT(kStages - 1);
-    fma8(acc, ring[(i % kStages) * NT], xs[grp1 + i * g1]);
-    issue(i + kStages);
-  }
-  if (on1) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) red[grp1 * (8 * tpr1 + 1) + lane1 * 8 + j] = acc[j];
-  }
-  __syncthreads();
-  if (static_cast<int>(threadIdx.x) < nf) {   // gate and up sums of feature fa + t over the row groups, in order
-    const int c = threadIdx.x, stride1 = 8 * tpr1 + 1;
-    float g = 0.f, u = 0.f;
-#pragma unroll 8
-    for (int q = 0; q < g1; ++q) {
-      g += red[q * stride1 + c];
-      u += red[q * stride1 + nf + c];
-    }
-    hs[c] = swiglu_bf16(g, u, b_gu, f, fa + c);
-  }
-  __syncthreads();
-
-#pragma unroll
-  for (int j = 0; j < 8; ++j) acc[j] = 0.f;
-  for (int i = m1; i < m; ++i) {
-    MATVEC_COPY_ASYNC_WAIT(kStages - 1);
-    fma8(acc, ring[(i % kStages) * NT], hs[grp2 + (i - m1) * g2]);
-    issue(i + kStages);
-  }
-  if (on2) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) red[grp2 * (d + 1) + lane2 * 8 + j] = acc[j];
-  }
-  __syncthreads();
-  for (int c = threadIdx.x; c < d; c += NT) {
-    float s = 0.f;
-    for (int q = 0; q < g2; ++q) s += red[q * (d + 1) + c];
-    atomicAdd(out + c, to_fixed(s));
-  }
 }
 
 // decode_fused.finish as a CUDA kernel, so that it can take part in programmatic dependent launch: one block of

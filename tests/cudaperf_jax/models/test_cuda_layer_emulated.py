@@ -112,8 +112,7 @@ extern "C" int fixed_sums(const float* v, float* out) {
 // The step launch with its finish kernels folded into their consumers (matvec.cu's layer_kernels with kFoldOn, as
 // StepImpl chains them): layer l's buffers at b + 30 l, the residual stream and the scratch those of layer 0.
 // arg: the layer count + 100 x the one-kernel MLP's blocks (kFoldMlp: mlp_kernel instead of gate_up and down; 0 for
-// the two kernels) + 100000 with its staggered adds (kFoldMlpRotate), + 200000 as mlp_kernel_lean (kFoldMlpLean), + 300000
-// as mlp_kernel_pipe (kFoldMlpPipe, a ring of 3 stages: fewer than a thread's loads, so that slots are reused).
+// the two kernels) + 100000 with its staggered adds (kFoldMlpRotate), + 200000 as mlp_kernel_lean (kFoldMlpLean).
 extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
   using namespace cudaperf_matvec;
   const int n_layers = arg % 100, mlp_blocks = arg / 100 % 1000, variant = arg / 100000;
@@ -160,11 +159,9 @@ extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
       Prologue mp = resnorm_prologue(p, true, nullptr);
       mp.zero = nullptr;
       mp.n_zero = 0;
-      const size_t smem = (variant == 3 ? mlp_pipe_smem_floats<kMlpThreads, 3>(p.d, p.f, mlp_blocks)
-                                        : mlp_smem_floats<kMlpThreads>(p.d, p.f, mlp_blocks)) * 4;
+      const size_t smem = mlp_smem_floats<kMlpThreads>(p.d, p.f, mlp_blocks) * 4;
       auto kernel = variant == 1 ? mlp_kernel<kMlpThreads, 2>
-                    : variant == 2 ? mlp_kernel_lean<kMlpThreads, 1>
-                    : variant == 3 ? mlp_kernel_pipe<kMlpThreads, 3> : mlp_kernel<kMlpThreads, 1>;
+                    : variant == 2 ? mlp_kernel_lean<kMlpThreads, 1> : mlp_kernel<kMlpThreads, 1>;
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
       kernel<<<mlp_blocks, kMlpThreads, smem>>>(mp, p.w_gu, p.b_gu, p.w_down, p.d, p.f, fold_sums(p.down_parts), 0);
       cudaDeviceSynchronize();
@@ -364,18 +361,17 @@ def test_the_one_kernel_mlp_matches_the_two_kernels(lib, case, idx, pad, layers,
     """CUDAPERF_CUDA_MLP: each layer's gate_up and down as one mlp_kernel whose blocks own uneven ranges of intermediate
     features (5 or 3 blocks over 48 or 64 groups of eight), adding down's sums as fixed point. Over 1-2 layers: near the
     two-kernel fold (the gate and up sums are added in another order) and numpy's layers within the bf16 roundings;
-    with the staggered adds (CUDAPERF_CUDA_MLP=rotate), as mlp_kernel_lean (=lean) and as mlp_kernel_pipe (=pipe, its
-    loads through a ring of cp.async slots) bit-equal to the in-order adds."""
+    with the staggered adds (CUDAPERF_CUDA_MLP=rotate) and as mlp_kernel_lean (=lean) bit-equal to the in-order adds."""
     lib_, fns = lib
     d = CASES[case][0]
     x, ss, mask, cos, sin, chunk, weights, want = _numpy_step(case, idx, pad, layers)
     got = {}
-    for b, rot in ((0, 0), (blocks, 0), (blocks, 1), (blocks, 2), (blocks, 3)):
+    for b, rot in ((0, 0), (blocks, 0), (blocks, 1), (blocks, 2)):
         bufs = [_buffers(case, w, x, ss, mask, idx, cos, sin, kc.copy(), vc.copy()) for w, kc, vc in weights]
         assert _run(fns["run_step_fold"], bufs, case, layers + 100 * b + 100000 * rot) == 0, lib_.last_error()
         got[b, rot] = (bufs[0][28].astype(np.float32), bufs[0][29].copy(), bufs[-1][12], bufs[-1][13])
     one, two = got[blocks, 0], got[0, 0]
-    for variant in (1, 2, 3):
+    for variant in (1, 2):
         for a, b in zip(got[blocks, variant], one):
             np.testing.assert_array_equal(a, b)
     assert np.isfinite(one[0]).all()
