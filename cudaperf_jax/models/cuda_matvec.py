@@ -803,7 +803,7 @@ def one_kernel_mlp() -> bool:
     (matvec_kernel.cuh's mlp_kernel; `rotate` and `lean`: variants of it, see mlp_kernel_code): every block (one of
     1024 threads per SM) owns a range of intermediate features, streams their gate and up columns, applies SwiGLU and adds its share of down's product to the fixed-point sums -
     no dependency wait, launch or ramp between the two matrices (for hidden and intermediate sizes that are multiples
-    of 8, hidden up to 8192; others keep two kernels). Default `on` (H200, decode_ab.py in one process: 2026-12-03
+    of 8, hidden up to 8192; others keep two kernels). On by default, as `lean` (H200, decode_ab.py in one process: 2026-12-03
     -30.5 us a step at 256 new tokens, then again -33.8 at 256 and -2.0 at 64; benchmarks/results/
     decode_ab_h200_2026-12-03_mlp8_*.json, _mlp8b_*.json); `off` - gate_up and down as two kernels."""
     return _mlp_choice() != "off"
@@ -811,7 +811,7 @@ def one_kernel_mlp() -> bool:
 
 def _mlp_choice() -> str:
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_MLP", "on", ("on", "rotate", "lean", "off"))
+    return env_choice("CUDAPERF_CUDA_MLP", "lean", ("on", "rotate", "lean", "off"))
 
 
 def mlp_kernel_code() -> int:
@@ -820,8 +820,9 @@ def mlp_kernel_code() -> int:
     their 203K fixed-point atomics a layer over the addresses instead of all starting at column 0; the same sums;
     the atomics cost ~34 us a step in benchmarks/pdl_chain.cu, mlp1k_noadd_pdl_late against mlp1k_pdl_late,
     2026-12-03), 3 `lean` - mlp_kernel_lean, held to 48 registers (58 otherwise) so that a block of the next layer's qkv
-    kernel fits beside it and starts streaming before the MLP ends; bit-equal to `on`. rotate and lean are not yet
-    timed on the H200 (benchmarks/pdl_chain.cu: mlp1k_rot_pdl_late, mlp1k_lean_pdl_late)."""
+    kernel fits beside it and starts streaming before the MLP ends; bit-equal to `on`. `lean` is the default (H200,
+    decode_ab.py, 7 interleaved rounds in one process, 2026-12-04: -8.9 us a step at 256 new tokens, -23.0 at 64;
+    rotate +2.2 / -9.1, so not; benchmarks/results/decode_ab_h200_2026-12-04_lean{256,64}.json)."""
     return {"off": 0, "on": 1, "rotate": 2, "lean": 3}[_mlp_choice()]
 
 

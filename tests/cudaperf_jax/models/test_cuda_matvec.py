@@ -253,7 +253,7 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert cm.fold_finish(16, 40) and not cm.fold_finish(1, 40)                    # on by default; needs split o, down
     monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "off")
     assert not cm.fold_finish(16, 40)
-    assert cm.one_kernel_mlp()                                                     # on by default
+    assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == 3                       # on by default, as `lean`
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "off")
     assert not cm.one_kernel_mlp() and cm.mlp_kernel_code() == 0
     for value, code in (("on", 1), ("rotate", 2), ("lean", 3)):
