@@ -7,7 +7,9 @@
 // mlp2k_* / mlp1k_*: only the MLPs of the 28 layers, as gate_up + down or as one mlp_kernel (CUDAPERF_CUDA_MLP),
 // mlp1k_noadd without its fixed-point adds (wrong sums: prices the 203K atomics a layer), mlp1k_rot with the adds
 // starting at a column that depends on the block (CUDAPERF_CUDA_MLP=rotate), mlp1k_lean as mlp_kernel_lean (=lean; in
-// this MLP-only chain it shows only what the 48-register cap costs: the next kernel is another mlp_kernel).
+// this MLP-only chain it shows only what the 48-register cap costs: the next kernel is another mlp_kernel),
+// mlp1k_gm / mlp1k_gm_lean with gate_up group-major (CUDAPERF_CUDA_MLP=gm / gm_lean: every block reads one contiguous
+// region; the chain's random weights are laid out alike either way).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && /tmp/pdl_chain [json_out|-] [name_part] [reps]
 #include <cstdio>
@@ -187,7 +189,7 @@ int main(int argc, char** argv) {
   // alone (no matvecs, no finishes), 3 the real attention with o's plain prologue
   int attn_mode = 0;
   // the MLP alone (attn_mode 4: gate_up + down as two kernels, 5: one mlp_kernel, 6: mlp_kernel without its adds,
-  // 7: mlp_kernel with staggered adds, 8: mlp_kernel_lean)
+  // 7: mlp_kernel with staggered adds, 8: mlp_kernel_lean, 9/10: mlp_kernel / mlp_kernel_lean group-major)
   unsigned long long *racc, *mlp_out;
   CK(cudaMalloc(&racc, D * 8));
   CK(cudaMalloc(&mlp_out, D * 8));
@@ -200,12 +202,16 @@ int main(int argc, char** argv) {
   CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel_lean<kMlpThreads, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
-  auto mlp = [&](const Cfg& c, int l, int add) {   // add: mlp_kernel's kAdd, or 3: mlp_kernel_lean
+  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
+  CK(cudaFuncSetAttribute(mlp_kernel_lean<kMlpThreads, 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          int(mlp_smem)));
+  auto mlp = [&](const Cfg& c, int l, int add) {   // add: mlp_kernel's kAdd, 3: mlp_kernel_lean, 4/5: group-major
     Prologue pr = {};
     pr.x = x; pr.racc = racc; pr.xo = xmid; pr.k_total = D; pr.eps = 1e-6f; pr.vec = scale;
     Launch lc(dim3(n_sm, 1, 1), dim3(kMlpThreads, 1, 1), mlp_smem, s, c.pdl);
     begin_launch();
-    CK(cudaLaunchKernelEx(&lc.cfg, add == 3 ? mlp_kernel_lean<kMlpThreads, 1> : add == 2 ? mlp_kernel<kMlpThreads, 2>
+    CK(cudaLaunchKernelEx(&lc.cfg, add == 5 ? mlp_kernel_lean<kMlpThreads, 1, true> : add == 4 ? mlp_kernel<kMlpThreads, 1, true>
+                                   : add == 3 ? mlp_kernel_lean<kMlpThreads, 1> : add == 2 ? mlp_kernel<kMlpThreads, 2>
                                    : add == 1 ? mlp_kernel<kMlpThreads, 1> : mlp_kernel<kMlpThreads, 0>, pr,
                           (const __nv_bfloat16*)wgu[l], (const __nv_bfloat16*)nullptr, (const __nv_bfloat16*)wdn[l], D,
                           F, mlp_out, c.flags()));
@@ -222,7 +228,7 @@ int main(int argc, char** argv) {
         continue;
       }
       if (attn_mode >= 5) {
-        mlp(c, l, attn_mode == 5 ? 1 : attn_mode == 7 ? 2 : attn_mode == 8 ? 3 : 0);
+        mlp(c, l, attn_mode == 5 ? 1 : attn_mode == 7 ? 2 : attn_mode == 8 ? 3 : attn_mode >= 9 ? attn_mode - 5 : 0);
         if (g_child_layer) end_capture();
         continue;
       }
@@ -294,6 +300,8 @@ int main(int argc, char** argv) {
       {"mlp1k_noadd_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 6},
       {"mlp1k_rot_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 7},
       {"mlp1k_lean_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 8},
+      {"mlp1k_gm_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 9},
+      {"mlp1k_gm_lean_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 10},
       {"mlp2k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 4},
       {"mlp1k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 5},
   };

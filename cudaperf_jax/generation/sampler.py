@@ -25,7 +25,7 @@ from flax import nnx
 
 from cudaperf_jax.generation import stops
 from cudaperf_jax.generation.sampling import choose_with_logprobs
-from cudaperf_jax.models import gemv
+from cudaperf_jax.models import decode_fused, gemv
 from cudaperf_jax.models.decoder import Decoder, KVCache
 from cudaperf_jax.models.sharding import batch_sharding, cache_shardings
 
@@ -118,13 +118,14 @@ def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys
         return step + 1, record((cache, last, out_t, out_lp, done, lengths), step, tok, lp)
 
     state_ = (jnp.int32(1), carry)
-    if unroll > 1 and n > unroll:
-        def body_unrolled(state_):
-            for _ in range(unroll):
-                state_ = body(state_)
-            return state_
-        state_ = jax.lax.while_loop(lambda s: cond(s) & (s[0] + unroll <= n), body_unrolled, state_)
-    _, (cache, _, out_t, out_lp, done, lengths) = jax.lax.while_loop(cond, body, state_)
+    with decode_fused.prepared(model):   # loop-invariant weight layouts of the fused decode, built once here
+        if unroll > 1 and n > unroll:
+            def body_unrolled(state_):
+                for _ in range(unroll):
+                    state_ = body(state_)
+                return state_
+            state_ = jax.lax.while_loop(lambda s: cond(s) & (s[0] + unroll <= n), body_unrolled, state_)
+        _, (cache, _, out_t, out_lp, done, lengths) = jax.lax.while_loop(cond, body, state_)
     tokens = out_t[:, sl - 1:]
     tokens = jnp.where(tokens == -2, pad_id, tokens)
     return cache, tokens, out_lp, lengths

@@ -768,6 +768,11 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
     fold = fold_finish(ints[3], ints[5])
     d, f = x.shape[0], first["w_down"].shape[0]
     mlp = fold and one_kernel_mlp() and d % 8 == 0 and f % 8 == 0 and d <= 8192   # mlp_kernel's shapes (matvec.cu)
+    gm = first["w_gu"].ndim == 3   # group-major gate_up (mlp_gm_layout): code 4; a [D, 2F] one with gm set: lean
+    if gm and not mlp:
+        raise ValueError("cuda_matvec.step: a group-major gate_up needs the one-kernel MLP (CUDAPERF_CUDA_MLP=gm with "
+                         "the folded finishes)")
+    code = 4 if gm else (3 if mlp_kernel_code() == 4 else mlp_kernel_code())
     args = [x.astype(bf), ss.astype(f32), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
             jnp.asarray(cache_index, jnp.int32).reshape(1)]
     aliases, cache_shapes = {}, []
@@ -780,7 +785,7 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
             else:
                 args.append(_opt(l[key]))
     out = jax.ffi.ffi_call(TARGETS["step"][0], scratch + cache_shapes, input_output_aliases=aliases)(
-        *args, ints=np.asarray(ints + [len(layers), int(fold), mlp_kernel_code() if mlp else 0], np.int64),
+        *args, ints=np.asarray(ints + [len(layers), int(fold), code if mlp else 0], np.int64),
         floats=_layer_floats(eps_attn, eps_mlp, eps_qk, first["k_cache"].shape[3]))
     caches = out[len(scratch):]
     return out[0], out[1], list(caches[0::2]), list(caches[1::2])
@@ -811,7 +816,16 @@ def one_kernel_mlp() -> bool:
 
 def _mlp_choice() -> str:
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_MLP", "lean", ("on", "rotate", "lean", "off"))
+    return env_choice("CUDAPERF_CUDA_MLP", "lean", ("on", "rotate", "lean", "gm", "off"))
+
+
+def mlp_gm_layout(w_gu):
+    """gate_up ([D, 2, F] or [D, 2F]: gate columns, then up columns) group-major for CUDAPERF_CUDA_MLP=gm: [F / 8, D,
+    16], row r of group q holding gate columns 8q..8q+7 then up columns 8q..8q+7 - each 8-feature group one contiguous
+    block (matvec_kernel.cuh mlp_body kGM). numpy or jax arrays."""
+    d = w_gu.shape[0]
+    f = w_gu.size // (2 * d)
+    return w_gu.reshape(d, 2, f // 8, 8).transpose(2, 0, 1, 3).reshape(f // 8, d, 16)
 
 
 def mlp_kernel_code() -> int:
@@ -822,8 +836,11 @@ def mlp_kernel_code() -> int:
     2026-12-03), 3 `lean` - mlp_kernel_lean, held to 48 registers (58 otherwise) so that a block of the next layer's qkv
     kernel fits beside it and starts streaming before the MLP ends; bit-equal to `on`. `lean` is the default (H200,
     decode_ab.py, 7 interleaved rounds in one process, 2026-12-04: -8.9 us a step at 256 new tokens, -23.0 at 64;
-    rotate +2.2 / -9.1, so not; benchmarks/results/decode_ab_h200_2026-12-04_lean{256,64}.json)."""
-    return {"off": 0, "on": 1, "rotate": 2, "lean": 3}[_mlp_choice()]
+    rotate +2.2 / -9.1, so not; benchmarks/results/decode_ab_h200_2026-12-04_lean{256,64}.json); 4 `gm` - `lean`
+    with gate_up group-major (mlp_gm_layout: each block's gate and up columns one contiguous region instead of two
+    144-byte pieces of each of D rows 35 KB apart; the sampler lays it out once before its decode loop,
+    decode_fused.prepared; the gate and up sums in another order)."""
+    return {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4}[_mlp_choice()]
 
 
 def head_dim_scale(dh: int) -> float:

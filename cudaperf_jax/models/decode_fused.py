@@ -36,6 +36,7 @@ It is a sampling path: no gradients are defined (training never calls the decode
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from typing import NamedTuple
@@ -610,6 +611,44 @@ def _param(p, dt):
     return None if p is None else p[...].astype(dt)
 
 
+# id(layer.mlp) -> its gate_up group-major (cuda_matvec.mlp_gm_layout), computed before the sampler's decode loop by
+# `prepared` so that the loop body does not rebuild it every step (XLA does not hoist it out of the while loop).
+_PREPARED: dict = {}
+
+
+def _gm_wanted(model) -> bool:
+    """CUDAPERF_CUDA_MLP=gm applies to this model's step launch: group-major gate_up (cuda_matvec.mlp_gm_layout)."""
+    from cudaperf_jax.models import cuda_matvec as cm
+    cfg = model.cfg
+    return cm.mlp_kernel_code() == 4 and cfg.hidden_size % 8 == 0 and cfg.intermediate_size % 8 == 0
+
+
+@contextlib.contextmanager
+def prepared(model):
+    """While active (around the sampler's decode loop), the step launch takes each layer's group-major gate_up from
+    values computed here, outside the loop, when CUDAPERF_CUDA_MLP=gm (unused ones are dropped by XLA)."""
+    keys = []
+    try:
+        if model is not None and model.cfg is not None and _gm_wanted(model):
+            from cudaperf_jax.models import cuda_matvec as cm
+            for layer in model.layers:
+                _PREPARED[id(layer.mlp)] = cm.mlp_gm_layout(layer.mlp.gate_up[...].astype(model.dtype))
+                keys.append(id(layer.mlp))
+        yield
+    finally:
+        for key in keys:
+            _PREPARED.pop(key, None)
+
+
+def _gate_up(model, mlp, dt):
+    """The step launch's gate_up: group-major (prepared, else built here) for CUDAPERF_CUDA_MLP=gm, else [D, 2F]."""
+    from cudaperf_jax.models import cuda_matvec as cm
+    w = _PREPARED.get(id(mlp))
+    if w is None and _gm_wanted(model):
+        w = cm.mlp_gm_layout(mlp.gate_up[...].astype(dt))
+    return mlp.gate_up[...].astype(dt).reshape(model.cfg.hidden_size, -1) if w is None else w
+
+
 def _cuda_layer(model, dt, k_cache):
     """A function running one whole layer from one FFI call (cuda_matvec.layer, CUDAPERF_CUDA_LAYER=on|phases|kernels),
     or for CUDAPERF_CUDA_LAYER=step (and auto from hidden size cuda_matvec.STEP_AUTO_MIN_D on) one running every
@@ -647,6 +686,8 @@ def _cuda_layer(model, dt, k_cache):
     if lm == "step":   # every layer from one FFI call: (layers, x, ss, k caches, v caches, ...) -> x, ss, ks, vs
         def run_all(layers, x, ss, kcs, vcs, kvm, cache_index, cos, sin):
             parts = [args(layer, kc, vc) for layer, kc, vc in zip(layers, kcs, vcs)]
+            for layer, (_, kw) in zip(layers, parts):
+                kw["w_gu"] = _gate_up(model, layer.mlp, dt)
             l0 = layers[0]
             return cm.step(x, ss, [p for _, p in parts], cos=cos, sin=sin, kv_mask=kvm, cache_index=cache_index,
                            heads=cfg.num_heads, chunk=chunk, eps_attn=l0.attn_norm.eps, eps_mlp=l0.mlp_norm.eps,

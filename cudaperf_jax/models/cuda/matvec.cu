@@ -351,8 +351,10 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // the last layer (one finish kernel from x_mid and down's sums gives x_out and ss_out).
 // kFoldMlp (with kFoldOn; CUDAPERF_CUDA_MLP): gate_up and down as one mlp_kernel (matvec_kernel.cuh), a block per SM;
 // o clears down's sums then. kFoldMlpRotate (CUDAPERF_CUDA_MLP=rotate): its blocks add their sums from staggered
-// columns; kFoldMlpLean (=lean): mlp_kernel_lean (48 registers, room for a block of the next qkv beside it).
-constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16;
+// columns; kFoldMlpLean (=lean): mlp_kernel_lean (48 registers, room for a block of the next qkv beside it); kFoldMlpGM
+// (=gm, with kFoldMlpLean): w_gu group-major (cuda_matvec.mlp_gm_layout), each block's gate and up columns one
+// contiguous region.
+constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16, kFoldMlpGM = 32;
 
 // The layer's MLP as one mlp_kernel launch: blocks (<= F / 8) of kMlpThreads threads, adding down's column sums to
 // the fixed-point accumulator in down_parts.
@@ -362,7 +364,8 @@ cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p
   pro.zero = nullptr;   // the kernel adds to those sums itself (o cleared them)
   pro.n_zero = 0;
   const size_t smem = cudaperf_matvec::mlp_smem_floats<kMlpThreads>(p.d, p.f, blocks) * sizeof(float);
-  auto kernel = (fold_flags & kFoldMlpRotate) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 2>
+  auto kernel = (fold_flags & kFoldMlpGM) != 0 ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1, true>
+                : (fold_flags & kFoldMlpRotate) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 2>
                 : (fold_flags & kFoldMlpLean) != 0 ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1>
                                                    : cudaperf_matvec::mlp_kernel<kMlpThreads, 1>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
@@ -397,6 +400,9 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
       return ffi::Error::InvalidArgument(
           "cudaperf_layer: the one-kernel MLP needs D a multiple of 8 up to 8192 and F a multiple of 8 up to 1024 x the "
           "SM count (set CUDAPERF_CUDA_MLP=off)");
+    if ((fold_flags & kFoldMlpGM) != 0 && cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) > 8 * kMlpThreads / 32)
+      return ffi::Error::InvalidArgument(
+          "cudaperf_layer: the group-major MLP takes at most 256 intermediate features a block (set CUDAPERF_CUDA_MLP=lean)");
   }
   constexpr int kChunk = cudaperf_matvec::kFinishChunk;
   if (p.chunk != kChunk || p.d % kChunk)
@@ -640,7 +646,7 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
 // after PDL's wait, when every kernel before it has finished), then per layer the k and v caches (aliased). ints: the
 // layer handler's 28, then the layer count, then fold (0, or 1: the finish kernels folded into their consumers), then
 // mlp (with fold only: 1 each layer's gate_up and down as one kernel, 2 the same with staggered adds, 3 as
-// mlp_kernel_lean - cuda_matvec.mlp_kernel_code; 0: two kernels).
+// mlp_kernel_lean, 4 as mlp_kernel_lean with w_gu group-major - cuda_matvec.mlp_kernel_code; 0: two kernels).
 ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::F32> cos,
                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
                     ffi::RemainingArgs layers, ffi::Result<ffi::Buffer<ffi::BF16>> x_out,
@@ -652,7 +658,8 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
   const int64_t n_layers = ints[kLayerInts];
   const bool fold = ints[kLayerInts + 1] != 0, mlp = fold && ints[kLayerInts + 2] != 0;
   const int mlp_flags = !mlp ? 0 : kFoldMlp | (ints[kLayerInts + 2] == 2 ? kFoldMlpRotate : 0)
-                                   | (ints[kLayerInts + 2] == 3 ? kFoldMlpLean : 0);
+                                   | (ints[kLayerInts + 2] == 3 ? kFoldMlpLean : 0)
+                                   | (ints[kLayerInts + 2] == 4 ? kFoldMlpLean | kFoldMlpGM : 0);
   const __nv_bfloat16* prev_b_down = nullptr;
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");

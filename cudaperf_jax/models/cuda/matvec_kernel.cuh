@@ -541,7 +541,7 @@ __host__ __device__ inline size_t mlp_smem_floats(int d, int f, int blocks) {
 // block (blocks spread over d in 32-column steps, so that the ~130 blocks ending together do not add to the same
 // addresses at once; the same totals: the sums are integers) - or 0 (benchmarks/pdl_chain.cu only): no adds (wrong
 // sums; prices them).
-template <int NT, int kAdd>
+template <int NT, int kAdd, bool kGM = false>
 __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                          const __nv_bfloat16* __restrict__ b_gu,
                                          const __nv_bfloat16* __restrict__ w_down, int d, int f,
@@ -555,22 +555,42 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
   float* hs = smem + 2 * d;        // [nf] SwiGLU of the block's features
   float* red = hs + nf_max;        // the row groups' column sums (phase 2, then phase 3)
 
-  // phase 2's mapping: tpr1 threads a row (nf / 8 gate chunks, then nf / 8 up chunks), g1 row groups
+  // phase 2's mapping: tpr1 threads a row (nf / 8 gate chunks, then nf / 8 up chunks), g1 row groups. kGM (w_gu
+  // group-major, mlp_gm_layout): warp w takes group qw = w % nq of the block's nq = nf / 8 and every wpg-th 16-row band
+  // of it from band w / nq (wpg: the warps of that group), lane l row l / 2 of the band, half l % 2 (gate or up): each
+  // warp reads 512 contiguous bytes, each block one contiguous region.
   const int tpr1 = nf / 4, g1 = tpr1 > 0 ? NT / tpr1 : 0, grp1 = tpr1 > 0 ? threadIdx.x / tpr1 : 0,
             lane1 = tpr1 > 0 ? threadIdx.x % tpr1 : 0;
-  const bool on1 = tpr1 > 0 && grp1 < g1;
+  const int nq = nf / 8, warp = threadIdx.x / 32, qw = nq > 0 ? warp % nq : 0;
+  const int wpg = nq > 0 ? (NT / 32 - qw + nq - 1) / nq : 1;
+  const bool on1 = kGM ? nq > 0 : tpr1 > 0 && grp1 < g1;
   const int col1 = lane1 < nf / 8 ? fa + 8 * lane1 : f + fa + 8 * (lane1 - nf / 8);
-  const __nv_bfloat16* wp1 = w_gu + col1;
-  const size_t n1 = 2 * static_cast<size_t>(f);
+  const __nv_bfloat16* wp1 = kGM ? w_gu + (static_cast<size_t>(q0 + qw) * d * 16 + (threadIdx.x & 1) * 8)
+                                 : w_gu + col1;
+  const size_t n1 = kGM ? 16 : 2 * static_cast<size_t>(f);
+  const int first1 = kGM ? 16 * (nq > 0 ? warp / nq : 0) + (threadIdx.x & 31) / 2 : grp1;
+  const int step1 = kGM ? 16 * wpg : g1;
 
   pdl_start(pdl);
   uint4 pre1[kU1];
-  preload_rows(pre1, wp1, n1, grp1, g1, d, on1);
+  preload_rows(pre1, wp1, n1, first1, step1, d, on1);
   pdl_wait(pdl);
   fill_input<kResNorm, false, NT>(pro, 0, d, blockIdx.x, xs, red);
   __syncthreads();
 
-  if (on1) {
+  if (kGM) {   // the warp's sums of its lanes of one half (xor over lane bits 1-4), then per warp [16] in red
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (on1) stream_rows(acc, pre1, wp1, n1, first1, step1, d, xs);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int o = 2; o < 32; o *= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
+    }
+    if ((threadIdx.x & 31) < 2) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) red[warp * 16 + (threadIdx.x & 1) * 8 + j] = acc[j];
+    }
+  } else if (on1) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     stream_rows(acc, pre1, wp1, n1, grp1, g1, d, xs);
 #pragma unroll
@@ -586,12 +606,20 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
   preload_rows(pre2, wp2, d, grp2, g2, nf, on2);
   __syncthreads();
   if (static_cast<int>(threadIdx.x) < nf) {   // gate and up sums of feature fa + t over the row groups, in order
-    const int c = threadIdx.x, stride1 = 8 * tpr1 + 1;
+    const int c = threadIdx.x;
     float g = 0.f, u = 0.f;
+    if (kGM) {   // over the warps of group c / 8
+      for (int w = c / 8; w < NT / 32; w += nq) {
+        g += red[w * 16 + c % 8];
+        u += red[w * 16 + 8 + c % 8];
+      }
+    } else {
+      const int stride1 = 8 * tpr1 + 1;
 #pragma unroll 8
-    for (int q = 0; q < g1; ++q) {
-      g += red[q * stride1 + c];
-      u += red[q * stride1 + nf + c];
+      for (int q = 0; q < g1; ++q) {
+        g += red[q * stride1 + c];
+        u += red[q * stride1 + nf + c];
+      }
     }
     hs[c] = swiglu_bf16(g, u, b_gu, f, fa + c);
   }
@@ -617,12 +645,12 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
   }
 }
 
-template <int NT = kMlpThreads, int kAdd = 1>
+template <int NT = kMlpThreads, int kAdd = 1, bool kGM = false>
 __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                                     const __nv_bfloat16* __restrict__ b_gu,
                                                     const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                                     unsigned long long* __restrict__ out, int pdl) {
-  mlp_body<NT, kAdd>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
+  mlp_body<NT, kAdd, kGM>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
 }
 
 // mlp_kernel held to kMlpLeanRegs registers a thread (CUDAPERF_CUDA_MLP=lean; 58 otherwise): 1024 x 48 leaves 16K of
@@ -630,12 +658,12 @@ __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfl
 // resident while the MLP drains and stream its first weight rows before its PDL wait (with 58 no qkv block fits
 // beside it). ptxas (CUDA 13.0, sm_90): 48 registers, no spills for kAdd 1.
 constexpr int kMlpLeanRegs = 48;
-template <int NT = kMlpThreads, int kAdd = 1>
+template <int NT = kMlpThreads, int kAdd = 1, bool kGM = false>
 __global__ void __maxnreg__(kMlpLeanRegs) mlp_kernel_lean(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                                           const __nv_bfloat16* __restrict__ b_gu,
                                                           const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                                           unsigned long long* __restrict__ out, int pdl) {
-  mlp_body<NT, kAdd>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
+  mlp_body<NT, kAdd, kGM>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
 }
 
 // decode_fused.finish as a CUDA kernel, so that it can take part in programmatic dependent launch: one block of

@@ -112,7 +112,9 @@ extern "C" int fixed_sums(const float* v, float* out) {
 // The step launch with its finish kernels folded into their consumers (matvec.cu's layer_kernels with kFoldOn, as
 // StepImpl chains them): layer l's buffers at b + 30 l, the residual stream and the scratch those of layer 0.
 // arg: the layer count + 100 x the one-kernel MLP's blocks (kFoldMlp: mlp_kernel instead of gate_up and down; 0 for
-// the two kernels) + 100000 with its staggered adds (kFoldMlpRotate), + 200000 as mlp_kernel_lean (kFoldMlpLean).
+// the two kernels) + 100000 with its staggered adds (kFoldMlpRotate), + 200000 as mlp_kernel_lean (kFoldMlpLean), + 300000
+// group-major (kFoldMlpGM: w_gu as cuda_matvec.mlp_gm_layout) as mlp_kernel_lean (+ 500000 as well: the test gives it
+// row-major weights), + 400000 the same as mlp_kernel.
 extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
   using namespace cudaperf_matvec;
   const int n_layers = arg % 100, mlp_blocks = arg / 100 % 1000, variant = arg / 100000;
@@ -161,7 +163,9 @@ extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
       mp.n_zero = 0;
       const size_t smem = mlp_smem_floats<kMlpThreads>(p.d, p.f, mlp_blocks) * 4;
       auto kernel = variant == 1 ? mlp_kernel<kMlpThreads, 2>
-                    : variant == 2 ? mlp_kernel_lean<kMlpThreads, 1> : mlp_kernel<kMlpThreads, 1>;
+                    : variant == 2 ? mlp_kernel_lean<kMlpThreads, 1>
+                    : variant == 3 || variant == 5 ? mlp_kernel_lean<kMlpThreads, 1, true>
+                    : variant == 4 ? mlp_kernel<kMlpThreads, 1, true> : mlp_kernel<kMlpThreads, 1>;
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
       kernel<<<mlp_blocks, kMlpThreads, smem>>>(mp, p.w_gu, p.b_gu, p.w_down, p.d, p.f, fold_sums(p.down_parts), 0);
       cudaDeviceSynchronize();
@@ -361,19 +365,30 @@ def test_the_one_kernel_mlp_matches_the_two_kernels(lib, case, idx, pad, layers,
     """CUDAPERF_CUDA_MLP: each layer's gate_up and down as one mlp_kernel whose blocks own uneven ranges of intermediate
     features (5 or 3 blocks over 48 or 64 groups of eight), adding down's sums as fixed point. Over 1-2 layers: near the
     two-kernel fold (the gate and up sums are added in another order) and numpy's layers within the bf16 roundings;
-    with the staggered adds (CUDAPERF_CUDA_MLP=rotate) and as mlp_kernel_lean (=lean) bit-equal to the in-order adds."""
+    with the staggered adds (CUDAPERF_CUDA_MLP=rotate) and as mlp_kernel_lean (=lean) bit-equal to the in-order adds;
+    with gate_up group-major (=gm: the gate and up sums added in another order) near them, the same with and without
+    the register cap."""
     lib_, fns = lib
     d = CASES[case][0]
     x, ss, mask, cos, sin, chunk, weights, want = _numpy_step(case, idx, pad, layers)
     got = {}
-    for b, rot in ((0, 0), (blocks, 0), (blocks, 1), (blocks, 2)):
+    for b, rot in ((0, 0), (blocks, 0), (blocks, 1), (blocks, 2), (blocks, 3), (blocks, 4), (blocks, 5)):
         bufs = [_buffers(case, w, x, ss, mask, idx, cos, sin, kc.copy(), vc.copy()) for w, kc, vc in weights]
+        if rot in (3, 4):   # 5: the group-major kernel on the row-major weights (the layout matters)
+            for layer_bufs in bufs:
+                layer_bufs[16] = np.ascontiguousarray(cm.mlp_gm_layout(layer_bufs[16]))
         assert _run(fns["run_step_fold"], bufs, case, layers + 100 * b + 100000 * rot) == 0, lib_.last_error()
         got[b, rot] = (bufs[0][28].astype(np.float32), bufs[0][29].copy(), bufs[-1][12], bufs[-1][13])
     one, two = got[blocks, 0], got[0, 0]
     for variant in (1, 2):
         for a, b in zip(got[blocks, variant], one):
             np.testing.assert_array_equal(a, b)
+    for a, b in zip(got[blocks, 4], got[blocks, 3]):
+        np.testing.assert_array_equal(a, b)
+    gm = got[blocks, 3][0]
+    np.testing.assert_allclose(gm, one[0], rtol=0, atol=2 ** -7 * np.abs(one[0]).max())
+    assert np.mean(gm == one[0]) > 0.7                                      # other sums, mostly the same roundings
+    assert np.abs(got[blocks, 5][0] - one[0]).max() > 0.1 * np.abs(one[0]).max()
     assert np.isfinite(one[0]).all()
     np.testing.assert_allclose(one[0], want, rtol=0, atol=2 ** -6 * np.abs(want).max())
     np.testing.assert_allclose(one[0], two[0], rtol=0, atol=2 ** -6 * np.abs(two[0]).max())

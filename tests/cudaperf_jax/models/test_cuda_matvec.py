@@ -256,7 +256,7 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == 3                       # on by default, as `lean`
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "off")
     assert not cm.one_kernel_mlp() and cm.mlp_kernel_code() == 0
-    for value, code in (("on", 1), ("rotate", 2), ("lean", 3)):
+    for value, code in (("on", 1), ("rotate", 2), ("lean", 3), ("gm", 4)):
         monkeypatch.setenv("CUDAPERF_CUDA_MLP", value)
         assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == code
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "512")
@@ -274,6 +274,40 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     layer = {k: None for k in cm.LAYER_KEYS}
     with pytest.raises(ValueError, match="same optional parameters"):
         cm.step(None, None, [dict(layer, b_qkv=1), layer], **kw)
+
+
+def test_the_group_major_gate_up_layout_and_its_preparation_outside_the_decode_loop(monkeypatch):
+    """CUDAPERF_CUDA_MLP=gm: mlp_gm_layout puts gate and up columns 8q..8q+7 of every row into group q's contiguous
+    [D, 16] block; decode_fused.prepared builds it for each layer while active (the sampler's decode loop) and drops it
+    after; the step launch's gate_up is then that value (else [D, 2F], or built in place when not prepared)."""
+    from cudaperf_jax.models import decode_fused as df
+    from cudaperf_jax.models.config import ModelConfig
+    from cudaperf_jax.models.decoder import Decoder
+    from flax import nnx
+    d, f = 16, 24
+    w = np.arange(d * 2 * f, dtype=np.float32).reshape(d, 2, f)
+    gm = cm.mlp_gm_layout(w)
+    assert gm.shape == (f // 8, d, 16)
+    for q, r, j in ((0, 0, 0), (1, 5, 3), (2, 15, 7)):
+        assert gm[q, r, j] == w[r, 0, 8 * q + j] and gm[q, r, 8 + j] == w[r, 1, 8 * q + j]
+    np.testing.assert_array_equal(cm.mlp_gm_layout(w.reshape(d, 2 * f)), gm)
+    np.testing.assert_array_equal(np.asarray(cm.mlp_gm_layout(jnp.asarray(w))), gm)
+    cfg = ModelConfig(vocab_size=64, hidden_size=d, intermediate_size=f, num_layers=2, num_heads=2, num_kv_heads=1,
+                      head_dim=8)
+    model = Decoder(cfg, rngs=nnx.Rngs(0))
+    mlp = model.layers[1].mlp
+    monkeypatch.setenv("CUDAPERF_CUDA_MLP", "lean")
+    with df.prepared(model):
+        assert not df._PREPARED
+        assert df._gate_up(model, mlp, jnp.float32).shape == (d, 2 * f)
+    monkeypatch.setenv("CUDAPERF_CUDA_MLP", "gm")
+    with df.prepared(model):
+        assert len(df._PREPARED) == 2
+        assert df._gate_up(model, mlp, jnp.float32) is df._PREPARED[id(mlp)]
+        np.testing.assert_array_equal(np.asarray(df._PREPARED[id(mlp)]),
+                                      cm.mlp_gm_layout(np.asarray(mlp.gate_up[...], np.float32)))
+    assert not df._PREPARED
+    assert df._gate_up(model, mlp, jnp.float32).shape == (f // 8, d, 16)   # not prepared: built in place
 
 
 def test_the_l2_prefetch_setting_is_parsed_and_checked(monkeypatch):
