@@ -352,8 +352,8 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // kFoldMlp (with kFoldOn; CUDAPERF_CUDA_MLP): gate_up and down as one mlp_kernel (matvec_kernel.cuh), a block per SM;
 // o clears down's sums then. kFoldMlpRotate (CUDAPERF_CUDA_MLP=rotate): its blocks add their sums from staggered
 // columns; kFoldMlpLean (=lean): mlp_kernel_lean (48 registers, room for a block of the next qkv beside it); kFoldMlpGM
-// (=gm, with kFoldMlpLean): w_gu group-major (cuda_matvec.mlp_gm_layout), each block's gate and up columns one
-// contiguous region.
+// (=gm, and with kFoldMlpLean =gm_lean): w_gu group-major (cuda_matvec.mlp_gm_layout), each block's gate and up columns
+// one contiguous region.
 constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16, kFoldMlpGM = 32;
 
 // The layer's MLP as one mlp_kernel launch: blocks (<= F / 8) of kMlpThreads threads, adding down's column sums to
@@ -364,7 +364,9 @@ cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p
   pro.zero = nullptr;   // the kernel adds to those sums itself (o cleared them)
   pro.n_zero = 0;
   const size_t smem = cudaperf_matvec::mlp_smem_floats<kMlpThreads>(p.d, p.f, blocks) * sizeof(float);
-  auto kernel = (fold_flags & kFoldMlpGM) != 0 ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1, true>
+  const bool lean = (fold_flags & kFoldMlpLean) != 0;
+  auto kernel = (fold_flags & kFoldMlpGM) != 0 ? (lean ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1, true>
+                                                       : cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true>)
                 : (fold_flags & kFoldMlpRotate) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 2>
                 : (fold_flags & kFoldMlpLean) != 0 ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1>
                                                    : cudaperf_matvec::mlp_kernel<kMlpThreads, 1>;
@@ -646,7 +648,8 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
 // after PDL's wait, when every kernel before it has finished), then per layer the k and v caches (aliased). ints: the
 // layer handler's 28, then the layer count, then fold (0, or 1: the finish kernels folded into their consumers), then
 // mlp (with fold only: 1 each layer's gate_up and down as one kernel, 2 the same with staggered adds, 3 as
-// mlp_kernel_lean, 4 as mlp_kernel_lean with w_gu group-major - cuda_matvec.mlp_kernel_code; 0: two kernels).
+// mlp_kernel_lean, 4 / 5 as mlp_kernel / mlp_kernel_lean with w_gu group-major - cuda_matvec.mlp_kernel_code; 0: two
+// kernels).
 ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::F32> cos,
                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
                     ffi::RemainingArgs layers, ffi::Result<ffi::Buffer<ffi::BF16>> x_out,
@@ -659,7 +662,8 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
   const bool fold = ints[kLayerInts + 1] != 0, mlp = fold && ints[kLayerInts + 2] != 0;
   const int mlp_flags = !mlp ? 0 : kFoldMlp | (ints[kLayerInts + 2] == 2 ? kFoldMlpRotate : 0)
                                    | (ints[kLayerInts + 2] == 3 ? kFoldMlpLean : 0)
-                                   | (ints[kLayerInts + 2] == 4 ? kFoldMlpLean | kFoldMlpGM : 0);
+                                   | (ints[kLayerInts + 2] == 4 ? kFoldMlpGM : 0)
+                                   | (ints[kLayerInts + 2] == 5 ? kFoldMlpLean | kFoldMlpGM : 0);
   const __nv_bfloat16* prev_b_down = nullptr;
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");

@@ -541,12 +541,12 @@ __host__ __device__ inline size_t mlp_smem_floats(int d, int f, int blocks) {
 // block (blocks spread over d in 32-column steps, so that the ~130 blocks ending together do not add to the same
 // addresses at once; the same totals: the sums are integers) - or 0 (benchmarks/pdl_chain.cu only): no adds (wrong
 // sums; prices them).
-template <int NT, int kAdd, bool kGM = false>
+template <int NT, int kAdd, bool kGM = false, int kU1 = 4>
 __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                          const __nv_bfloat16* __restrict__ b_gu,
                                          const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                          unsigned long long* __restrict__ out, int pdl) {
-  constexpr int kU1 = 4, kU2 = 4;   // 16-byte loads in flight per thread
+  constexpr int kU2 = 4;   // 16-byte loads in flight per thread (kU1: phase 2's)
   extern __shared__ float smem[];
   const int octs = f / 8, q0 = static_cast<int>(static_cast<long long>(blockIdx.x) * octs / gridDim.x),
             q1 = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * octs / gridDim.x);
@@ -656,14 +656,15 @@ __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfl
 // mlp_kernel held to kMlpLeanRegs registers a thread (CUDAPERF_CUDA_MLP=lean; 58 otherwise): 1024 x 48 leaves 16K of
 // the SM's 64K registers, so that a block of the next layer's qkv kernel (256 threads, <= 64 registers) can become
 // resident while the MLP drains and stream its first weight rows before its PDL wait (with 58 no qkv block fits
-// beside it). ptxas (CUDA 13.0, sm_90): 48 registers, no spills for kAdd 1.
+// beside it). ptxas (CUDA 13.0, sm_90): 48 registers, no spills for kAdd 1; group-major (kGM) with 3 of phase 2's loads in
+// flight a thread (4: 40 bytes of spills, 765 us against 686 a step in benchmarks/pdl_chain.cu), 8 bytes of spills.
 constexpr int kMlpLeanRegs = 48;
 template <int NT = kMlpThreads, int kAdd = 1, bool kGM = false>
 __global__ void __maxnreg__(kMlpLeanRegs) mlp_kernel_lean(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                                           const __nv_bfloat16* __restrict__ b_gu,
                                                           const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                                           unsigned long long* __restrict__ out, int pdl) {
-  mlp_body<NT, kAdd, kGM>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
+  mlp_body<NT, kAdd, kGM, kGM ? 3 : 4>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
 }
 
 // decode_fused.finish as a CUDA kernel, so that it can take part in programmatic dependent launch: one block of
