@@ -9,7 +9,8 @@
 // starting at a column that depends on the block (CUDAPERF_CUDA_MLP=rotate), mlp1k_lean as mlp_kernel_lean (=lean; in
 // this MLP-only chain it shows only what the 48-register cap costs: the next kernel is another mlp_kernel),
 // mlp1k_gm / mlp1k_gm_lean with gate_up group-major (CUDAPERF_CUDA_MLP=gm / gm_lean: every block reads one contiguous
-// region; the chain's random weights are laid out alike either way).
+// region; the chain's random weights are laid out alike either way); _u6 / _u6d6: six of phase 2's (and phase 3's)
+// 16-byte loads in flight a thread instead of four.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && /tmp/pdl_chain [json_out|-] [name_part] [reps]
 #include <cstdio>
@@ -189,7 +190,8 @@ int main(int argc, char** argv) {
   // alone (no matvecs, no finishes), 3 the real attention with o's plain prologue
   int attn_mode = 0;
   // the MLP alone (attn_mode 4: gate_up + down as two kernels, 5: one mlp_kernel, 6: mlp_kernel without its adds,
-  // 7: mlp_kernel with staggered adds, 8: mlp_kernel_lean, 9/10: mlp_kernel / mlp_kernel_lean group-major)
+  // 7: mlp_kernel with staggered adds, 8: mlp_kernel_lean, 9/10: mlp_kernel / mlp_kernel_lean group-major, 11/12: mlp_kernel
+  // group-major with six loads in flight in phase 2 / phases 2 and 3, 13: mlp_kernel with six in phase 2)
   unsigned long long *racc, *mlp_out;
   CK(cudaMalloc(&racc, D * 8));
   CK(cudaMalloc(&mlp_out, D * 8));
@@ -203,6 +205,12 @@ int main(int argc, char** argv) {
   CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel_lean<kMlpThreads, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
+  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, true, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          int(mlp_smem)));
+  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, true, 6, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          int(mlp_smem)));
+  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, false, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel_lean<kMlpThreads, 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           int(mlp_smem)));
   auto mlp = [&](const Cfg& c, int l, int add) {   // add: mlp_kernel's kAdd, 3: mlp_kernel_lean, 4/5: group-major
@@ -210,7 +218,9 @@ int main(int argc, char** argv) {
     pr.x = x; pr.racc = racc; pr.xo = xmid; pr.k_total = D; pr.eps = 1e-6f; pr.vec = scale;
     Launch lc(dim3(n_sm, 1, 1), dim3(kMlpThreads, 1, 1), mlp_smem, s, c.pdl);
     begin_launch();
-    CK(cudaLaunchKernelEx(&lc.cfg, add == 5 ? mlp_kernel_lean<kMlpThreads, 1, true> : add == 4 ? mlp_kernel<kMlpThreads, 1, true>
+    CK(cudaLaunchKernelEx(&lc.cfg, add == 8 ? mlp_kernel<kMlpThreads, 1, false, 6>
+                                   : add == 7 ? mlp_kernel<kMlpThreads, 1, true, 6, 6> : add == 6 ? mlp_kernel<kMlpThreads, 1, true, 6>
+                                   : add == 5 ? mlp_kernel_lean<kMlpThreads, 1, true> : add == 4 ? mlp_kernel<kMlpThreads, 1, true>
                                    : add == 3 ? mlp_kernel_lean<kMlpThreads, 1> : add == 2 ? mlp_kernel<kMlpThreads, 2>
                                    : add == 1 ? mlp_kernel<kMlpThreads, 1> : mlp_kernel<kMlpThreads, 0>, pr,
                           (const __nv_bfloat16*)wgu[l], (const __nv_bfloat16*)nullptr, (const __nv_bfloat16*)wdn[l], D,
@@ -302,6 +312,9 @@ int main(int argc, char** argv) {
       {"mlp1k_lean_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 8},
       {"mlp1k_gm_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 9},
       {"mlp1k_gm_lean_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 10},
+      {"mlp1k_gm_u6_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 11},
+      {"mlp1k_gm_u6d6_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 12},
+      {"mlp1k_u6_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 13},
       {"mlp2k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 4},
       {"mlp1k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 5},
   };

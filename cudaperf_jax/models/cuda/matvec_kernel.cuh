@@ -541,12 +541,11 @@ __host__ __device__ inline size_t mlp_smem_floats(int d, int f, int blocks) {
 // block (blocks spread over d in 32-column steps, so that the ~130 blocks ending together do not add to the same
 // addresses at once; the same totals: the sums are integers) - or 0 (benchmarks/pdl_chain.cu only): no adds (wrong
 // sums; prices them).
-template <int NT, int kAdd, bool kGM = false, int kU1 = 4>
+template <int NT, int kAdd, bool kGM = false, int kU1 = 4, int kU2 = 4>
 __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                          const __nv_bfloat16* __restrict__ b_gu,
                                          const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                          unsigned long long* __restrict__ out, int pdl) {
-  constexpr int kU2 = 4;   // 16-byte loads in flight per thread (kU1: phase 2's)
   extern __shared__ float smem[];
   const int octs = f / 8, q0 = static_cast<int>(static_cast<long long>(blockIdx.x) * octs / gridDim.x),
             q1 = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * octs / gridDim.x);
@@ -645,12 +644,13 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
   }
 }
 
-template <int NT = kMlpThreads, int kAdd = 1, bool kGM = false>
+// kU1, kU2: 16-byte loads in flight per thread in phases 2 and 3.
+template <int NT = kMlpThreads, int kAdd = 1, bool kGM = false, int kU1 = 4, int kU2 = 4>
 __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                                     const __nv_bfloat16* __restrict__ b_gu,
                                                     const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                                     unsigned long long* __restrict__ out, int pdl) {
-  mlp_body<NT, kAdd, kGM>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
+  mlp_body<NT, kAdd, kGM, kU1, kU2>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
 }
 
 // mlp_kernel held to kMlpLeanRegs registers a thread (CUDAPERF_CUDA_MLP=lean; 58 otherwise): 1024 x 48 leaves 16K of
