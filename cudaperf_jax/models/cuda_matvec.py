@@ -773,7 +773,7 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
         raise ValueError("cuda_matvec.step: a group-major gate_up needs the one-kernel MLP (CUDAPERF_CUDA_MLP=gm with "
                          "the folded finishes)")
     code = mlp_kernel_code()
-    code = (code if code >= 4 else 5) if gm else {4: 1, 5: 3}.get(code, code)
+    code = (code if code >= 4 else 5) if gm else {4: 1, 5: 3, 6: 3}.get(code, code)
     args = [x.astype(bf), ss.astype(f32), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
             jnp.asarray(cache_index, jnp.int32).reshape(1)]
     aliases, cache_shapes = {}, []
@@ -817,7 +817,7 @@ def one_kernel_mlp() -> bool:
 
 def _mlp_choice() -> str:
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_MLP", "lean", ("on", "rotate", "lean", "gm", "gm_lean", "off"))
+    return env_choice("CUDAPERF_CUDA_MLP", "lean", ("on", "rotate", "lean", "gm", "gm_lean", "gm768", "off"))
 
 
 def mlp_gm_layout(w_gu):
@@ -838,10 +838,10 @@ def mlp_kernel_code() -> int:
     kernel fits beside it and starts streaming before the MLP ends; bit-equal to `on`. `lean` is the default (H200,
     decode_ab.py, 7 interleaved rounds in one process, 2026-12-04: -8.9 us a step at 256 new tokens, -23.0 at 64;
     rotate +2.2 / -9.1, so not; benchmarks/results/decode_ab_h200_2026-12-04_lean{256,64}.json); 4 `gm` - `on`
-    (5 `gm_lean`: `lean`) with gate_up group-major (mlp_gm_layout: each block's gate and up columns one contiguous region instead of two
+    (5 `gm_lean`: `lean`; 6 `gm768`: blocks of 768 threads held to 64 registers) with gate_up group-major (mlp_gm_layout: each block's gate and up columns one contiguous region instead of two
     144-byte pieces of each of D rows 35 KB apart; the sampler lays it out once before its decode loop,
     decode_fused.prepared; the gate and up sums in another order)."""
-    return {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5}[_mlp_choice()]
+    return {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5, "gm768": 6}[_mlp_choice()]
 
 
 def head_dim_scale(dh: int) -> float:

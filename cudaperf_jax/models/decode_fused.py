@@ -617,10 +617,10 @@ _PREPARED: dict = {}
 
 
 def _gm_wanted(model) -> bool:
-    """CUDAPERF_CUDA_MLP=gm or gm_lean applies to this model's step launch: group-major gate_up (cuda_matvec.mlp_gm_layout)."""
+    """CUDAPERF_CUDA_MLP=gm, gm_lean or gm768 applies to this model's step launch: group-major gate_up (cuda_matvec.mlp_gm_layout)."""
     from cudaperf_jax.models import cuda_matvec as cm
     cfg = model.cfg
-    return cm.mlp_kernel_code() in (4, 5) and cfg.hidden_size % 8 == 0 and cfg.intermediate_size % 8 == 0
+    return cm.mlp_kernel_code() >= 4 and cfg.hidden_size % 8 == 0 and cfg.intermediate_size % 8 == 0
 
 
 @contextlib.contextmanager

@@ -355,7 +355,17 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // (=gm, and with kFoldMlpLean =gm_lean): w_gu group-major (cuda_matvec.mlp_gm_layout), each block's gate and up columns
 // one contiguous region; gm with six of gate_up's 16-byte loads in flight a thread (64 registers; pdl_chain.cu's MLP
 // chain on the H200: 676 us a step against 687 with four, 712 row-major).
-constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16, kFoldMlpGM = 32;
+// kFoldMlp768 (=gm768, with kFoldMlpGM): mlp_kernel_r64, blocks of kMlp768Threads threads held to 64 registers.
+constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16, kFoldMlpGM = 32,
+              kFoldMlp768 = 64;
+constexpr int kMlp768Threads = 768;
+int mlp_threads(int fold_flags) {
+  return (fold_flags & kFoldMlp768) != 0 ? kMlp768Threads : cudaperf_matvec::kMlpThreads;
+}
+size_t mlp_smem_bytes(int d, int f, int blocks, int fold_flags) {
+  return 4 * ((fold_flags & kFoldMlp768) != 0 ? cudaperf_matvec::mlp_smem_floats<kMlp768Threads>(d, f, blocks)
+                                              : cudaperf_matvec::mlp_smem_floats<cudaperf_matvec::kMlpThreads>(d, f, blocks));
+}
 
 // The layer's MLP as one mlp_kernel launch: blocks (<= F / 8) of kMlpThreads threads, adding down's column sums to
 // the fixed-point accumulator in down_parts.
@@ -364,16 +374,18 @@ cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p
   Prologue pro = cudaperf_layer::resnorm_prologue(p, true, nullptr);
   pro.zero = nullptr;   // the kernel adds to those sums itself (o cleared them)
   pro.n_zero = 0;
-  const size_t smem = cudaperf_matvec::mlp_smem_floats<kMlpThreads>(p.d, p.f, blocks) * sizeof(float);
+  const size_t smem = mlp_smem_bytes(p.d, p.f, blocks, fold_flags);
   const bool lean = (fold_flags & kFoldMlpLean) != 0;
-  auto kernel = (fold_flags & kFoldMlpGM) != 0 ? (lean ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1, true>
+  auto kernel = (fold_flags & kFoldMlp768) != 0 ? cudaperf_matvec::mlp_kernel_r64<kMlp768Threads>
+                : (fold_flags & kFoldMlpGM) != 0 ? (lean ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1, true>
                                                        : cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 6>)
                 : (fold_flags & kFoldMlpRotate) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 2>
                 : (fold_flags & kFoldMlpLean) != 0 ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1>
                                                    : cudaperf_matvec::mlp_kernel<kMlpThreads, 1>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  Launch l(dim3(static_cast<unsigned>(blocks), 1, 1), dim3(kMlpThreads, 1, 1), smem, stream, pdl != 0);
+  Launch l(dim3(static_cast<unsigned>(blocks), 1, 1), dim3(static_cast<unsigned>(mlp_threads(fold_flags)), 1, 1), smem,
+           stream, pdl != 0);
   return cudaLaunchKernelEx(&l.cfg, kernel, pro, p.w_gu, p.b_gu, p.w_down, p.d, p.f,
                             cudaperf_layer::fold_sums(p.down_parts), pdl);
 }
@@ -394,18 +406,18 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   const bool mlp = fold && (fold_flags & kFoldMlp) != 0;
   int mlp_blocks = 0;
   if (mlp) {
-    using cudaperf_matvec::kMlpThreads;
+    const int nt = mlp_threads(fold_flags);
     cudaError_t e = sm_count(&mlp_blocks);
     if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
     if (mlp_blocks > p.f / 8) mlp_blocks = p.f / 8;
-    if (p.d % 8 || p.f % 8 || p.d / 8 > kMlpThreads || cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) > kMlpThreads
-        || cudaperf_matvec::mlp_smem_floats<kMlpThreads>(p.d, p.f, mlp_blocks) * 4 > 227 * 1024)
+    if (p.d % 8 || p.f % 8 || p.d / 8 > nt || cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) > nt
+        || mlp_smem_bytes(p.d, p.f, mlp_blocks, fold_flags) > 227 * 1024)
       return ffi::Error::InvalidArgument(
           "cudaperf_layer: the one-kernel MLP needs D a multiple of 8 up to 8192 and F a multiple of 8 up to 1024 x the "
           "SM count (set CUDAPERF_CUDA_MLP=off)");
-    if ((fold_flags & kFoldMlpGM) != 0 && cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) > 8 * kMlpThreads / 32)
+    if ((fold_flags & kFoldMlpGM) != 0 && cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) > 8 * nt / 32)
       return ffi::Error::InvalidArgument(
-          "cudaperf_layer: the group-major MLP takes at most 256 intermediate features a block (set CUDAPERF_CUDA_MLP=lean)");
+          "cudaperf_layer: the group-major MLP takes at most 8 x its warps intermediate features a block (set CUDAPERF_CUDA_MLP=lean)");
   }
   constexpr int kChunk = cudaperf_matvec::kFinishChunk;
   if (p.chunk != kChunk || p.d % kChunk)
@@ -667,7 +679,8 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
   const int mlp_flags = !mlp ? 0 : kFoldMlp | (ints[kLayerInts + 2] == 2 ? kFoldMlpRotate : 0)
                                    | (ints[kLayerInts + 2] == 3 ? kFoldMlpLean : 0)
                                    | (ints[kLayerInts + 2] == 4 ? kFoldMlpGM : 0)
-                                   | (ints[kLayerInts + 2] == 5 ? kFoldMlpLean | kFoldMlpGM : 0);
+                                   | (ints[kLayerInts + 2] == 5 ? kFoldMlpLean | kFoldMlpGM : 0)
+                                   | (ints[kLayerInts + 2] == 6 ? kFoldMlpGM | kFoldMlp768 : 0);
   const __nv_bfloat16* prev_b_down = nullptr;
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");
