@@ -805,19 +805,20 @@ def fold_finish(o_split: int, down_split: int) -> bool:
 
 
 def one_kernel_mlp() -> bool:
-    """CUDAPERF_CUDA_MLP: `on` - with the folded finishes (fold_finish), each layer's gate_up and down run as ONE kernel
-    (matvec_kernel.cuh's mlp_kernel; `rotate` and `lean`: variants of it, see mlp_kernel_code): every block (one of
-    1024 threads per SM) owns a range of intermediate features, streams their gate and up columns, applies SwiGLU and adds its share of down's product to the fixed-point sums -
-    no dependency wait, launch or ramp between the two matrices (for hidden and intermediate sizes that are multiples
-    of 8, hidden up to 8192; others keep two kernels). On by default, as `lean` (H200, decode_ab.py in one process: 2026-12-03
-    -30.5 us a step at 256 new tokens, then again -33.8 at 256 and -2.0 at 64; benchmarks/results/
-    decode_ab_h200_2026-12-03_mlp8_*.json, _mlp8b_*.json); `off` - gate_up and down as two kernels."""
+    """CUDAPERF_CUDA_MLP (anything but `off`): with the folded finishes (fold_finish), each layer's gate_up and down run
+    as ONE kernel (matvec_kernel.cuh's mlp_body; the variants: mlp_kernel_code): every block (one per SM) owns a range
+    of intermediate features, streams their gate and up columns, applies SwiGLU and adds its share of down's product to
+    the fixed-point sums - no dependency wait, launch or ramp between the two matrices (for hidden and intermediate
+    sizes that are multiples of 8, hidden up to 8192; others keep two kernels). `on` against two kernels (H200,
+    decode_ab.py in one process, 2026-12-03): -30.5 and -33.8 us a step at 256 new tokens, -2.0 at 64
+    (benchmarks/results/decode_ab_h200_2026-12-03_mlp8_*.json, _mlp8b_*.json); `off` - gate_up and down as two
+    kernels. The default is `gm768` (see mlp_kernel_code)."""
     return _mlp_choice() != "off"
 
 
 def _mlp_choice() -> str:
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_MLP", "lean", ("on", "rotate", "lean", "gm", "gm_lean", "gm768", "off"))
+    return env_choice("CUDAPERF_CUDA_MLP", "gm768", ("on", "rotate", "lean", "gm", "gm_lean", "gm768", "off"))
 
 
 def mlp_gm_layout(w_gu):
@@ -830,17 +831,23 @@ def mlp_gm_layout(w_gu):
 
 
 def mlp_kernel_code() -> int:
-    """The step launch's code for CUDAPERF_CUDA_MLP (matvec.cu StepImpl): 0 off, 1 on, 2 `rotate` - each block adds its
-    column sums from a column that depends on the block (mlp_kernel kAdd 2: the ~130 blocks that end together spread
-    their 203K fixed-point atomics a layer over the addresses instead of all starting at column 0; the same sums;
-    the atomics cost ~34 us a step in benchmarks/pdl_chain.cu, mlp1k_noadd_pdl_late against mlp1k_pdl_late,
-    2026-12-03), 3 `lean` - mlp_kernel_lean, held to 48 registers (58 otherwise) so that a block of the next layer's qkv
-    kernel fits beside it and starts streaming before the MLP ends; bit-equal to `on`. `lean` is the default (H200,
-    decode_ab.py, 7 interleaved rounds in one process, 2026-12-04: -8.9 us a step at 256 new tokens, -23.0 at 64;
-    rotate +2.2 / -9.1, so not; benchmarks/results/decode_ab_h200_2026-12-04_lean{256,64}.json); 4 `gm` - `on`
-    (5 `gm_lean`: `lean`; 6 `gm768`: blocks of 768 threads held to 64 registers) with gate_up group-major (mlp_gm_layout: each block's gate and up columns one contiguous region instead of two
-    144-byte pieces of each of D rows 35 KB apart; the sampler lays it out once before its decode loop,
-    decode_fused.prepared; the gate and up sums in another order)."""
+    """The step launch's code for CUDAPERF_CUDA_MLP (matvec.cu StepImpl). H200 timings: decode_ab.py, interleaved
+    rounds in one process, us a step at 256 / 64 new tokens (benchmarks/results/decode_ab_h200_2026-12-04_*.json).
+      0 `off`; 1 `on` - mlp_kernel, 1024 threads, 58 registers, gate_up row-major [D, 2F];
+      2 `rotate` - each block adds its column sums from a column that depends on the block (the ~130 blocks that end
+        together spread their fixed-point atomics; the same sums): +2.2 / -9.1 against `on`, so not;
+      3 `lean` - mlp_kernel_lean, held to 48 registers so that a block of the next layer's qkv kernel fits beside it and
+        streams before the MLP ends; bit-equal to `on`: -8.9 / -23.0 against `on`;
+      4 `gm` - `on` with gate_up group-major (mlp_gm_layout: each block's gate and up columns one contiguous region
+        instead of two 144-byte pieces of each of D rows 35 KB apart) and six loads in flight a thread (64 registers):
+        -3.7 / +1.3 against `lean` (with four: -17.7 / +2.5), so not;
+      5 `gm_lean` - `lean` group-major (three loads in flight: 746 against 687 us in benchmarks/pdl_chain.cu's MLP
+        chain), not timed in the step;
+      6 `gm768` (the default) - group-major, blocks of 768 threads held to 64 registers (mlp_kernel_r64: six loads in
+        flight, and room for a qkv block beside it): -13.9 / -15.5 against `lean` (every one of 5 rounds).
+    The group-major codes need the layout from decode_fused.prepared, which the sampler enters around its decode loop
+    (a second copy of every gate_up while the decode program runs); a [D, 2F] gate_up (not prepared) runs `on` for 4,
+    `lean` for 5 and 6. The gate and up sums then add in another order than `on`'s (near, not bit-equal)."""
     return {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5, "gm768": 6}[_mlp_choice()]
 
 

@@ -626,7 +626,8 @@ def _gm_wanted(model) -> bool:
 @contextlib.contextmanager
 def prepared(model):
     """While active (around the sampler's decode loop), the step launch takes each layer's group-major gate_up from
-    values computed here, outside the loop, when CUDAPERF_CUDA_MLP=gm (unused ones are dropped by XLA)."""
+    values computed here, outside the loop, when CUDAPERF_CUDA_MLP is gm, gm_lean or gm768 (the default): a second copy
+    of every gate_up for the duration of the decode program (XLA drops it when the step launch does not apply)."""
     keys = []
     try:
         if model is not None and model.cfg is not None and _gm_wanted(model):
@@ -641,11 +642,10 @@ def prepared(model):
 
 
 def _gate_up(model, mlp, dt):
-    """The step launch's gate_up: group-major (prepared, else built here) for CUDAPERF_CUDA_MLP=gm, else [D, 2F]."""
-    from cudaperf_jax.models import cuda_matvec as cm
+    """The step launch's gate_up: group-major when `prepared` built it (CUDAPERF_CUDA_MLP=gm*), else [D, 2F] - with
+    which the step launch runs the row-major `lean` kernel instead (rebuilding the layout every step would cost more
+    than it gains)."""
     w = _PREPARED.get(id(mlp))
-    if w is None and _gm_wanted(model):
-        w = cm.mlp_gm_layout(mlp.gate_up[...].astype(dt))
     return mlp.gate_up[...].astype(dt).reshape(model.cfg.hidden_size, -1) if w is None else w
 
 

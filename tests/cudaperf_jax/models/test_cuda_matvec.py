@@ -253,7 +253,7 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert cm.fold_finish(16, 40) and not cm.fold_finish(1, 40)                    # on by default; needs split o, down
     monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "off")
     assert not cm.fold_finish(16, 40)
-    assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == 3                       # on by default, as `lean`
+    assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == 6                       # on by default, as `gm768`
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "off")
     assert not cm.one_kernel_mlp() and cm.mlp_kernel_code() == 0
     for value, code in (("on", 1), ("rotate", 2), ("lean", 3), ("gm", 4), ("gm_lean", 5), ("gm768", 6)):
@@ -279,11 +279,12 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
 def test_the_group_major_gate_up_layout_and_its_preparation_outside_the_decode_loop(monkeypatch):
     """CUDAPERF_CUDA_MLP=gm: mlp_gm_layout puts gate and up columns 8q..8q+7 of every row into group q's contiguous
     [D, 16] block; decode_fused.prepared builds it for each layer while active (the sampler's decode loop) and drops it
-    after; the step launch's gate_up is then that value (else [D, 2F], or built in place when not prepared)."""
+    after; the step launch's gate_up is then that value (else [D, 2F]: not prepared, the step runs `lean`)."""
+    from flax import nnx
+
     from cudaperf_jax.models import decode_fused as df
     from cudaperf_jax.models.config import ModelConfig
     from cudaperf_jax.models.decoder import Decoder
-    from flax import nnx
     d, f = 16, 24
     w = np.arange(d * 2 * f, dtype=np.float32).reshape(d, 2, f)
     gm = cm.mlp_gm_layout(w)
@@ -307,7 +308,7 @@ def test_the_group_major_gate_up_layout_and_its_preparation_outside_the_decode_l
         np.testing.assert_array_equal(np.asarray(df._PREPARED[id(mlp)]),
                                       cm.mlp_gm_layout(np.asarray(mlp.gate_up[...], np.float32)))
     assert not df._PREPARED
-    assert df._gate_up(model, mlp, jnp.float32).shape == (f // 8, d, 16)   # not prepared: built in place
+    assert df._gate_up(model, mlp, jnp.float32).shape == (d, 2 * f)        # not prepared: row-major
 
 
 def test_the_l2_prefetch_setting_is_parsed_and_checked(monkeypatch):

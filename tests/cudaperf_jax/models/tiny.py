@@ -59,12 +59,18 @@ def tokenizer():
 
 def stepwise_logits(model, toks, slots: int, cache_dtype=None) -> np.ndarray:
     """Logits [1, T, V] of a batch-1 decoder fed one token at a time through its KV cache, so that every
-    matmul has one row (the decode path); compiled afresh, so environment switches read at trace time apply."""
+    matmul has one row (the decode path); compiled afresh, so environment switches read at trace time apply. Inside
+    decode_fused.prepared, as the sampler's decode loop runs (the group-major gate_up of CUDAPERF_CUDA_MLP=gm*)."""
     import jax.numpy as jnp
     from flax import nnx
 
+    from cudaperf_jax.models import decode_fused
     from cudaperf_jax.models.decoder import KVCache
-    step = nnx.jit(lambda m, t, p, c, i: m(t, p, cache=c, cache_index=i))
+
+    def one(m, t, p, c, i):
+        with decode_fused.prepared(m):
+            return m(t, p, cache=c, cache_index=i)
+    step = nnx.jit(one)
     cache = KVCache.zeros(model.cfg, 1, slots, cache_dtype or jnp.float32)
     outs = []
     for t in range(toks.shape[1]):
