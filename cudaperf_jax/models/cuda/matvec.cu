@@ -355,9 +355,10 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // (=gm, and with kFoldMlpLean =gm_lean): w_gu group-major (cuda_matvec.mlp_gm_layout), each block's gate and up columns
 // one contiguous region; gm with six of gate_up's 16-byte loads in flight a thread (64 registers; pdl_chain.cu's MLP
 // chain on the H200: 676 us a step against 687 with four, 712 row-major).
-// kFoldMlp768 (=gm768, with kFoldMlpGM): mlp_kernel_r64, blocks of kMlp768Threads threads held to 64 registers.
+// kFoldMlp768 (=gm768, with kFoldMlpGM): mlp_kernel_r64, blocks of kMlp768Threads threads held to 64 registers;
+// kFoldMlpWide (set by layer_kernels): group-major with more 8-feature groups a block than warps (mlp_body kWide).
 constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16, kFoldMlpGM = 32,
-              kFoldMlp768 = 64;
+              kFoldMlp768 = 64, kFoldMlpWide = 128;
 constexpr int kMlp768Threads = 768;
 int mlp_threads(int fold_flags) {
   return (fold_flags & kFoldMlp768) != 0 ? kMlp768Threads : cudaperf_matvec::kMlpThreads;
@@ -376,7 +377,8 @@ cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p
   pro.n_zero = 0;
   const size_t smem = mlp_smem_bytes(p.d, p.f, blocks, fold_flags);
   const bool lean = (fold_flags & kFoldMlpLean) != 0;
-  auto kernel = (fold_flags & kFoldMlp768) != 0 ? cudaperf_matvec::mlp_kernel_r64<kMlp768Threads>
+  auto kernel = (fold_flags & kFoldMlpWide) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 4, 4, true>
+                : (fold_flags & kFoldMlp768) != 0 ? cudaperf_matvec::mlp_kernel_r64<kMlp768Threads>
                 : (fold_flags & kFoldMlpGM) != 0 ? (lean ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1, true>
                                                        : cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 6>)
                 : (fold_flags & kFoldMlpRotate) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 2>
@@ -406,18 +408,21 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   const bool mlp = fold && (fold_flags & kFoldMlp) != 0;
   int mlp_blocks = 0;
   if (mlp) {
-    const int nt = mlp_threads(fold_flags);
     cudaError_t e = sm_count(&mlp_blocks);
     if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
     if (mlp_blocks > p.f / 8) mlp_blocks = p.f / 8;
+    if ((fold_flags & kFoldMlp768) != 0
+        && (p.d / 8 > kMlp768Threads || cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) > kMlp768Threads))
+      fold_flags &= ~kFoldMlp768;   // too wide for 768 threads: the 1024-thread group-major kernel
+    if ((fold_flags & kFoldMlpGM) != 0
+        && cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) / 8 > mlp_threads(fold_flags) / 32)
+      fold_flags = (fold_flags & ~kFoldMlp768) | kFoldMlpWide;   // more groups a block than warps
+    const int nt = mlp_threads(fold_flags);
     if (p.d % 8 || p.f % 8 || p.d / 8 > nt || cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) > nt
         || mlp_smem_bytes(p.d, p.f, mlp_blocks, fold_flags) > 227 * 1024)
       return ffi::Error::InvalidArgument(
           "cudaperf_layer: the one-kernel MLP needs D a multiple of 8 up to 8192 and F a multiple of 8 up to 1024 x the "
           "SM count (set CUDAPERF_CUDA_MLP=off)");
-    if ((fold_flags & kFoldMlpGM) != 0 && cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) > 8 * nt / 32)
-      return ffi::Error::InvalidArgument(
-          "cudaperf_layer: the group-major MLP takes at most 8 x its warps intermediate features a block (set CUDAPERF_CUDA_MLP=lean)");
   }
   constexpr int kChunk = cudaperf_matvec::kFinishChunk;
   if (p.chunk != kChunk || p.d % kChunk)

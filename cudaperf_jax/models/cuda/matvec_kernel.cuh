@@ -537,11 +537,25 @@ __host__ __device__ inline size_t mlp_smem_floats(int d, int f, int blocks) {
   return 2 * static_cast<size_t>(d) + mlp_max_features(f, blocks) + (red1 > red2 ? red1 : red2);
 }
 
+// The group-major phase 2's reduction: each lane holds 8 column sums of one half (lane % 2: gate or up) over its rows;
+// the 16 lanes of each half meet by shuffles (xor over lane bits 1-4) and lanes 0 and 1 write out [16] (gate, then up).
+__device__ __forceinline__ void warp_half_sums(float (&acc)[8], float* out) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int o = 2; o < 32; o *= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
+  }
+  if ((threadIdx.x & 31) < 2) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[(threadIdx.x & 1) * 8 + j] = acc[j];
+  }
+}
+
 // kAdd: how the block adds its d column sums to out - 1 in column order, 2 starting at a column that depends on the
 // block (blocks spread over d in 32-column steps, so that the ~130 blocks ending together do not add to the same
 // addresses at once; the same totals: the sums are integers) - or 0 (benchmarks/pdl_chain.cu only): no adds (wrong
 // sums; prices them).
-template <int NT, int kAdd, bool kGM = false, int kU1 = 4, int kU2 = 4>
+template <int NT, int kAdd, bool kGM = false, int kU1 = 4, int kU2 = 4, bool kWide = false>
 __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                          const __nv_bfloat16* __restrict__ b_gu,
                                          const __nv_bfloat16* __restrict__ w_down, int d, int f,
@@ -557,17 +571,20 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
   // phase 2's mapping: tpr1 threads a row (nf / 8 gate chunks, then nf / 8 up chunks), g1 row groups. kGM (w_gu
   // group-major, mlp_gm_layout): warp w takes group qw = w % nq of the block's nq = nf / 8 and every wpg-th 16-row band
   // of it from band w / nq (wpg: the warps of that group), lane l row l / 2 of the band, half l % 2 (gate or up): each
-  // warp reads 512 contiguous bytes, each block one contiguous region.
+  // warp reads 512 contiguous bytes, each block one contiguous region. kWide (needed when a block has more groups than
+  // warps; the host picks it): warp w takes the whole of groups w, w + NT / 32, ...
   const int tpr1 = nf / 4, g1 = tpr1 > 0 ? NT / tpr1 : 0, grp1 = tpr1 > 0 ? threadIdx.x / tpr1 : 0,
             lane1 = tpr1 > 0 ? threadIdx.x % tpr1 : 0;
-  const int nq = nf / 8, warp = threadIdx.x / 32, qw = nq > 0 ? warp % nq : 0;
-  const int wpg = nq > 0 ? (NT / 32 - qw + nq - 1) / nq : 1;
+  const int nq = nf / 8, warp = threadIdx.x / 32;
+  constexpr bool wide = kWide;
+  const int qw = nq > 0 && !wide ? warp % nq : warp;
+  const int wpg = nq > 0 && !wide ? (NT / 32 - qw + nq - 1) / nq : 1;
   const bool on1 = kGM ? nq > 0 : tpr1 > 0 && grp1 < g1;
   const int col1 = lane1 < nf / 8 ? fa + 8 * lane1 : f + fa + 8 * (lane1 - nf / 8);
   const __nv_bfloat16* wp1 = kGM ? w_gu + (static_cast<size_t>(q0 + qw) * d * 16 + (threadIdx.x & 1) * 8)
                                  : w_gu + col1;
   const size_t n1 = kGM ? 16 : 2 * static_cast<size_t>(f);
-  const int first1 = kGM ? 16 * (nq > 0 ? warp / nq : 0) + (threadIdx.x & 31) / 2 : grp1;
+  const int first1 = kGM ? 16 * (nq > 0 && !wide ? warp / nq : 0) + (threadIdx.x & 31) / 2 : grp1;
   const int step1 = kGM ? 16 * wpg : g1;
 
   pdl_start(pdl);
@@ -577,17 +594,17 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
   fill_input<kResNorm, false, NT>(pro, 0, d, blockIdx.x, xs, red);
   __syncthreads();
 
-  if (kGM) {   // the warp's sums of its lanes of one half (xor over lane bits 1-4), then per warp [16] in red
+  if (kGM && !wide) {   // the warp's sums of its lanes of one half (xor over lane bits 1-4), then per warp [16] in red
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     if (on1) stream_rows(acc, pre1, wp1, n1, first1, step1, d, xs);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-#pragma unroll
-      for (int o = 2; o < 32; o *= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
-    }
-    if ((threadIdx.x & 31) < 2) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) red[warp * 16 + (threadIdx.x & 1) * 8 + j] = acc[j];
+    warp_half_sums(acc, red + warp * 16);
+  } else if (kGM) {   // wide: the same per group, into red [group][16]
+    for (int q = qw; q < nq; q += NT / 32) {
+      const __nv_bfloat16* wq = w_gu + (static_cast<size_t>(q0 + q) * d * 16 + (threadIdx.x & 1) * 8);
+      if (q != qw) preload_rows(pre1, wq, n1, first1, step1, d);
+      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      stream_rows(acc, pre1, wq, n1, first1, step1, d, xs);
+      warp_half_sums(acc, red + q * 16);
     }
   } else if (on1) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -607,7 +624,10 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
   if (static_cast<int>(threadIdx.x) < nf) {   // gate and up sums of feature fa + t over the row groups, in order
     const int c = threadIdx.x;
     float g = 0.f, u = 0.f;
-    if (kGM) {   // over the warps of group c / 8
+    if (kGM && wide) {
+      g = red[c / 8 * 16 + c % 8];
+      u = red[c / 8 * 16 + 8 + c % 8];
+    } else if (kGM) {   // over the warps of group c / 8
       for (int w = c / 8; w < NT / 32; w += nq) {
         g += red[w * 16 + c % 8];
         u += red[w * 16 + 8 + c % 8];
@@ -645,12 +665,12 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
 }
 
 // kU1, kU2: 16-byte loads in flight per thread in phases 2 and 3.
-template <int NT = kMlpThreads, int kAdd = 1, bool kGM = false, int kU1 = 4, int kU2 = 4>
+template <int NT = kMlpThreads, int kAdd = 1, bool kGM = false, int kU1 = 4, int kU2 = 4, bool kWide = false>
 __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                                     const __nv_bfloat16* __restrict__ b_gu,
                                                     const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                                     unsigned long long* __restrict__ out, int pdl) {
-  mlp_body<NT, kAdd, kGM, kU1, kU2>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
+  mlp_body<NT, kAdd, kGM, kU1, kU2, kWide>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
 }
 
 // mlp_kernel held to kMlpLeanRegs registers a thread (CUDAPERF_CUDA_MLP=lean; 58 otherwise): 1024 x 48 leaves 16K of

@@ -114,7 +114,8 @@ extern "C" int fixed_sums(const float* v, float* out) {
 // arg: the layer count + 100 x the one-kernel MLP's blocks (kFoldMlp: mlp_kernel instead of gate_up and down; 0 for
 // the two kernels) + 100000 with its staggered adds (kFoldMlpRotate), + 200000 as mlp_kernel_lean (kFoldMlpLean), + 300000
 // group-major (kFoldMlpGM: w_gu as cuda_matvec.mlp_gm_layout) as mlp_kernel_lean (+ 500000 as well: the test gives it
-// row-major weights), + 400000 the same as mlp_kernel, + 600000 group-major as mlp_kernel_r64 of 768 threads.
+// row-major weights), + 400000 the same as mlp_kernel, + 600000 group-major as mlp_kernel_r64 of 768 threads, + 700000
+// group-major wide (more groups a block than warps: the host's choice then).
 extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
   using namespace cudaperf_matvec;
   const int n_layers = arg % 100, mlp_blocks = arg / 100 % 1000, variant = arg / 100000;
@@ -168,7 +169,8 @@ extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
                     : variant == 2 ? mlp_kernel_lean<kMlpThreads, 1>
                     : variant == 3 || variant == 5 ? mlp_kernel_lean<kMlpThreads, 1, true>
                     : variant == 4 ? mlp_kernel<kMlpThreads, 1, true>
-                    : variant == 6 ? mlp_kernel_r64<768> : mlp_kernel<kMlpThreads, 1>;
+                    : variant == 6 ? mlp_kernel_r64<768>
+                    : variant == 7 ? mlp_kernel<kMlpThreads, 1, true, 4, 4, true> : mlp_kernel<kMlpThreads, 1>;
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
       kernel<<<mlp_blocks, nt, smem>>>(mp, p.w_gu, p.b_gu, p.w_down, p.d, p.f, fold_sums(p.down_parts), 0);
       cudaDeviceSynchronize();
@@ -370,14 +372,15 @@ def test_the_one_kernel_mlp_matches_the_two_kernels(lib, case, idx, pad, layers,
     two-kernel fold (the gate and up sums are added in another order) and numpy's layers within the bf16 roundings;
     with the staggered adds (CUDAPERF_CUDA_MLP=rotate) and as mlp_kernel_lean (=lean) bit-equal to the in-order adds;
     with gate_up group-major (=gm: the gate and up sums added in another order) near them, the same with and without
-    the register cap."""
+    the register cap, with 768 threads, and with more groups a block than warps."""
     lib_, fns = lib
     d = CASES[case][0]
     x, ss, mask, cos, sin, chunk, weights, want = _numpy_step(case, idx, pad, layers)
     got = {}
-    for b, rot in ((0, 0), (blocks, 0), (blocks, 1), (blocks, 2), (blocks, 3), (blocks, 4), (blocks, 5), (blocks, 6)):
+    for b, rot in ((0, 0), (blocks, 0), (blocks, 1), (blocks, 2), (blocks, 3), (blocks, 4), (blocks, 5), (blocks, 6),
+                   (1, 7), (blocks, 7)):   # one block: more 8-feature groups than warps (the wide mapping)
         bufs = [_buffers(case, w, x, ss, mask, idx, cos, sin, kc.copy(), vc.copy()) for w, kc, vc in weights]
-        if rot in (3, 4, 6):   # 5: the group-major kernel on the row-major weights (the layout matters)
+        if rot in (3, 4, 6, 7):   # 5: the group-major kernel on the row-major weights (the layout matters)
             for layer_bufs in bufs:
                 layer_bufs[16] = np.ascontiguousarray(cm.mlp_gm_layout(layer_bufs[16]))
         assert _run(fns["run_step_fold"], bufs, case, layers + 100 * b + 100000 * rot) == 0, lib_.last_error()
@@ -389,7 +392,7 @@ def test_the_one_kernel_mlp_matches_the_two_kernels(lib, case, idx, pad, layers,
     for a, b in zip(got[blocks, 4], got[blocks, 3]):
         np.testing.assert_array_equal(a, b)
     gm = got[blocks, 3][0]
-    for g in (gm, got[blocks, 6][0]):
+    for g in (gm, got[blocks, 6][0], got[1, 7][0], got[blocks, 7][0]):
         np.testing.assert_allclose(g, one[0], rtol=0, atol=2 ** -7 * np.abs(one[0]).max())
     assert np.mean(gm == one[0]) > 0.7                                      # other sums, mostly the same roundings
     assert np.abs(got[blocks, 5][0] - one[0]).max() > 0.1 * np.abs(one[0]).max()
