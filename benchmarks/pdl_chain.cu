@@ -11,7 +11,7 @@
 // mlp1k_gm / mlp1k_gm_lean with gate_up group-major (CUDAPERF_CUDA_MLP=gm / gm_lean: every block reads one contiguous
 // region; the chain's random weights are laid out alike either way); _u6 / _u6d6: six of phase 2's (and phase 3's)
 // 16-byte loads in flight a thread instead of four; mlp1k_gm768: group-major, blocks of 768 threads held to 64
-// registers (CUDAPERF_CUDA_MLP=gm768).
+// registers (CUDAPERF_CUDA_MLP=gm768), mlp1k_gm640 / gm512: 640 x 72 / 512 x 96 (gm640 / gm512).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && /tmp/pdl_chain [json_out|-] [name_part] [reps]
 #include <cstdio>
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   // the MLP alone (attn_mode 4: gate_up + down as two kernels, 5: one mlp_kernel, 6: mlp_kernel without its adds,
   // 7: mlp_kernel with staggered adds, 8: mlp_kernel_lean, 9/10: mlp_kernel / mlp_kernel_lean group-major, 11/12: mlp_kernel
   // group-major with six loads in flight in phase 2 / phases 2 and 3, 13: mlp_kernel with six in phase 2,
-  // 14: mlp_kernel_r64 of 768 threads, group-major)
+  // 14/15/16: mlp_kernel_capped of 768/640/512 threads, group-major)
   unsigned long long *racc, *mlp_out;
   CK(cudaMalloc(&racc, D * 8));
   CK(cudaMalloc(&mlp_out, D * 8));
@@ -213,16 +213,23 @@ int main(int argc, char** argv) {
                           int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, false, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           int(mlp_smem)));
-  const size_t smem768 = mlp_smem_floats<768>(D, F, n_sm) * 4;
-  CK(cudaFuncSetAttribute(mlp_kernel_r64<768>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem768)));
+  const size_t smem768 = mlp_smem_floats<768>(D, F, n_sm) * 4, smem640 = mlp_smem_floats<640>(D, F, n_sm) * 4,
+               smem512 = mlp_smem_floats<512>(D, F, n_sm) * 4;
+  CK(cudaFuncSetAttribute(mlp_kernel_capped<768, 64, 6, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem768)));
+  CK(cudaFuncSetAttribute(mlp_kernel_capped<640, 72, 8, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem640)));
+  CK(cudaFuncSetAttribute(mlp_kernel_capped<512, 96, 12, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          int(smem512)));
   CK(cudaFuncSetAttribute(mlp_kernel_lean<kMlpThreads, 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           int(mlp_smem)));
-  auto mlp = [&](const Cfg& c, int l, int add) {   // add: mlp_kernel's kAdd, 3: mlp_kernel_lean, 4/5: group-major
+  auto mlp = [&](const Cfg& c, int l, int add) {   // add: mlp_kernel's kAdd, 3: mlp_kernel_lean, 4-11: attn_mode - 5
     Prologue pr = {};
     pr.x = x; pr.racc = racc; pr.xo = xmid; pr.k_total = D; pr.eps = 1e-6f; pr.vec = scale;
-    Launch lc(dim3(n_sm, 1, 1), dim3(add == 9 ? 768 : kMlpThreads, 1, 1), add == 9 ? smem768 : mlp_smem, s, c.pdl);
+    const int nt = add == 9 ? 768 : add == 10 ? 640 : add == 11 ? 512 : kMlpThreads;
+    Launch lc(dim3(n_sm, 1, 1), dim3(nt, 1, 1), nt == 768 ? smem768 : nt == 640 ? smem640 : nt == 512 ? smem512 : mlp_smem, s,
+              c.pdl);
     begin_launch();
-    CK(cudaLaunchKernelEx(&lc.cfg, add == 9 ? mlp_kernel_r64<768> : add == 8 ? mlp_kernel<kMlpThreads, 1, false, 6>
+    CK(cudaLaunchKernelEx(&lc.cfg, add == 11 ? mlp_kernel_capped<512, 96, 12, 8> : add == 10 ? mlp_kernel_capped<640, 72, 8, 4>
+                                   : add == 9 ? mlp_kernel_capped<768, 64, 6, 4> : add == 8 ? mlp_kernel<kMlpThreads, 1, false, 6>
                                    : add == 7 ? mlp_kernel<kMlpThreads, 1, true, 6, 6> : add == 6 ? mlp_kernel<kMlpThreads, 1, true, 6>
                                    : add == 5 ? mlp_kernel_lean<kMlpThreads, 1, true> : add == 4 ? mlp_kernel<kMlpThreads, 1, true>
                                    : add == 3 ? mlp_kernel_lean<kMlpThreads, 1> : add == 2 ? mlp_kernel<kMlpThreads, 2>
@@ -320,6 +327,8 @@ int main(int argc, char** argv) {
       {"mlp1k_gm_u6d6_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 12},
       {"mlp1k_u6_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 13},
       {"mlp1k_gm768_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 14},
+      {"mlp1k_gm640_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 15},
+      {"mlp1k_gm512_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 16},
       {"mlp2k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 4},
       {"mlp1k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 5},
   };

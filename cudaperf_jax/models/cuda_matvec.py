@@ -773,7 +773,7 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
         raise ValueError("cuda_matvec.step: a group-major gate_up needs the one-kernel MLP (CUDAPERF_CUDA_MLP=gm with "
                          "the folded finishes)")
     code = mlp_kernel_code()
-    code = (code if code >= 4 else 5) if gm else {4: 1, 5: 3, 6: 3}.get(code, code)
+    code = (code if code >= 4 else 5) if gm else (1 if code == 4 else 3 if code > 4 else code)
     args = [x.astype(bf), ss.astype(f32), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
             jnp.asarray(cache_index, jnp.int32).reshape(1)]
     aliases, cache_shapes = {}, []
@@ -818,7 +818,8 @@ def one_kernel_mlp() -> bool:
 
 def _mlp_choice() -> str:
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_MLP", "gm768", ("on", "rotate", "lean", "gm", "gm_lean", "gm768", "off"))
+    return env_choice("CUDAPERF_CUDA_MLP", "gm768",
+                      ("on", "rotate", "lean", "gm", "gm_lean", "gm768", "gm640", "gm512", "off"))
 
 
 def mlp_gm_layout(w_gu):
@@ -843,12 +844,16 @@ def mlp_kernel_code() -> int:
         -3.7 / +1.3 against `lean` (with four: -17.7 / +2.5), so not;
       5 `gm_lean` - `lean` group-major (three loads in flight: 746 against 687 us in benchmarks/pdl_chain.cu's MLP
         chain), not timed in the step;
-      6 `gm768` (the default) - group-major, blocks of 768 threads held to 64 registers (mlp_kernel_r64: six loads in
-        flight, and room for a qkv block beside it): -13.9 / -15.5 against `lean` (every one of 5 rounds).
+      6 `gm768` (the default) - group-major, blocks of 768 threads held to 64 registers (mlp_kernel_capped: six loads
+        in flight, and room for a qkv block beside it): -13.9 / -15.5 against `lean` (every one of 5 rounds);
+      7 `gm640`, 8 `gm512` - the same with 640 x 72 / 512 x 96 registers (eight / twelve gate_up loads in flight):
+        not yet timed (pdl_chain.cu mlp1k_gm640 / gm512). Blocks that cannot take the capped width (D / 8 or a block's
+        features above its threads) run the 1024-thread group-major kernel.
     The group-major codes need the layout from decode_fused.prepared, which the sampler enters around its decode loop
     (a second copy of every gate_up while the decode program runs); a [D, 2F] gate_up (not prepared) runs `on` for 4,
-    `lean` for 5 and 6. The gate and up sums then add in another order than `on`'s (near, not bit-equal)."""
-    return {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5, "gm768": 6}[_mlp_choice()]
+    `lean` for 5-8. The gate and up sums then add in another order than `on`'s (near, not bit-equal)."""
+    return {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5, "gm768": 6, "gm640": 7,
+            "gm512": 8}[_mlp_choice()]
 
 
 def head_dim_scale(dh: int) -> float:

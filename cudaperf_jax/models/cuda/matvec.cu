@@ -355,17 +355,24 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // (=gm, and with kFoldMlpLean =gm_lean): w_gu group-major (cuda_matvec.mlp_gm_layout), each block's gate and up columns
 // one contiguous region; gm with six of gate_up's 16-byte loads in flight a thread (64 registers; pdl_chain.cu's MLP
 // chain on the H200: 676 us a step against 687 with four, 712 row-major).
-// kFoldMlp768 (=gm768, with kFoldMlpGM): mlp_kernel_r64, blocks of kMlp768Threads threads held to 64 registers;
-// kFoldMlpWide (set by layer_kernels): group-major with more 8-feature groups a block than warps (mlp_body kWide).
+// kFoldMlp768 / 640 / 512 (=gm768 / gm640 / gm512, with kFoldMlpGM): mlp_kernel_capped, blocks of that many threads
+// held to 64 / 72 / 96 registers; kFoldMlpWide (set by layer_kernels): group-major with more 8-feature groups a block
+// than warps (mlp_body kWide, 1024 threads).
 constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16, kFoldMlpGM = 32,
-              kFoldMlp768 = 64, kFoldMlpWide = 128;
-constexpr int kMlp768Threads = 768;
+              kFoldMlp768 = 64, kFoldMlpWide = 128, kFoldMlp640 = 256, kFoldMlp512 = 512;
+constexpr int kFoldMlpCapped = kFoldMlp768 | kFoldMlp640 | kFoldMlp512;
 int mlp_threads(int fold_flags) {
-  return (fold_flags & kFoldMlp768) != 0 ? kMlp768Threads : cudaperf_matvec::kMlpThreads;
+  return (fold_flags & kFoldMlp768) != 0 ? 768 : (fold_flags & kFoldMlp640) != 0 ? 640
+       : (fold_flags & kFoldMlp512) != 0 ? 512 : cudaperf_matvec::kMlpThreads;
 }
 size_t mlp_smem_bytes(int d, int f, int blocks, int fold_flags) {
-  return 4 * ((fold_flags & kFoldMlp768) != 0 ? cudaperf_matvec::mlp_smem_floats<kMlp768Threads>(d, f, blocks)
-                                              : cudaperf_matvec::mlp_smem_floats<cudaperf_matvec::kMlpThreads>(d, f, blocks));
+  using cudaperf_matvec::mlp_smem_floats;
+  switch (mlp_threads(fold_flags)) {
+    case 768: return 4 * mlp_smem_floats<768>(d, f, blocks);
+    case 640: return 4 * mlp_smem_floats<640>(d, f, blocks);
+    case 512: return 4 * mlp_smem_floats<512>(d, f, blocks);
+    default: return 4 * mlp_smem_floats<cudaperf_matvec::kMlpThreads>(d, f, blocks);
+  }
 }
 
 // The layer's MLP as one mlp_kernel launch: blocks (<= F / 8) of kMlpThreads threads, adding down's column sums to
@@ -378,7 +385,9 @@ cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p
   const size_t smem = mlp_smem_bytes(p.d, p.f, blocks, fold_flags);
   const bool lean = (fold_flags & kFoldMlpLean) != 0;
   auto kernel = (fold_flags & kFoldMlpWide) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 4, 4, true>
-                : (fold_flags & kFoldMlp768) != 0 ? cudaperf_matvec::mlp_kernel_r64<kMlp768Threads>
+                : (fold_flags & kFoldMlp768) != 0 ? cudaperf_matvec::mlp_kernel_capped<768, 64, 6, 4>
+                : (fold_flags & kFoldMlp640) != 0 ? cudaperf_matvec::mlp_kernel_capped<640, 72, 8, 4>
+                : (fold_flags & kFoldMlp512) != 0 ? cudaperf_matvec::mlp_kernel_capped<512, 96, 12, 8>
                 : (fold_flags & kFoldMlpGM) != 0 ? (lean ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1, true>
                                                        : cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 6>)
                 : (fold_flags & kFoldMlpRotate) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 2>
@@ -411,12 +420,12 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     cudaError_t e = sm_count(&mlp_blocks);
     if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
     if (mlp_blocks > p.f / 8) mlp_blocks = p.f / 8;
-    if ((fold_flags & kFoldMlp768) != 0
-        && (p.d / 8 > kMlp768Threads || cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) > kMlp768Threads))
-      fold_flags &= ~kFoldMlp768;   // too wide for 768 threads: the 1024-thread group-major kernel
-    if ((fold_flags & kFoldMlpGM) != 0
-        && cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) / 8 > mlp_threads(fold_flags) / 32)
-      fold_flags = (fold_flags & ~kFoldMlp768) | kFoldMlpWide;   // more groups a block than warps
+    const int nf_max = cudaperf_matvec::mlp_max_features(p.f, mlp_blocks);
+    if ((fold_flags & kFoldMlpCapped) != 0 && (p.d / 8 > mlp_threads(fold_flags) || nf_max > mlp_threads(fold_flags)
+                                               || nf_max / 8 > mlp_threads(fold_flags) / 32))
+      fold_flags &= ~kFoldMlpCapped;   // too wide for the capped block: the 1024-thread group-major kernel
+    if ((fold_flags & kFoldMlpGM) != 0 && nf_max / 8 > mlp_threads(fold_flags) / 32)
+      fold_flags |= kFoldMlpWide;      // more groups a block than warps
     const int nt = mlp_threads(fold_flags);
     if (p.d % 8 || p.f % 8 || p.d / 8 > nt || cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) > nt
         || mlp_smem_bytes(p.d, p.f, mlp_blocks, fold_flags) > 227 * 1024)
@@ -669,8 +678,8 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
 // after PDL's wait, when every kernel before it has finished), then per layer the k and v caches (aliased). ints: the
 // layer handler's 28, then the layer count, then fold (0, or 1: the finish kernels folded into their consumers), then
 // mlp (with fold only: 1 each layer's gate_up and down as one kernel, 2 the same with staggered adds, 3 as
-// mlp_kernel_lean, 4 / 5 as mlp_kernel / mlp_kernel_lean with w_gu group-major - cuda_matvec.mlp_kernel_code; 0: two
-// kernels).
+// mlp_kernel_lean, 4 / 5 as mlp_kernel / mlp_kernel_lean with w_gu group-major, 6-8 mlp_kernel_capped of 768 / 640 /
+// 512 threads group-major - cuda_matvec.mlp_kernel_code; 0: two kernels).
 ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::F32> cos,
                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
                     ffi::RemainingArgs layers, ffi::Result<ffi::Buffer<ffi::BF16>> x_out,
@@ -685,7 +694,9 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
                                    | (ints[kLayerInts + 2] == 3 ? kFoldMlpLean : 0)
                                    | (ints[kLayerInts + 2] == 4 ? kFoldMlpGM : 0)
                                    | (ints[kLayerInts + 2] == 5 ? kFoldMlpLean | kFoldMlpGM : 0)
-                                   | (ints[kLayerInts + 2] == 6 ? kFoldMlpGM | kFoldMlp768 : 0);
+                                   | (ints[kLayerInts + 2] == 6 ? kFoldMlpGM | kFoldMlp768 : 0)
+                                   | (ints[kLayerInts + 2] == 7 ? kFoldMlpGM | kFoldMlp640 : 0)
+                                   | (ints[kLayerInts + 2] == 8 ? kFoldMlpGM | kFoldMlp512 : 0);
   const __nv_bfloat16* prev_b_down = nullptr;
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");

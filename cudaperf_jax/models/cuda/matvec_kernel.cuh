@@ -687,15 +687,17 @@ __global__ void __maxnreg__(kMlpLeanRegs) mlp_kernel_lean(Prologue pro, const __
   mlp_body<NT, kAdd, kGM, kGM ? 3 : 4>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
 }
 
-// mlp_kernel with blocks of NT = 768 threads held to 64 registers (CUDAPERF_CUDA_MLP=gm768, group-major, six loads in
-// flight): 768 x 64 registers leave 16K of the SM's 64K for a block of the next qkv kernel (as mlp_kernel_lean does)
-// while keeping more loads in flight than lean's 48 registers allow (72 KB a SM against 64 KB).
-template <int NT, int kAdd = 1, bool kGM = true, int kU1 = 6, int kU2 = 4>
-__global__ void __maxnreg__(64) mlp_kernel_r64(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
-                                               const __nv_bfloat16* __restrict__ b_gu,
-                                               const __nv_bfloat16* __restrict__ w_down, int d, int f,
-                                               unsigned long long* __restrict__ out, int pdl) {
-  mlp_body<NT, kAdd, kGM, kU1, kU2>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
+// mlp_kernel with blocks of NT threads held to kRegs registers, NT x kRegs <= 48K so that a block of the next qkv
+// kernel (16K) fits beside it (as mlp_kernel_lean does) while more loads stay in flight than lean's 48 registers
+// allow: CUDAPERF_CUDA_MLP=gm768 (768 x 64, six gate_up loads a thread: 72 KB a SM against lean's 64 KB; the default),
+// gm640 (640 x 72, eight: 80 KB) and gm512 (512 x 96, twelve gate_up and eight down loads: 96 KB), group-major.
+// ptxas (CUDA 13.0, sm_90): no spills for the three.
+template <int NT, int kRegs, int kU1, int kU2, bool kGM = true>
+__global__ void __maxnreg__(kRegs) mlp_kernel_capped(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
+                                                     const __nv_bfloat16* __restrict__ b_gu,
+                                                     const __nv_bfloat16* __restrict__ w_down, int d, int f,
+                                                     unsigned long long* __restrict__ out, int pdl) {
+  mlp_body<NT, 1, kGM, kU1, kU2>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
 }
 
 // decode_fused.finish as a CUDA kernel, so that it can take part in programmatic dependent launch: one block of

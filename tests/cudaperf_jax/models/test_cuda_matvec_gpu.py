@@ -372,7 +372,7 @@ def test_the_step_launch_with_folded_finishes_agrees_with_the_fused_step(monkeyp
     _check_fixed_point_option(monkeypatch, name, "CUDAPERF_CUDA_FOLD_FINISH")
 
 
-@pytest.mark.parametrize("mode", ["on", "rotate", "lean", "gm", "gm_lean", "gm768"])
+@pytest.mark.parametrize("mode", ["on", "rotate", "lean", "gm", "gm_lean", "gm768", "gm640", "gm512"])
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
 def test_the_step_launch_with_the_one_kernel_mlp_agrees_with_the_fused_step(monkeypatch, name, mode):
     """CUDAPERF_CUDA_MLP=on: each layer's gate_up and down as one kernel (blocks owning ranges of intermediate features,
