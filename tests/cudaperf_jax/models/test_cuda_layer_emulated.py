@@ -376,7 +376,7 @@ def test_the_one_kernel_mlp_matches_the_two_kernels(lib, case, idx, pad, layers,
     two-kernel fold (the gate and up sums are added in another order) and numpy's layers within the bf16 roundings;
     with the staggered adds (CUDAPERF_CUDA_MLP=rotate) and as mlp_kernel_lean (=lean) bit-equal to the in-order adds;
     with gate_up group-major (=gm: the gate and up sums added in another order) near them, the same with and without
-    the register cap, with 768 threads, and with more groups a block than warps."""
+    the register cap, in blocks of 768, 640 and 512 threads, and with more groups a block than warps."""
     lib_, fns = lib
     d = CASES[case][0]
     x, ss, mask, cos, sin, chunk, weights, want = _numpy_step(case, idx, pad, layers)
