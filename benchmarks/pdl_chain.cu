@@ -191,8 +191,8 @@ int main(int argc, char** argv) {
   // alone (no matvecs, no finishes), 3 the real attention with o's plain prologue
   int attn_mode = 0;
   // the MLP alone (attn_mode 4: gate_up + down as two kernels, 5: one mlp_kernel, 6: mlp_kernel without its adds,
-  // 7: mlp_kernel with staggered adds, 8: mlp_kernel_lean, 9/10: mlp_kernel / mlp_kernel_lean group-major, 11/12: mlp_kernel
-  // group-major with six loads in flight in phase 2 / phases 2 and 3, 13: mlp_kernel with six in phase 2,
+  // 7: mlp_kernel with staggered adds, 8: mlp_kernel_lean, 9/10: mlp_kernel / mlp_kernel_lean group-major,
+  // 11/12: mlp_kernel group-major with six loads in flight in phase 2 / phases 2 and 3, 13: mlp_kernel with six in phase 2,
   // 14/15/16: mlp_kernel_capped of 768/640/512 threads, group-major)
   unsigned long long *racc, *mlp_out;
   CK(cudaMalloc(&racc, D * 8));
@@ -206,7 +206,8 @@ int main(int argc, char** argv) {
   CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel_lean<kMlpThreads, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
-  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
+  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, true, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, true, 6, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -225,15 +226,17 @@ int main(int argc, char** argv) {
     Prologue pr = {};
     pr.x = x; pr.racc = racc; pr.xo = xmid; pr.k_total = D; pr.eps = 1e-6f; pr.vec = scale;
     const int nt = add == 9 ? 768 : add == 10 ? 640 : add == 11 ? 512 : kMlpThreads;
-    Launch lc(dim3(n_sm, 1, 1), dim3(nt, 1, 1), nt == 768 ? smem768 : nt == 640 ? smem640 : nt == 512 ? smem512 : mlp_smem, s,
-              c.pdl);
+    const size_t smem = nt == 768 ? smem768 : nt == 640 ? smem640 : nt == 512 ? smem512 : mlp_smem;
+    Launch lc(dim3(n_sm, 1, 1), dim3(nt, 1, 1), smem, s, c.pdl);
     begin_launch();
-    CK(cudaLaunchKernelEx(&lc.cfg, add == 11 ? mlp_kernel_capped<512, 96, 12, 8> : add == 10 ? mlp_kernel_capped<640, 72, 8, 4>
-                                   : add == 9 ? mlp_kernel_capped<768, 64, 6, 4> : add == 8 ? mlp_kernel<kMlpThreads, 1, false, 6>
-                                   : add == 7 ? mlp_kernel<kMlpThreads, 1, true, 6, 6> : add == 6 ? mlp_kernel<kMlpThreads, 1, true, 6>
-                                   : add == 5 ? mlp_kernel_lean<kMlpThreads, 1, true> : add == 4 ? mlp_kernel<kMlpThreads, 1, true>
-                                   : add == 3 ? mlp_kernel_lean<kMlpThreads, 1> : add == 2 ? mlp_kernel<kMlpThreads, 2>
-                                   : add == 1 ? mlp_kernel<kMlpThreads, 1> : mlp_kernel<kMlpThreads, 0>, pr,
+    using MlpKernel = void (*)(Prologue, const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int, int,
+                               unsigned long long*, int);
+    const MlpKernel kernels[12] = {
+        mlp_kernel<kMlpThreads, 0>, mlp_kernel<kMlpThreads, 1>, mlp_kernel<kMlpThreads, 2>,
+        mlp_kernel_lean<kMlpThreads, 1>, mlp_kernel<kMlpThreads, 1, true>, mlp_kernel_lean<kMlpThreads, 1, true>,
+        mlp_kernel<kMlpThreads, 1, true, 6>, mlp_kernel<kMlpThreads, 1, true, 6, 6>, mlp_kernel<kMlpThreads, 1, false, 6>,
+        mlp_kernel_capped<768, 64, 6, 4>, mlp_kernel_capped<640, 72, 8, 4>, mlp_kernel_capped<512, 96, 12, 8>};
+    CK(cudaLaunchKernelEx(&lc.cfg, kernels[add], pr,
                           (const __nv_bfloat16*)wgu[l], (const __nv_bfloat16*)nullptr, (const __nv_bfloat16*)wdn[l], D,
                           F, mlp_out, c.flags()));
     end_launch();

@@ -617,7 +617,8 @@ _PREPARED: dict = {}
 
 
 def _gm_wanted(model) -> bool:
-    """CUDAPERF_CUDA_MLP=gm, gm_lean or gm768 applies to this model's step launch: group-major gate_up (cuda_matvec.mlp_gm_layout)."""
+    """A group-major CUDAPERF_CUDA_MLP (gm, gm_lean, gm768 - the default -, gm640, gm512) applies to this model's step
+    launch: its gate_up laid out by cuda_matvec.mlp_gm_layout."""
     from cudaperf_jax.models import cuda_matvec as cm
     cfg = model.cfg
     return cm.mlp_kernel_code() >= 4 and cfg.hidden_size % 8 == 0 and cfg.intermediate_size % 8 == 0
@@ -626,8 +627,9 @@ def _gm_wanted(model) -> bool:
 @contextlib.contextmanager
 def prepared(model):
     """While active (around the sampler's decode loop), the step launch takes each layer's group-major gate_up from
-    values computed here, outside the loop, when CUDAPERF_CUDA_MLP is gm, gm_lean or gm768 (the default): a second copy
-    of every gate_up for the duration of the decode program (XLA drops it when the step launch does not apply)."""
+    values computed here, outside the loop, for a group-major CUDAPERF_CUDA_MLP (_gm_wanted; the default gm768): a
+    second copy of every gate_up for the duration of the decode program (XLA drops it when the step launch does not
+    apply)."""
     keys = []
     try:
         if model is not None and model.cfg is not None and _gm_wanted(model):

@@ -576,9 +576,11 @@ ffi::Error layer_params(cudaperf_layer::LayerParams& p, LAYER_PARAMS) {
   const int g = p.hkv > 0 ? p.h / p.hkv : 0, n_qkv = (p.h + 2 * p.hkv) * p.dh;
   if (p.hkv < 1 || p.h % p.hkv || g > kMaxGroup || p.dh < 32 || p.dh > kMaxHeadDim || (p.dh & (p.dh - 1)))
     return bad("needs heads a multiple of the KV heads (<= 16 per KV head) and a power-of-two head dim in [32, 256]");
-  const bool gu_ok = gd.size() == 2 ? gd[0] == p.d && gd[1] == 2 * p.f : 8 * gd[0] == p.f && gd[1] == p.d && gd[2] == 16;
+  const bool gu_ok = gd.size() == 2 ? gd[0] == p.d && gd[1] == 2 * p.f
+                                    : 8 * gd[0] == p.f && gd[1] == p.d && gd[2] == 16;   // group-major
   if (qd[0] != p.d || qd[1] != n_qkv || od[0] != p.h * p.dh || od[1] != p.d || !gu_ok || dd[1] != p.d)
-    return bad("weights must be qkv [D, (H + 2 Hkv) Dh], o [H Dh, D], gate_up [D, 2F] (or [F / 8, D, 16]), down [F, D]");
+    return bad("weights must be qkv [D, (H + 2 Hkv) Dh], o [H Dh, D], gate_up [D, 2F] (or [F / 8, D, 16]), "
+               "down [F, D]");
   const int ks[4] = {p.d, p.h * p.dh, p.d, p.f}, ns[4] = {n_qkv, p.d, 2 * p.f, p.d};
   for (int i = 0; i < 4; ++i)
     if (p.split[i] < 1 || ks[i] % p.split[i] || (p.cols[i] != 64 && p.cols[i] != 128 && (p.cols[i] != 256 || ints[17] != 2))
@@ -718,7 +720,8 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
                                   down_parts, layer_ints, floats);
     if (err.failure()) return err;
     if ((b[10]->dimensions().size() == 3) != ((mlp_flags & kFoldMlpGM) != 0))
-      return ffi::Error::InvalidArgument("cudaperf_step: gate_up is group-major [F / 8, D, 16] exactly with mlp codes 4-5");
+      return ffi::Error::InvalidArgument(
+          "cudaperf_step: gate_up is group-major [F / 8, D, 16] exactly with the group-major mlp codes (4-8)");
     if (l > 0) {   // the residual stream and its sums of squares from the layer before
       p.x = reinterpret_cast<const __nv_bfloat16*>(x_out->typed_data());
       p.ss = ss_out->typed_data();
