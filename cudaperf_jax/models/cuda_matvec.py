@@ -768,10 +768,10 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
     fold = fold_finish(ints[3], ints[5])
     d, f = x.shape[0], first["w_down"].shape[0]
     mlp = fold and one_kernel_mlp() and d % 8 == 0 and f % 8 == 0 and d <= 8192   # mlp_kernel's shapes (matvec.cu)
-    gm = first["w_gu"].ndim == 3   # group-major gate_up (mlp_gm_layout): codes 4-5; [D, 2F] with gm set: on / lean
+    gm = first["w_gu"].ndim == 3   # group-major gate_up (mlp_gm_layout): codes 4-8; [D, 2F] with those set: on / lean
     if gm and not mlp:
-        raise ValueError("cuda_matvec.step: a group-major gate_up needs the one-kernel MLP (CUDAPERF_CUDA_MLP=gm with "
-                         "the folded finishes)")
+        raise ValueError("cuda_matvec.step: a group-major gate_up needs the one-kernel MLP (a group-major "
+                         "CUDAPERF_CUDA_MLP with the folded finishes)")
     code = mlp_kernel_code()
     code = (code if code >= 4 else 5) if gm else (1 if code == 4 else 3 if code > 4 else code)
     args = [x.astype(bf), ss.astype(f32), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
@@ -816,10 +816,13 @@ def one_kernel_mlp() -> bool:
     return _mlp_choice() != "off"
 
 
+# CUDAPERF_CUDA_MLP's values and their step launch codes (mlp_kernel_code; matvec.cu StepImpl's kMlpCodeFlags)
+_MLP_CODES = {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5, "gm768": 6, "gm640": 7, "gm512": 8}
+
+
 def _mlp_choice() -> str:
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_MLP", "gm768",
-                      ("on", "rotate", "lean", "gm", "gm_lean", "gm768", "gm640", "gm512", "off"))
+    return env_choice("CUDAPERF_CUDA_MLP", "gm768", tuple(_MLP_CODES))
 
 
 def mlp_gm_layout(w_gu):
@@ -852,8 +855,7 @@ def mlp_kernel_code() -> int:
     The group-major codes need the layout from decode_fused.prepared, which the sampler enters around its decode loop
     (a second copy of every gate_up while the decode program runs); a [D, 2F] gate_up (not prepared) runs `on` for 4,
     `lean` for 5-8. The gate and up sums then add in another order than `on`'s (near, not bit-equal)."""
-    return {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5, "gm768": 6, "gm640": 7,
-            "gm512": 8}[_mlp_choice()]
+    return _MLP_CODES[_mlp_choice()]
 
 
 def head_dim_scale(dh: int) -> float:

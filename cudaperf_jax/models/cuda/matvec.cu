@@ -427,7 +427,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     if ((fold_flags & kFoldMlpGM) != 0 && nf_max / 8 > mlp_threads(fold_flags) / 32)
       fold_flags |= kFoldMlpWide;      // more groups a block than warps
     const int nt = mlp_threads(fold_flags);
-    if (p.d % 8 || p.f % 8 || p.d / 8 > nt || cudaperf_matvec::mlp_max_features(p.f, mlp_blocks) > nt
+    if (p.d % 8 || p.f % 8 || p.d / 8 > nt || nf_max > nt
         || mlp_smem_bytes(p.d, p.f, mlp_blocks, fold_flags) > 227 * 1024)
       return ffi::Error::InvalidArgument(
           "cudaperf_layer: the one-kernel MLP needs D a multiple of 8 up to 8192 and F a multiple of 8 up to 1024 x the "
@@ -651,9 +651,8 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
   auto bad = [](const char* what) { return ffi::Error::InvalidArgument(std::string("cudaperf_layer: ") + what); };
   LayerParams p;
   ffi::Error err = layer_params(p, LAYER_ARGS);
-  if (!err.failure() && w_gu.dimensions().size() != 2)
-    return ffi::Error::InvalidArgument("cudaperf_layer: gate_up must be [D, 2F] (group-major only in the step launch)");
   if (err.failure()) return err;
+  if (w_gu.dimensions().size() != 2) return bad("gate_up must be [D, 2F] (group-major only in the step launch)");
   if (ints[17] == 2) return layer_kernels(stream, p, ints, static_cast<int>(ints[16]));
   const size_t smem = layer_smem_bytes(p);
   if (smem > 200 * 1024) return bad("the attention split or a K slice is too long for shared memory");
@@ -692,13 +691,15 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
     return ffi::Error::InvalidArgument("cudaperf_step: needs 31 int attributes");
   const int64_t n_layers = ints[kLayerInts];
   const bool fold = ints[kLayerInts + 1] != 0, mlp = fold && ints[kLayerInts + 2] != 0;
-  const int mlp_flags = !mlp ? 0 : kFoldMlp | (ints[kLayerInts + 2] == 2 ? kFoldMlpRotate : 0)
-                                   | (ints[kLayerInts + 2] == 3 ? kFoldMlpLean : 0)
-                                   | (ints[kLayerInts + 2] == 4 ? kFoldMlpGM : 0)
-                                   | (ints[kLayerInts + 2] == 5 ? kFoldMlpLean | kFoldMlpGM : 0)
-                                   | (ints[kLayerInts + 2] == 6 ? kFoldMlpGM | kFoldMlp768 : 0)
-                                   | (ints[kLayerInts + 2] == 7 ? kFoldMlpGM | kFoldMlp640 : 0)
-                                   | (ints[kLayerInts + 2] == 8 ? kFoldMlpGM | kFoldMlp512 : 0);
+  // the fold flags of each mlp code (cuda_matvec.mlp_kernel_code)
+  constexpr int kMlpCodeFlags[] = {0, kFoldMlp, kFoldMlp | kFoldMlpRotate, kFoldMlp | kFoldMlpLean,
+                                   kFoldMlp | kFoldMlpGM, kFoldMlp | kFoldMlpLean | kFoldMlpGM,
+                                   kFoldMlp | kFoldMlpGM | kFoldMlp768, kFoldMlp | kFoldMlpGM | kFoldMlp640,
+                                   kFoldMlp | kFoldMlpGM | kFoldMlp512};
+  const int64_t mlp_code = ints[kLayerInts + 2];
+  if (mlp_code < 0 || mlp_code >= static_cast<int64_t>(sizeof(kMlpCodeFlags) / sizeof(int)))
+    return ffi::Error::InvalidArgument("cudaperf_step: the mlp code must be 0-8");
+  const int mlp_flags = mlp ? kMlpCodeFlags[mlp_code] : 0;
   const __nv_bfloat16* prev_b_down = nullptr;
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");
