@@ -638,28 +638,34 @@ L2_PREFETCH_DEFAULT = "off"
 
 
 def l2_prefetch() -> tuple[int, int, int, int]:
-    """CUDAPERF_CUDA_L2_PREFETCH: weights the `kernels`/`step` launches pull into L2 ahead of use, while the
-    latency-bound kernels (attention, finish) leave the HBM idle - `off`, or comma-separated `gu=P` (the first P % of
-    each K band of gate_up, the rows its split-K blocks stream first), `down=P` (of down's, by the o kernel), `o=P`
-    (of o's, by the qkv kernel) and `from=o|qkv` (which kernel issues gate_up's: o, default, or qkv), e.g.
-    "gu=40,o=100" (or "+" between entries). Each kernel requests its share as bulk L2 prefetches before its PDL wait (matvec_kernel.cuh
-    l2_prefetch_share). Measured slower on the H200 (2026-12-03, medians of interleaved runs): gate_up 30 % 1.449 ms,
-    with o 100 % 1.445, against 1.427 without - the extra traffic lengthens the latency-bound chain more than gate_up
-    gains - hence `off` by default. Returns the handler's ints (gate_up %, issuer 0 o / 1 qkv, o %, down %)."""
+    """CUDAPERF_CUDA_L2_PREFETCH: what the `kernels`/`step` launches pull into L2 ahead of use - `off`, or
+    comma-separated (or "+"-separated) entries:
+      `kv` - each layer's qkv kernel, right after its PDL wait, the key and value cache rows its attention reads next
+        (slots below the new token's; the step streams ~3 GB of weights through the 50 MB L2, so the caches are
+        never there otherwise); `kv=early`: before the wait instead (while the previous MLP still streams);
+      `gu=P` - the first P % of each K band of gate_up (the rows its split-K blocks stream first), `down=P` (of
+        down's, by the o kernel), `o=P` (of o's, by the qkv kernel) and `from=o|qkv` (which kernel issues gate_up's:
+        o, default, or qkv), e.g. "gu=40,o=100"; requested before the PDL waits. Measured slower on the H200
+        (2026-12-03, medians of interleaved runs): gate_up 30 % 1.449 ms, with o 100 % 1.445, against 1.427 without
+        - the extra traffic lengthens the latency-bound chain more than gate_up gains.
+    Bulk L2 prefetches (matvec_kernel.cuh l2_prefetch_share, l2_prefetch_kv). Returns the handler's ints (gate_up %,
+    flags: 1 gate_up's by the qkv kernel, 2 kv, 4 kv=early; o %, down %)."""
     spec = os.environ.get("CUDAPERF_CUDA_L2_PREFETCH", L2_PREFETCH_DEFAULT).strip().lower()
-    out = {"gu": 0, "from": 0, "o": 0, "down": 0}
+    out = {"gu": 0, "flags": 0, "o": 0, "down": 0}
     if spec in ("", "off"):
         return (0, 0, 0, 0)
     for entry in filter(None, (e.strip() for e in spec.replace("+", ",").split(","))):
         key, _, val = entry.partition("=")
         if key == "from" and val in ("o", "qkv"):
-            out["from"] = int(val == "qkv")
+            out["flags"] = out["flags"] & ~1 | int(val == "qkv")
+        elif key == "kv" and val in ("", "early"):
+            out["flags"] = out["flags"] & 1 | (4 if val else 2)
         elif key in ("gu", "o", "down") and val.isdigit() and int(val) <= 100:
             out[key] = int(val)
         else:
-            raise ValueError(f"CUDAPERF_CUDA_L2_PREFETCH entry {entry!r}: write off, or gu=P, down=P, o=P (percent, "
-                             f"0-100) and from=o|qkv, comma-separated, e.g. gu=40,o=100")
-    return (out["gu"], out["from"], out["o"], out["down"])
+            raise ValueError(f"CUDAPERF_CUDA_L2_PREFETCH entry {entry!r}: write off, or kv, kv=early, gu=P, down=P, o=P "
+                             f"(percent, 0-100) and from=o|qkv, comma-separated, e.g. kv,gu=40")
+    return (out["gu"], out["flags"], out["o"], out["down"])
 
 
 def kernels_attn_splits(s_len: int, attn_splits: int | None = None) -> int:
@@ -768,7 +774,7 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
     fold = fold_finish(ints[3], ints[5])
     d, f = x.shape[0], first["w_down"].shape[0]
     mlp = fold and one_kernel_mlp() and d % 8 == 0 and f % 8 == 0 and d <= 8192   # mlp_kernel's shapes (matvec.cu)
-    gm = first["w_gu"].ndim == 3   # group-major gate_up (mlp_gm_layout): codes 4-8; [D, 2F] with those set: on / lean
+    gm = first["w_gu"].ndim == 3   # group-major gate_up (mlp_gm_layout): codes 4-7; [D, 2F] with those set: on / lean
     if gm and not mlp:
         raise ValueError("cuda_matvec.step: a group-major gate_up needs the one-kernel MLP (a group-major "
                          "CUDAPERF_CUDA_MLP with the folded finishes)")
@@ -817,7 +823,7 @@ def one_kernel_mlp() -> bool:
 
 
 # CUDAPERF_CUDA_MLP's values and their step launch codes (mlp_kernel_code; matvec.cu StepImpl's kMlpCodeFlags)
-_MLP_CODES = {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5, "gm768": 6, "gm640": 7, "gm512": 8}
+_MLP_CODES = {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5, "gm768": 6, "tma": 7}
 
 
 def _mlp_choice() -> str:
@@ -849,12 +855,15 @@ def mlp_kernel_code() -> int:
         chain), not timed in the step;
       6 `gm768` (the default) - group-major, blocks of 768 threads held to 64 registers (mlp_kernel_capped: six loads
         in flight, and room for a qkv block beside it): -13.9 / -15.5 against `lean` (every one of 5 rounds);
-      7 `gm640`, 8 `gm512` - the same with 640 x 72 / 512 x 96 registers (eight / twelve gate_up loads in flight):
-        not yet timed (pdl_chain.cu mlp1k_gm640 / gm512). Blocks that cannot take the capped width (D / 8 or a block's
-        features above its threads) run the 1024-thread group-major kernel.
+        Blocks that cannot take the capped width (D / 8 or a block's features above its threads) run the 1024-thread
+        group-major kernel. (640 x 72 and 512 x 96 registers, eight and twelve loads in flight, were +9.2 / +15.4 and
+        +85 / +98 us against it, 2026-12-04, and were dropped.)
+      7 `tma` - group-major, the weights through a ring of six 16 KiB shared-memory slots filled by bulk copies
+        (mlp_kernel_tma: the loads in flight no longer live in registers, and down's rows arrive while gate_up's last
+        slots are used), 768 threads held to 64 registers; D up to 6144 (else the 1024-thread group-major kernel).
     The group-major codes need the layout from decode_fused.prepared, which the sampler enters around its decode loop
     (a second copy of every gate_up while the decode program runs); a [D, 2F] gate_up (not prepared) runs `on` for 4,
-    `lean` for 5-8. The gate and up sums then add in another order than `on`'s (near, not bit-equal)."""
+    `lean` for 5-7. The gate and up sums then add in another order than `on`'s (near, not bit-equal)."""
     return _MLP_CODES[_mlp_choice()]
 
 

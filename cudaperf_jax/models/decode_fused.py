@@ -617,7 +617,7 @@ _PREPARED: dict = {}
 
 
 def _gm_wanted(model) -> bool:
-    """A group-major CUDAPERF_CUDA_MLP (gm, gm_lean, gm768 - the default -, gm640, gm512) applies to this model's step
+    """A group-major CUDAPERF_CUDA_MLP (gm, gm_lean, gm768 - the default -, tma) applies to this model's step
     launch: its gate_up laid out by cuda_matvec.mlp_gm_layout."""
     from cudaperf_jax.models import cuda_matvec as cm
     cfg = model.cfg

@@ -40,6 +40,7 @@ constexpr int kMaxHeadDim = 256;
 // Resident blocks per SM the kernel is compiled for (registers <= 65536 / (3 * 256) = 85 per thread); the grid is
 // SMs x min(this, the occupancy calculator's), and cuda_matvec.layer_tiling sizes the work items for that grid.
 constexpr int kLayerMinBlocks = 3;
+constexpr int kPfGuByQkv = 1, kPfKv = 2, kPfKvEarly = 4;   // LayerParams::pf_flags
 
 struct LayerParams {
   int d, h, hkv, dh, f, s_len, chunk;     // hidden, heads, KV heads, head dim, intermediate, cache slots, finish chunk
@@ -60,8 +61,10 @@ struct LayerParams {
   __nv_bfloat16* v_cache;
   int attn_splits, span_max;              // cache splits per KV head; ceil(s_len / attn_splits)
   int attn_hsplit;                        // attend_kernel: blocks per (KV head, split), each with g / this q heads
-  int pf_gu, pf_from, pf_o, pf_down;      // kernels launch: L2 prefetch, percent of each K band of gate_up, down (by
-                                          // the o kernel, or the qkv kernel if pf_from) and o (by the qkv kernel)
+  int pf_gu, pf_flags, pf_o, pf_down;     // kernels launch: L2 prefetch, percent of each K band of gate_up, down (by
+                                          // the o kernel, or the qkv kernel with pf_flags & kPfGuByQkv) and o (by the
+                                          // qkv kernel); pf_flags & kPfKv / kPfKvEarly: the attention's cache rows by
+                                          // the qkv kernel after / before its wait (l2_prefetch_kv)
   const __nv_bfloat16* w_o;               // [h dh, d]
   const __nv_bfloat16* b_o;               // [d] or null
   const __nv_bfloat16* w_gu;              // [d, 2f] (gate columns, then up)

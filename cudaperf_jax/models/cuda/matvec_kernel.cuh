@@ -2,6 +2,7 @@
 // emulation (kernels_harness.emulation) and check it against numpy.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -134,6 +135,14 @@ struct Prologue {
   const char* pf_base[2];
   unsigned long long pf_band[2], pf_stride[2];
   int pf_bands[2];
+  // The attention's cache rows to pull into L2 (none where kv_base[0] is null): key and value rows of slots below
+  // *kv_index of kv_heads heads kv_stride bytes apart (rows of kv_row_bytes), requested after the dependency wait, or
+  // before it with kv_early (l2_prefetch_kv)
+  const char* kv_base[2];
+  const int* kv_index;
+  unsigned long long kv_stride;
+  int kv_row_bytes, kv_heads, kv_slots;
+  bool kv_early;
 };
 
 // Bulk L2 prefetches (cp.async.bulk.prefetch.L2, sm_90: one instruction per 16 KiB piece, nothing to wait for) of
@@ -154,6 +163,26 @@ __device__ __forceinline__ void l2_prefetch_share(const Prologue& pro) {
       const unsigned size = static_cast<unsigned>((left < kPiece ? left : kPiece) & ~15ull);
       if (size > 0) MATVEC_L2_PREFETCH(pro.pf_base[r] + band * pro.pf_stride[r] + off, size);
     }
+  }
+}
+
+// Bulk L2 prefetches of the key and value cache rows the layer's attention will read (slots below *kv_index, the new
+// token's slot, which the attention writes itself): issued by the qkv kernel, so that the attention's loads - the
+// cache of every layer leaves L2 while the step streams its weights - hit L2 instead of the HBM. Pieces of up to
+// 16 KiB spread over the grid's blocks as in l2_prefetch_share.
+__device__ __forceinline__ void l2_prefetch_kv(const Prologue& pro) {
+  if (pro.kv_base[0] == nullptr) return;
+  constexpr unsigned long long kPiece = 16384;
+  const int slots = min(max(*pro.kv_index, 0), pro.kv_slots);
+  const unsigned long long bytes = static_cast<unsigned long long>(slots) * pro.kv_row_bytes,
+                           per_head = (bytes + kPiece - 1) / kPiece, total = 2 * per_head * pro.kv_heads;
+  const unsigned long long blocks = static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z;
+  const unsigned long long b = (static_cast<unsigned long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x
+                               + blockIdx.x;
+  for (unsigned long long q = b + blocks * threadIdx.x; q < total; q += blocks * blockDim.x) {
+    const unsigned long long head = q / per_head, off = (q % per_head) * kPiece, left = bytes - off;
+    const unsigned size = static_cast<unsigned>((left < kPiece ? left : kPiece) & ~15ull);
+    if (size > 0) MATVEC_L2_PREFETCH(pro.kv_base[head % 2] + head / 2 * pro.kv_stride + off, size);
   }
 }
 
@@ -449,8 +478,10 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
 
   pdl_start(pdl);
   l2_prefetch_share(pro);
+  if (pro.kv_early) l2_prefetch_kv(pro);
   float s = matvec_columns<TPR, U, MODE, kL2>(pro, w, n, ks, blockIdx.x, blockIdx.y, xs, &red[0][0], [&] {
     pdl_wait(pdl);
+    if (!pro.kv_early) l2_prefetch_kv(pro);
   });
   static_assert(kCols <= kThreads, "one column per thread in the epilogue");
   const int c = threadIdx.x, oc = blockIdx.x * kCols + c;   // this thread's output column
@@ -690,14 +721,150 @@ __global__ void __maxnreg__(kMlpLeanRegs) mlp_kernel_lean(Prologue pro, const __
 // mlp_kernel with blocks of NT threads held to kRegs registers, NT x kRegs <= 48K so that a block of the next qkv
 // kernel (16K) fits beside it (as mlp_kernel_lean does) while more loads stay in flight than lean's 48 registers
 // allow: CUDAPERF_CUDA_MLP=gm768 (768 x 64, six gate_up loads a thread: 72 KB a SM against lean's 64 KB; the default),
-// gm640 (640 x 72, eight: 80 KB) and gm512 (512 x 96, twelve gate_up and eight down loads: 96 KB), group-major.
-// ptxas (CUDA 13.0, sm_90): no spills for the three.
+// group-major. ptxas (CUDA 13.0, sm_90): no spills. (640 x 72 and 512 x 96, eight and twelve loads, were slower.)
 template <int NT, int kRegs, int kU1, int kU2, bool kGM = true>
 __global__ void __maxnreg__(kRegs) mlp_kernel_capped(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                                      const __nv_bfloat16* __restrict__ b_gu,
                                                      const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                                      unsigned long long* __restrict__ out, int pdl) {
   mlp_body<NT, 1, kGM, kU1, kU2>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
+}
+
+// The one-kernel MLP fed by the Tensor Memory Accelerator (CUDAPERF_CUDA_MLP=tma): each block's weights - its gate_up
+// groups (group-major: one contiguous region) and then its rows of down (another) - stream through a ring of kSlots
+// shared-memory slots of kSlotBytes by bulk copies (cp.async.bulk, completion counted by an mbarrier per slot) that
+// one thread issues, the first kSlots before the PDL wait. The loads in flight (kSlots x kSlotBytes a SM) no longer
+// live in registers, and the copies of down's rows start while gate_up's last slots are still being used (no drain
+// between the phases). The sums are those of mlp_body's group-major form in another order.
+// Phase 2 stages: tma_rows_per_stage(d) rows of one group ([rows, 16] bf16: 32-byte rows), d a multiple of it; each
+// thread takes 16-byte halves c = tid, tid + NT, ... (row c / 2, gate or up by its parity), and at a group's last
+// stage the warp's sums go to red [group][warp][16]. Phase 3 stages: whole rows of down (2 d bytes each), row r of a
+// stage to the threads of row group r % g2 (tpr2 = d / 8 threads a row), each thread its 8 output columns.
+// On the CPU emulation the copies are plain copies by thread 0 (the waits nothing): every slot is written at least
+// one __syncthreads before it is read.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define MLP_SMEM_ADDR(p) static_cast<unsigned>(__cvta_generic_to_shared(p))
+#define MLP_BAR_INIT(bar)                                                                                  \
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n\tfence.mbarrier_init.release.cluster;\n\t"      \
+               "fence.proxy.async.shared::cta;" ::"r"(MLP_SMEM_ADDR(bar)) : "memory")
+#define MLP_BULK_LOAD(dst, src, bytes, bar)                                                                \
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%3], %2;\n\t"                               \
+               "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"   \
+               ::"r"(MLP_SMEM_ADDR(dst)), "l"(src), "r"(bytes), "r"(MLP_SMEM_ADDR(bar)) : "memory")
+#define MLP_BAR_WAIT(bar, parity)                                                                          \
+  asm volatile("{\n\t.reg .pred P1;\n\tLAB_WAIT:\n\t"                                                    \
+               "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n\t@P1 bra DONE;\n\tbra LAB_WAIT;\n\t" \
+               "DONE:\n\t}" ::"r"(MLP_SMEM_ADDR(bar)), "r"(parity) : "memory")
+#else
+#define MLP_BAR_INIT(bar) ((void)(bar))
+#define MLP_BULK_LOAD(dst, src, bytes, bar) ((void)(bar), memcpy((dst), (src), (bytes)))
+#define MLP_BAR_WAIT(bar, parity) ((void)(bar), (void)(parity))
+#endif
+
+// Phase 2's rows a stage: the largest divisor of d that fits a slot (32 bytes a row).
+__host__ __device__ inline int tma_rows_per_stage(int d, int slot_bytes) {
+  int r = d < slot_bytes / 32 ? d : slot_bytes / 32;
+  while (r > 1 && d % r) --r;
+  return r;
+}
+// Dynamic shared memory of mlp_kernel_tma: the ring, xs and its scratch (2 d), hs (nf), then the larger of phase 2's
+// warp sums (groups x warps x 16), phase 3's row-group sums (g2 (d + 1)) and fill_input's warp buffer.
+template <int NT, int kSlots, int kSlotBytes>
+__host__ __device__ inline size_t mlp_tma_smem_floats(int d, int f, int blocks) {
+  const size_t nf = mlp_max_features(f, blocks), red2 = nf / 8 * (NT / 32) * 16,
+               red3 = static_cast<size_t>(NT / (d / 8)) * (d + 1), red = red2 > red3 ? red2 : red3;
+  return static_cast<size_t>(kSlots) * kSlotBytes / 4 + 2 * static_cast<size_t>(d) + nf + (red > NT ? red : NT);
+}
+
+template <int NT, int kRegs, int kSlots, int kSlotBytes>
+__global__ void __launch_bounds__(NT, 1) __maxnreg__(kRegs)
+    mlp_kernel_tma(Prologue pro, const __nv_bfloat16* __restrict__ w_gu, const __nv_bfloat16* __restrict__ b_gu,
+                   const __nv_bfloat16* __restrict__ w_down, int d, int f, unsigned long long* __restrict__ out,
+                   int pdl) {
+  extern __shared__ float smem[];
+  __shared__ unsigned long long bars[kSlots];
+  constexpr int kSlotFloats = kSlotBytes / 4, kWarps = NT / 32;
+  const int octs = f / 8, q0 = static_cast<int>(static_cast<long long>(blockIdx.x) * octs / gridDim.x),
+            q1 = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * octs / gridDim.x);
+  const int fa = 8 * q0, nq = q1 - q0, nf = 8 * nq, nf_max = mlp_max_features(f, gridDim.x);
+  float* ring = smem;
+  float* xs = ring + kSlots * kSlotFloats;   // [d], then fill_input's scratch [d]
+  float* hs = xs + 2 * d;                     // [nf]
+  float* red = hs + nf_max;
+  const int tid = threadIdx.x, warp = tid / 32;
+  const int rows2 = tma_rows_per_stage(d, kSlotBytes), per_group = d / rows2, t2 = nq * per_group;
+  const int rows3 = kSlotBytes / (2 * d), t3 = (nf + rows3 - 1) / rows3, stages = t2 + t3;
+  auto issue = [&](int t) {   // thread 0: stage t into slot t % kSlots
+    if (t >= stages) return;
+    float* dst = ring + (t % kSlots) * kSlotFloats;
+    if (t < t2) {
+      const __nv_bfloat16* src = w_gu + (static_cast<size_t>(q0 + t / per_group) * d + (t % per_group) * rows2) * 16;
+      MLP_BULK_LOAD(dst, src, static_cast<unsigned>(rows2 * 32), &bars[t % kSlots]);
+    } else {
+      const int r0 = (t - t2) * rows3, rows = nf - r0 < rows3 ? nf - r0 : rows3;
+      const __nv_bfloat16* src = w_down + static_cast<size_t>(fa + r0) * d;
+      MLP_BULK_LOAD(dst, src, static_cast<unsigned>(rows * 2 * d), &bars[t % kSlots]);
+    }
+  };
+
+  pdl_start(pdl);
+  if (tid == 0) {
+    for (int i = 0; i < kSlots; ++i) MLP_BAR_INIT(&bars[i]);
+    for (int t = 0; t < kSlots; ++t) issue(t);
+  }
+  pdl_wait(pdl);
+  fill_input<kResNorm, false, NT>(pro, 0, d, blockIdx.x, xs, red);
+  __syncthreads();
+
+  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int t = 0; t < t2; ++t) {
+    MLP_BAR_WAIT(&bars[t % kSlots], static_cast<unsigned>(t / kSlots) & 1u);
+    const float* st = ring + (t % kSlots) * kSlotFloats;
+    const int r0 = (t % per_group) * rows2;
+    for (int c = tid; c < 2 * rows2; c += NT) fma8(acc, reinterpret_cast<const uint4*>(st)[c], xs[r0 + c / 2]);
+    if (t % per_group == per_group - 1) {   // the group's last stage: the warp's sums of it
+      warp_half_sums(acc, red + (static_cast<size_t>(t / per_group) * kWarps + warp) * 16);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+    }
+    __syncthreads();
+    if (tid == 0) issue(t + kSlots);
+  }
+  __syncthreads();
+  for (int c = tid; c < nf; c += NT) {   // gate and up sums of feature fa + c over the warps, in order
+    float g = 0.f, u = 0.f;
+    const float* rq = red + static_cast<size_t>(c / 8) * kWarps * 16;
+    for (int w = 0; w < kWarps; ++w) {
+      g += rq[w * 16 + c % 8];
+      u += rq[w * 16 + 8 + c % 8];
+    }
+    hs[c] = swiglu_bf16(g, u, b_gu, f, fa + c);
+  }
+  __syncthreads();
+
+  const int tpr2 = d / 8, g2 = NT / tpr2, grp2 = tid / tpr2, lane2 = tid % tpr2;
+  float acc3[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int t = t2; t < stages; ++t) {
+    MLP_BAR_WAIT(&bars[t % kSlots], static_cast<unsigned>(t / kSlots) & 1u);
+    const __nv_bfloat16* st = reinterpret_cast<const __nv_bfloat16*>(ring + (t % kSlots) * kSlotFloats);
+    const int r0 = (t - t2) * rows3, rows = nf - r0 < rows3 ? nf - r0 : rows3;
+    if (grp2 < g2) {
+      for (int r = grp2; r < rows; r += g2)
+        fma8(acc3, *reinterpret_cast<const uint4*>(st + static_cast<size_t>(r) * d + 8 * lane2), hs[r0 + r]);
+    }
+    __syncthreads();
+    if (tid == 0) issue(t + kSlots);
+  }
+  if (grp2 < g2) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) red[grp2 * (d + 1) + lane2 * 8 + j] = acc3[j];
+  }
+  __syncthreads();
+  for (int c = tid; c < d; c += NT) {
+    float s = 0.f;
+    for (int q = 0; q < g2; ++q) s += red[q * (d + 1) + c];
+    atomicAdd(out + c, to_fixed(s));
+  }
 }
 
 // decode_fused.finish as a CUDA kernel, so that it can take part in programmatic dependent launch: one block of

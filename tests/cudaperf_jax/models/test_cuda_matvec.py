@@ -256,8 +256,7 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == 6                       # on by default, as `gm768`
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "off")
     assert not cm.one_kernel_mlp() and cm.mlp_kernel_code() == 0
-    for value, code in (("on", 1), ("rotate", 2), ("lean", 3), ("gm", 4), ("gm_lean", 5), ("gm768", 6), ("gm640", 7),
-                        ("gm512", 8)):
+    for value, code in (("on", 1), ("rotate", 2), ("lean", 3), ("gm", 4), ("gm_lean", 5), ("gm768", 6), ("tma", 7)):
         monkeypatch.setenv("CUDAPERF_CUDA_MLP", value)
         assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == code
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "512")
@@ -319,7 +318,11 @@ def test_the_l2_prefetch_setting_is_parsed_and_checked(monkeypatch):
     assert cm.l2_prefetch() == (40, 1, 100, 10)
     monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", "gu=35+down=5")
     assert cm.l2_prefetch() == (35, 0, 0, 5)
-    for bad in ("gu=140", "gu=-1", "up=10", "from=down", "gu"):
+    monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", "kv")
+    assert cm.l2_prefetch() == (0, 2, 0, 0)
+    monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", "from=qkv,kv=early,gu=5")
+    assert cm.l2_prefetch() == (5, 5, 0, 0)
+    for bad in ("gu=140", "gu=-1", "up=10", "from=down", "gu", "kv=late"):
         monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", bad)
         with pytest.raises(ValueError, match="CUDAPERF_CUDA_L2_PREFETCH"):
             cm.l2_prefetch()

@@ -372,23 +372,25 @@ def test_the_step_launch_with_folded_finishes_agrees_with_the_fused_step(monkeyp
     _check_fixed_point_option(monkeypatch, name, "CUDAPERF_CUDA_FOLD_FINISH")
 
 
-@pytest.mark.parametrize("mode", ["on", "rotate", "lean", "gm", "gm_lean", "gm768", "gm640", "gm512"])
+@pytest.mark.parametrize("mode", ["on", "rotate", "lean", "gm", "gm_lean", "gm768", "tma"])
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
 def test_the_step_launch_with_the_one_kernel_mlp_agrees_with_the_fused_step(monkeypatch, name, mode):
     """CUDAPERF_CUDA_MLP=on: each layer's gate_up and down as one kernel (blocks owning ranges of intermediate features,
     down's sums added as fixed point) in the folded step launch. Against the fused step of separate calls, near the
     two-kernel fold, and the same logits twice; =rotate (staggered adds) and =lean (48 registers): bit-equal to `on`;
-    =gm (gate_up group-major: the gate and up sums in another order): near `on`, the same logits twice."""
+    =gm (gate_up group-major: the gate and up sums in another order; also gm_lean, gm768 and tma, the weights through
+    shared-memory slots filled by bulk copies): near `on`, the same logits twice."""
     monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "on")
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", mode)
+    reordered = mode.startswith("gm") or mode == "tma"
     if mode != "on":
         run, _ = _layer_launch_case(monkeypatch, name)
         got = run("step")
-        if mode.startswith("gm"):
+        if reordered:
             np.testing.assert_array_equal(run("step"), got)
         monkeypatch.setenv("CUDAPERF_CUDA_MLP", "on")
         want = run("step")
-        if mode.startswith("gm"):
+        if reordered:
             assert (np.argmax(got, -1) == np.argmax(want, -1)).mean() >= 0.95
             np.testing.assert_allclose(got, want, atol=0.02 * float(np.abs(want).max()))
         else:
@@ -411,10 +413,10 @@ def test_auto_takes_the_step_launch_from_hidden_size_1024(monkeypatch):
         assert getattr(got, "whole_step", False) is whole, name
 
 
-@pytest.mark.parametrize("spec", ["gu=60,down=30,o=100", "gu=50,from=qkv,o=100"])
+@pytest.mark.parametrize("spec", ["gu=60,down=30,o=100", "gu=50,from=qkv,o=100", "kv", "kv=early,from=qkv,gu=10"])
 def test_l2_prefetch_leaves_the_step_launchs_logits_bit_equal(monkeypatch, spec):
-    """CUDAPERF_CUDA_L2_PREFETCH: the step launch's kernels request later weights into L2 before their waits; the
-    prefetches are hints, so the logits are those of the step without them, bit for bit."""
+    """CUDAPERF_CUDA_L2_PREFETCH: the step launch's kernels request later weights (and the attention's cache rows) into
+    L2 before or after their waits; the prefetches are hints, so the logits are those of the step without them, bit for bit."""
     run, _ = _layer_launch_case(monkeypatch, "qwen2.5-1.5b")
     monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", "off")
     want = run("step")
