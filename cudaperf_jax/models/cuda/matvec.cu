@@ -358,10 +358,10 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // kFoldMlp768 (=gm768, with kFoldMlpGM): mlp_kernel_capped, blocks of 768 threads held to 64 registers; kFoldMlpWide
 // (set by layer_kernels): group-major with more 8-feature groups a block than warps (mlp_body kWide, 1024 threads);
 // kFoldMlpTma (=tma, with kFoldMlpGM): mlp_kernel_tma, the weights through a ring of kTmaSlots shared-memory slots of
-// kTmaSlotBytes filled by bulk copies, blocks of kTmaThreads held to 64 registers.
+// kTmaSlotBytes filled by bulk copies of kTmaPiece bytes, blocks of kTmaThreads held to 64 registers.
 constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16, kFoldMlpGM = 32,
               kFoldMlp768 = 64, kFoldMlpWide = 128, kFoldMlpTma = 256;
-constexpr int kTmaThreads = 768, kTmaSlots = 6, kTmaSlotBytes = 16384;
+constexpr int kTmaThreads = 768, kTmaSlots = 6, kTmaSlotBytes = 16384, kTmaPiece = 2048;
 int mlp_threads(int fold_flags) {
   return (fold_flags & kFoldMlpTma) != 0 ? kTmaThreads : (fold_flags & kFoldMlp768) != 0 ? 768
                                                          : cudaperf_matvec::kMlpThreads;
@@ -383,7 +383,7 @@ cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p
   pro.n_zero = 0;
   const size_t smem = mlp_smem_bytes(p.d, p.f, blocks, fold_flags);
   const bool lean = (fold_flags & kFoldMlpLean) != 0;
-  auto kernel = (fold_flags & kFoldMlpTma) != 0 ? cudaperf_matvec::mlp_kernel_tma<kTmaThreads, 64, kTmaSlots, kTmaSlotBytes>
+  auto kernel = (fold_flags & kFoldMlpTma) != 0 ? cudaperf_matvec::mlp_kernel_tma<kTmaThreads, 64, kTmaSlots, kTmaSlotBytes, kTmaPiece>
                 : (fold_flags & kFoldMlpWide) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 4, 4, true>
                 : (fold_flags & kFoldMlp768) != 0 ? cudaperf_matvec::mlp_kernel_capped<768, 64, 6, 4>
                 : (fold_flags & kFoldMlpGM) != 0 ? (lean ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1, true>

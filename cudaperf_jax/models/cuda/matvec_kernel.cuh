@@ -747,9 +747,11 @@ __global__ void __maxnreg__(kRegs) mlp_kernel_capped(Prologue pro, const __nv_bf
 #define MLP_BAR_INIT(bar)                                                                                  \
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n\tfence.mbarrier_init.release.cluster;\n\t"      \
                "fence.proxy.async.shared::cta;" ::"r"(MLP_SMEM_ADDR(bar)) : "memory")
-#define MLP_BULK_LOAD(dst, src, bytes, bar)                                                                \
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%3], %2;\n\t"                               \
-               "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"   \
+#define MLP_BAR_EXPECT(bar, bytes)                                                                         \
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(MLP_SMEM_ADDR(bar)), "r"(bytes) \
+               : "memory")
+#define MLP_BULK_COPY(dst, src, bytes, bar)                                                                \
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"   \
                ::"r"(MLP_SMEM_ADDR(dst)), "l"(src), "r"(bytes), "r"(MLP_SMEM_ADDR(bar)) : "memory")
 #define MLP_BAR_WAIT(bar, parity)                                                                          \
   asm volatile("{\n\t.reg .pred P1;\n\tLAB_WAIT:\n\t"                                                    \
@@ -757,7 +759,8 @@ __global__ void __maxnreg__(kRegs) mlp_kernel_capped(Prologue pro, const __nv_bf
                "DONE:\n\t}" ::"r"(MLP_SMEM_ADDR(bar)), "r"(parity) : "memory")
 #else
 #define MLP_BAR_INIT(bar) ((void)(bar))
-#define MLP_BULK_LOAD(dst, src, bytes, bar) ((void)(bar), memcpy((dst), (src), (bytes)))
+#define MLP_BAR_EXPECT(bar, bytes) ((void)(bar), (void)(bytes))
+#define MLP_BULK_COPY(dst, src, bytes, bar) ((void)(bar), memcpy((dst), (src), (bytes)))
 #define MLP_BAR_WAIT(bar, parity) ((void)(bar), (void)(parity))
 #endif
 
@@ -776,7 +779,8 @@ __host__ __device__ inline size_t mlp_tma_smem_floats(int d, int f, int blocks) 
   return static_cast<size_t>(kSlots) * kSlotBytes / 4 + 2 * static_cast<size_t>(d) + nf + (red > NT ? red : NT);
 }
 
-template <int NT, int kRegs, int kSlots, int kSlotBytes>
+// kPiece: the bytes of one bulk copy (a stage is several when smaller than the slot).
+template <int NT, int kRegs, int kSlots, int kSlotBytes, int kPiece = kSlotBytes>
 __global__ void __launch_bounds__(NT, 1) __maxnreg__(kRegs)
     mlp_kernel_tma(Prologue pro, const __nv_bfloat16* __restrict__ w_gu, const __nv_bfloat16* __restrict__ b_gu,
                    const __nv_bfloat16* __restrict__ w_down, int d, int f, unsigned long long* __restrict__ out,
@@ -794,17 +798,24 @@ __global__ void __launch_bounds__(NT, 1) __maxnreg__(kRegs)
   const int tid = threadIdx.x, warp = tid / 32;
   const int rows2 = tma_rows_per_stage(d, kSlotBytes), per_group = d / rows2, t2 = nq * per_group;
   const int rows3 = kSlotBytes / (2 * d), t3 = (nf + rows3 - 1) / rows3, stages = t2 + t3;
-  auto issue = [&](int t) {   // thread 0: stage t into slot t % kSlots
+  auto issue = [&](int t) {   // thread 0: stage t into slot t % kSlots, in copies of up to kPiece bytes
     if (t >= stages) return;
-    float* dst = ring + (t % kSlots) * kSlotFloats;
+    char* dst = reinterpret_cast<char*>(ring + (t % kSlots) * kSlotFloats);
+    const char* src;
+    unsigned bytes;
     if (t < t2) {
-      const __nv_bfloat16* src = w_gu + (static_cast<size_t>(q0 + t / per_group) * d + (t % per_group) * rows2) * 16;
-      MLP_BULK_LOAD(dst, src, static_cast<unsigned>(rows2 * 32), &bars[t % kSlots]);
+      src = reinterpret_cast<const char*>(w_gu + (static_cast<size_t>(q0 + t / per_group) * d
+                                                  + (t % per_group) * rows2) * 16);
+      bytes = static_cast<unsigned>(rows2 * 32);
     } else {
       const int r0 = (t - t2) * rows3, rows = nf - r0 < rows3 ? nf - r0 : rows3;
-      const __nv_bfloat16* src = w_down + static_cast<size_t>(fa + r0) * d;
-      MLP_BULK_LOAD(dst, src, static_cast<unsigned>(rows * 2 * d), &bars[t % kSlots]);
+      src = reinterpret_cast<const char*>(w_down + static_cast<size_t>(fa + r0) * d);
+      bytes = static_cast<unsigned>(rows * 2 * d);
     }
+    unsigned long long* bar = &bars[t % kSlots];
+    MLP_BAR_EXPECT(bar, bytes);
+    for (unsigned o = 0; o < bytes; o += kPiece)
+      MLP_BULK_COPY(dst + o, src + o, bytes - o < kPiece ? bytes - o : static_cast<unsigned>(kPiece), bar);
   };
 
   pdl_start(pdl);

@@ -174,7 +174,7 @@ extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
                     : variant == 4 ? mlp_kernel<kMlpThreads, 1, true>
                     : variant == 6 ? mlp_kernel_capped<768, 64, 6, 4>
                     : variant == 8 ? mlp_kernel_tma<768, 64, 6, 16384>
-                    : variant == 9 ? mlp_kernel_tma<512, 64, 3, 4096>
+                    : variant == 9 ? mlp_kernel_tma<512, 64, 3, 4096, 1024>
                     : variant == 7 ? mlp_kernel<kMlpThreads, 1, true, 4, 4, true> : mlp_kernel<kMlpThreads, 1>;
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
       kernel<<<mlp_blocks, nt, smem>>>(mp, p.w_gu, p.b_gu, p.w_down, p.d, p.f, fold_sums(p.down_parts), 0);
