@@ -775,9 +775,9 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
     d, f = x.shape[0], first["w_down"].shape[0]
     mlp = fold and one_kernel_mlp() and d % 8 == 0 and f % 8 == 0 and d <= 8192   # mlp_kernel's shapes (matvec.cu)
     gm = first["w_gu"].ndim == 3   # group-major gate_up (mlp_gm_layout): codes 4-7; [D, 2F] with those set: on / lean
-    if gm and not mlp:
-        raise ValueError("cuda_matvec.step: a group-major gate_up needs the one-kernel MLP (a group-major "
-                         "CUDAPERF_CUDA_MLP with the folded finishes)")
+    if gm and not mlp:   # prepared for a one-kernel MLP that does not run (e.g. the finishes not folded): row-major
+        layers = [dict(l, w_gu=mlp_row_major(l["w_gu"])) for l in layers]
+        gm = False
     code = mlp_kernel_code()
     code = (code if code >= 4 else 5) if gm else (1 if code == 4 else 3 if code > 4 else code)
     args = [x.astype(bf), ss.astype(f32), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
@@ -838,6 +838,12 @@ def mlp_gm_layout(w_gu):
     d = w_gu.shape[0]
     f = w_gu.size // (2 * d)
     return w_gu.reshape(d, 2, f // 8, 8).transpose(2, 0, 1, 3).reshape(f // 8, d, 16)
+
+
+def mlp_row_major(w_gm):
+    """mlp_gm_layout's inverse: [F / 8, D, 16] -> [D, 2F] (gate columns, then up columns)."""
+    q, d, _ = w_gm.shape
+    return w_gm.reshape(q, d, 2, 8).transpose(1, 2, 0, 3).reshape(d, 16 * q)
 
 
 def mlp_kernel_code() -> int:

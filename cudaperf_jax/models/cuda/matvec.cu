@@ -361,7 +361,7 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // kTmaSlotBytes filled by bulk copies of kTmaPiece bytes, blocks of kTmaThreads held to 64 registers.
 constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16, kFoldMlpGM = 32,
               kFoldMlp768 = 64, kFoldMlpWide = 128, kFoldMlpTma = 256;
-constexpr int kTmaThreads = 768, kTmaSlots = 6, kTmaSlotBytes = 16384, kTmaPiece = 2048;
+constexpr int kTmaThreads = 768, kTmaSlots = 6, kTmaSlotBytes = 16384, kTmaPiece = 16384;
 int mlp_threads(int fold_flags) {
   return (fold_flags & kFoldMlpTma) != 0 ? kTmaThreads : (fold_flags & kFoldMlp768) != 0 ? 768
                                                          : cudaperf_matvec::kMlpThreads;

@@ -292,6 +292,7 @@ def test_the_group_major_gate_up_layout_and_its_preparation_outside_the_decode_l
     for q, r, j in ((0, 0, 0), (1, 5, 3), (2, 15, 7)):
         assert gm[q, r, j] == w[r, 0, 8 * q + j] and gm[q, r, 8 + j] == w[r, 1, 8 * q + j]
     np.testing.assert_array_equal(cm.mlp_gm_layout(w.reshape(d, 2 * f)), gm)
+    np.testing.assert_array_equal(cm.mlp_row_major(gm), w.reshape(d, 2 * f))   # the inverse
     np.testing.assert_array_equal(np.asarray(cm.mlp_gm_layout(jnp.asarray(w))), gm)
     cfg = ModelConfig(vocab_size=64, hidden_size=d, intermediate_size=f, num_layers=2, num_heads=2, num_kv_heads=1,
                       head_dim=8)
@@ -309,6 +310,9 @@ def test_the_group_major_gate_up_layout_and_its_preparation_outside_the_decode_l
                                       cm.mlp_gm_layout(np.asarray(mlp.gate_up[...], np.float32)))
     assert not df._PREPARED
     assert df._gate_up(model, mlp, jnp.float32).shape == (d, 2 * f)        # not prepared: row-major
+    monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "off")                 # no one-kernel MLP: nothing to prepare
+    with df.prepared(model):
+        assert not df._PREPARED
 
 
 def test_the_l2_prefetch_setting_is_parsed_and_checked(monkeypatch):
