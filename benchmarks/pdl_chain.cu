@@ -11,11 +11,10 @@
 // mlp1k_gm / mlp1k_gm_lean with gate_up group-major (CUDAPERF_CUDA_MLP=gm / gm_lean: every block reads one contiguous
 // region; the chain's random weights are laid out alike either way); _u6 / _u6d6: six of phase 2's (and phase 3's)
 // 16-byte loads in flight a thread instead of four; mlp1k_gm768: group-major, blocks of 768 threads held to 64
-// registers (CUDAPERF_CUDA_MLP=gm768); mlp1k_tma768 / tma768_p4k / tma768_p1k: mlp_kernel_tma (CUDAPERF_CUDA_MLP=tma: the
-// weights through a ring of shared-memory slots filled by bulk copies), 768 x 64 registers, 6 slots of 16 KiB, each
-// filled by one copy (2026-12-04: 865-869 us; 1024 x 48 with 8 slots 973-977, 768 x 64 with 4 x 32 KiB 1673), and
-// mlp1k_tma768_p4k / _p1k: by copies of 4 / 1 KiB. (gm640 / gm512, 640 x 72 / 512 x 96 registers, were here until
-// 2026-12-04: 708 / 790 us against gm768's 686.)
+// registers (CUDAPERF_CUDA_MLP=gm768). Until 2026-12-04 also gm640 / gm512 (640 x 72 / 512 x 96 registers: 708 / 790
+// us against gm768's 686) and mlp_kernel_tma (the weights through a ring of six 16 KiB shared-memory slots filled by
+// cp.async.bulk, 768 x 64 registers: 865-904 us; 1024 x 48 with 8 slots 973-977; 4 x 32 KiB slots 1673; 16 KiB slots
+// filled by copies of 4 / 1 KiB 1038 / 1703) - commit 2303663 has them.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/pdl_chain benchmarks/pdl_chain.cu && /tmp/pdl_chain [json_out|-] [name_part] [reps]
 #include <cstdio>
@@ -197,8 +196,7 @@ int main(int argc, char** argv) {
   // the MLP alone (attn_mode 4: gate_up + down as two kernels, 5: one mlp_kernel, 6: mlp_kernel without its adds,
   // 7: mlp_kernel with staggered adds, 8: mlp_kernel_lean, 9/10: mlp_kernel / mlp_kernel_lean group-major,
   // 11/12: mlp_kernel group-major with six loads in flight in phase 2 / phases 2 and 3, 13: mlp_kernel with six in phase 2,
-  // 14: mlp_kernel_capped of 768 threads, group-major, 15/16/17: mlp_kernel_tma 768 x 6 x 16K in copies of 16K / 4K /
-  // 1K)
+  // 14: mlp_kernel_capped of 768 threads, group-major)
   unsigned long long *racc, *mlp_out;
   CK(cudaMalloc(&racc, D * 8));
   CK(cudaMalloc(&mlp_out, D * 8));
@@ -219,31 +217,24 @@ int main(int argc, char** argv) {
                           int(mlp_smem)));
   CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, false, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           int(mlp_smem)));
-  const size_t smem768 = mlp_smem_floats<768>(D, F, n_sm) * 4,
-               smem_t1 = mlp_tma_smem_floats<768, 6, 16384>(D, F, n_sm) * 4, smem_t2 = smem_t1, smem_t3 = smem_t1;
+  const size_t smem768 = mlp_smem_floats<768>(D, F, n_sm) * 4;
   CK(cudaFuncSetAttribute(mlp_kernel_capped<768, 64, 6, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem768)));
-  CK(cudaFuncSetAttribute(mlp_kernel_tma<768, 64, 6, 16384>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_t1)));
-  CK(cudaFuncSetAttribute(mlp_kernel_tma<768, 64, 6, 16384, 4096>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          int(smem_t2)));
-  CK(cudaFuncSetAttribute(mlp_kernel_tma<768, 64, 6, 16384, 1024>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          int(smem_t3)));
   CK(cudaFuncSetAttribute(mlp_kernel_lean<kMlpThreads, 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           int(mlp_smem)));
-  auto mlp = [&](const Cfg& c, int l, int add) {   // add: mlp_kernel's kAdd, 3: mlp_kernel_lean, 4-12: attn_mode - 5
+  auto mlp = [&](const Cfg& c, int l, int add) {   // add: mlp_kernel's kAdd, 3: mlp_kernel_lean, 4-9: attn_mode - 5
     Prologue pr = {};
     pr.x = x; pr.racc = racc; pr.xo = xmid; pr.k_total = D; pr.eps = 1e-6f; pr.vec = scale;
-    const int nt = add >= 9 ? 768 : kMlpThreads;
-    const size_t smem = add == 9 ? smem768 : add == 10 ? smem_t1 : add == 11 ? smem_t2 : add == 12 ? smem_t3 : mlp_smem;
+    const int nt = add == 9 ? 768 : kMlpThreads;
+    const size_t smem = add == 9 ? smem768 : mlp_smem;
     Launch lc(dim3(n_sm, 1, 1), dim3(nt, 1, 1), smem, s, c.pdl);
     begin_launch();
     using MlpKernel = void (*)(Prologue, const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int, int,
                                unsigned long long*, int);
-    const MlpKernel kernels[13] = {
+    const MlpKernel kernels[10] = {
         mlp_kernel<kMlpThreads, 0>, mlp_kernel<kMlpThreads, 1>, mlp_kernel<kMlpThreads, 2>,
         mlp_kernel_lean<kMlpThreads, 1>, mlp_kernel<kMlpThreads, 1, true>, mlp_kernel_lean<kMlpThreads, 1, true>,
         mlp_kernel<kMlpThreads, 1, true, 6>, mlp_kernel<kMlpThreads, 1, true, 6, 6>, mlp_kernel<kMlpThreads, 1, false, 6>,
-        mlp_kernel_capped<768, 64, 6, 4>, mlp_kernel_tma<768, 64, 6, 16384>, mlp_kernel_tma<768, 64, 6, 16384, 4096>,
-        mlp_kernel_tma<768, 64, 6, 16384, 1024>};
+        mlp_kernel_capped<768, 64, 6, 4>};
     CK(cudaLaunchKernelEx(&lc.cfg, kernels[add], pr,
                           (const __nv_bfloat16*)wgu[l], (const __nv_bfloat16*)nullptr, (const __nv_bfloat16*)wdn[l], D,
                           F, mlp_out, c.flags()));
@@ -338,9 +329,6 @@ int main(int argc, char** argv) {
       {"mlp1k_gm_u6d6_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 12},
       {"mlp1k_u6_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 13},
       {"mlp1k_gm768_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 14},
-      {"mlp1k_tma768_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 15},
-      {"mlp1k_tma768_p4k_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 16},
-      {"mlp1k_tma768_p1k_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 17},
       {"mlp2k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 4},
       {"mlp1k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 5},
   };

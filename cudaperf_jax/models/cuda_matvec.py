@@ -774,7 +774,7 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
     fold = fold_finish(ints[3], ints[5])
     d, f = x.shape[0], first["w_down"].shape[0]
     mlp = fold and one_kernel_mlp() and d % 8 == 0 and f % 8 == 0 and d <= 8192   # mlp_kernel's shapes (matvec.cu)
-    gm = first["w_gu"].ndim == 3   # group-major gate_up (mlp_gm_layout): codes 4-7; [D, 2F] with those set: on / lean
+    gm = first["w_gu"].ndim == 3   # group-major gate_up (mlp_gm_layout): codes 4-6; [D, 2F] with those set: on / lean
     if gm and not mlp:   # prepared for a one-kernel MLP that does not run (e.g. the finishes not folded): row-major
         layers = [dict(l, w_gu=mlp_row_major(l["w_gu"])) for l in layers]
         gm = False
@@ -823,7 +823,7 @@ def one_kernel_mlp() -> bool:
 
 
 # CUDAPERF_CUDA_MLP's values and their step launch codes (mlp_kernel_code; matvec.cu StepImpl's kMlpCodeFlags)
-_MLP_CODES = {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5, "gm768": 6, "tma": 7}
+_MLP_CODES = {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5, "gm768": 6}
 
 
 def _mlp_choice() -> str:
@@ -863,13 +863,11 @@ def mlp_kernel_code() -> int:
         in flight, and room for a qkv block beside it): -13.9 / -15.5 against `lean` (every one of 5 rounds);
         Blocks that cannot take the capped width (D / 8 or a block's features above its threads) run the 1024-thread
         group-major kernel. (640 x 72 and 512 x 96 registers, eight and twelve loads in flight, were +9.2 / +15.4 and
-        +85 / +98 us against it, 2026-12-04, and were dropped.)
-      7 `tma` - group-major, the weights through a ring of six 16 KiB shared-memory slots filled by bulk copies
-        (mlp_kernel_tma: the loads in flight no longer live in registers, and down's rows arrive while gate_up's last
-        slots are used), 768 threads held to 64 registers; D up to 6144 (else the 1024-thread group-major kernel).
+        +85 / +98 us against it, 2026-12-04, and were dropped; so was a form with the weights through a ring of
+        shared-memory slots filled by bulk copies, cp.async.bulk: +167 / +184 us, commit 2303663.)
     The group-major codes need the layout from decode_fused.prepared, which the sampler enters around its decode loop
     (a second copy of every gate_up while the decode program runs); a [D, 2F] gate_up (not prepared) runs `on` for 4,
-    `lean` for 5-7. The gate and up sums then add in another order than `on`'s (near, not bit-equal)."""
+    `lean` for 5-6. The gate and up sums then add in another order than `on`'s (near, not bit-equal)."""
     return _MLP_CODES[_mlp_choice()]
 
 

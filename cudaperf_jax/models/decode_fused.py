@@ -617,7 +617,7 @@ _PREPARED: dict = {}
 
 
 def _gm_wanted(model) -> bool:
-    """A group-major CUDAPERF_CUDA_MLP (gm, gm_lean, gm768 - the default -, tma) applies to this model's step
+    """A group-major CUDAPERF_CUDA_MLP (gm, gm_lean, gm768 - the default) applies to this model's step
     launch: its gate_up laid out by cuda_matvec.mlp_gm_layout (the one-kernel MLP runs only with the finishes folded,
     CUDAPERF_CUDA_FOLD_FINISH on; cuda_matvec.step turns a prepared gate_up back to row-major where it does not run)."""
     from cudaperf_jax.models import cuda_matvec as cm

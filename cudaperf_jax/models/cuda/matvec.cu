@@ -356,20 +356,14 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // one contiguous region; gm with six of gate_up's 16-byte loads in flight a thread (64 registers; pdl_chain.cu's MLP
 // chain on the H200: 676 us a step against 687 with four, 712 row-major).
 // kFoldMlp768 (=gm768, with kFoldMlpGM): mlp_kernel_capped, blocks of 768 threads held to 64 registers; kFoldMlpWide
-// (set by layer_kernels): group-major with more 8-feature groups a block than warps (mlp_body kWide, 1024 threads);
-// kFoldMlpTma (=tma, with kFoldMlpGM): mlp_kernel_tma, the weights through a ring of kTmaSlots shared-memory slots of
-// kTmaSlotBytes filled by bulk copies of kTmaPiece bytes, blocks of kTmaThreads held to 64 registers.
+// (set by layer_kernels): group-major with more 8-feature groups a block than warps (mlp_body kWide, 1024 threads).
 constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16, kFoldMlpGM = 32,
-              kFoldMlp768 = 64, kFoldMlpWide = 128, kFoldMlpTma = 256;
-constexpr int kTmaThreads = 768, kTmaSlots = 6, kTmaSlotBytes = 16384, kTmaPiece = 16384;
+              kFoldMlp768 = 64, kFoldMlpWide = 128;
 int mlp_threads(int fold_flags) {
-  return (fold_flags & kFoldMlpTma) != 0 ? kTmaThreads : (fold_flags & kFoldMlp768) != 0 ? 768
-                                                         : cudaperf_matvec::kMlpThreads;
+  return (fold_flags & kFoldMlp768) != 0 ? 768 : cudaperf_matvec::kMlpThreads;
 }
 size_t mlp_smem_bytes(int d, int f, int blocks, int fold_flags) {
   using cudaperf_matvec::mlp_smem_floats;
-  if ((fold_flags & kFoldMlpTma) != 0)
-    return 4 * cudaperf_matvec::mlp_tma_smem_floats<kTmaThreads, kTmaSlots, kTmaSlotBytes>(d, f, blocks);
   return 4 * ((fold_flags & kFoldMlp768) != 0 ? mlp_smem_floats<768>(d, f, blocks)
                                                : mlp_smem_floats<cudaperf_matvec::kMlpThreads>(d, f, blocks));
 }
@@ -383,8 +377,7 @@ cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p
   pro.n_zero = 0;
   const size_t smem = mlp_smem_bytes(p.d, p.f, blocks, fold_flags);
   const bool lean = (fold_flags & kFoldMlpLean) != 0;
-  auto kernel = (fold_flags & kFoldMlpTma) != 0 ? cudaperf_matvec::mlp_kernel_tma<kTmaThreads, 64, kTmaSlots, kTmaSlotBytes, kTmaPiece>
-                : (fold_flags & kFoldMlpWide) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 4, 4, true>
+  auto kernel = (fold_flags & kFoldMlpWide) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 4, 4, true>
                 : (fold_flags & kFoldMlp768) != 0 ? cudaperf_matvec::mlp_kernel_capped<768, 64, 6, 4>
                 : (fold_flags & kFoldMlpGM) != 0 ? (lean ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1, true>
                                                        : cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 6>)
@@ -419,16 +412,12 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
     if (mlp_blocks > p.f / 8) mlp_blocks = p.f / 8;
     const int nf_max = cudaperf_matvec::mlp_max_features(p.f, mlp_blocks);
-    if ((fold_flags & kFoldMlpTma) != 0 && (p.d / 8 > kTmaThreads || 2 * p.d > kTmaSlotBytes
-                                            || mlp_smem_bytes(p.d, p.f, mlp_blocks, fold_flags) > 227 * 1024))
-      fold_flags &= ~kFoldMlpTma;      // rows of down longer than a slot, or too much shared memory: mlp_kernel
     if ((fold_flags & kFoldMlp768) != 0 && (p.d / 8 > 768 || nf_max > 768 || nf_max / 8 > 768 / 32))
       fold_flags &= ~kFoldMlp768;      // too wide for the capped block: the 1024-thread group-major kernel
-    const bool tma = (fold_flags & kFoldMlpTma) != 0;
-    if (!tma && (fold_flags & kFoldMlpGM) != 0 && nf_max / 8 > mlp_threads(fold_flags) / 32)
+    if ((fold_flags & kFoldMlpGM) != 0 && nf_max / 8 > mlp_threads(fold_flags) / 32)
       fold_flags |= kFoldMlpWide;      // more groups a block than warps
     const int nt = mlp_threads(fold_flags);
-    if (p.d % 8 || p.f % 8 || p.d / 8 > nt || (!tma && nf_max > nt)
+    if (p.d % 8 || p.f % 8 || p.d / 8 > nt || nf_max > nt
         || mlp_smem_bytes(p.d, p.f, mlp_blocks, fold_flags) > 227 * 1024)
       return ffi::Error::InvalidArgument(
           "cudaperf_layer: the one-kernel MLP needs D a multiple of 8 up to 8192 and F a multiple of 8 up to 1024 x the "
@@ -691,7 +680,7 @@ ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
 // layer handler's 28, then the layer count, then fold (0, or 1: the finish kernels folded into their consumers), then
 // mlp (with fold only: 1 each layer's gate_up and down as one kernel, 2 the same with staggered adds, 3 as
 // mlp_kernel_lean, 4 / 5 as mlp_kernel / mlp_kernel_lean with w_gu group-major, 6 mlp_kernel_capped of 768 threads
-// group-major, 7 mlp_kernel_tma group-major - cuda_matvec.mlp_kernel_code; 0: two kernels).
+// group-major - cuda_matvec.mlp_kernel_code; 0: two kernels).
 ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::F32> cos,
                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
                     ffi::RemainingArgs layers, ffi::Result<ffi::Buffer<ffi::BF16>> x_out,
@@ -705,10 +694,10 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
   // the fold flags of each mlp code (cuda_matvec.mlp_kernel_code)
   constexpr int kMlpCodeFlags[] = {0, kFoldMlp, kFoldMlp | kFoldMlpRotate, kFoldMlp | kFoldMlpLean,
                                    kFoldMlp | kFoldMlpGM, kFoldMlp | kFoldMlpLean | kFoldMlpGM,
-                                   kFoldMlp | kFoldMlpGM | kFoldMlp768, kFoldMlp | kFoldMlpGM | kFoldMlpTma};
+                                   kFoldMlp | kFoldMlpGM | kFoldMlp768};
   const int64_t mlp_code = ints[kLayerInts + 2];
   if (mlp_code < 0 || mlp_code >= static_cast<int64_t>(sizeof(kMlpCodeFlags) / sizeof(int)))
-    return ffi::Error::InvalidArgument("cudaperf_step: the mlp code must be 0-7");
+    return ffi::Error::InvalidArgument("cudaperf_step: the mlp code must be 0-6");
   const int mlp_flags = mlp ? kMlpCodeFlags[mlp_code] : 0;
   const __nv_bfloat16* prev_b_down = nullptr;
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))

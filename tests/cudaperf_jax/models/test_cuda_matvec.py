@@ -256,7 +256,7 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == 6                       # on by default, as `gm768`
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "off")
     assert not cm.one_kernel_mlp() and cm.mlp_kernel_code() == 0
-    for value, code in (("on", 1), ("rotate", 2), ("lean", 3), ("gm", 4), ("gm_lean", 5), ("gm768", 6), ("tma", 7)):
+    for value, code in (("on", 1), ("rotate", 2), ("lean", 3), ("gm", 4), ("gm_lean", 5), ("gm768", 6)):
         monkeypatch.setenv("CUDAPERF_CUDA_MLP", value)
         assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == code
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "512")
