@@ -145,44 +145,39 @@ struct Prologue {
 };
 
 // Bulk L2 prefetches (cp.async.bulk.prefetch.L2, sm_90: one instruction per 16 KiB piece, nothing to wait for) of
-// this block's share of pro's regions: piece q of a region goes to block q % blocks, every block's threads taking
-// its pieces at once. A kernel issues them before its dependency wait, so that the HBM streams weights a later
-// kernel reads while the latency-bound kernels before it (attention, finish) leave it idle. Nothing on other
-// targets (the CPU emulation).
-__device__ __forceinline__ void l2_prefetch_share(const Prologue& pro) {
+// this block's share of a region - the first `band` bytes of each of `bands` bands `stride` bytes apart: piece q of
+// the region goes to block q % blocks, every block's threads taking its pieces at once. Nothing on other targets (the
+// CPU emulation).
+__device__ __forceinline__ void l2_prefetch_bands(const char* base, unsigned long long band, unsigned long long stride,
+                                                  int bands) {
   constexpr unsigned long long kPiece = 16384;
   const unsigned long long blocks = static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z;
   const unsigned long long b = (static_cast<unsigned long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x
                                + blockIdx.x;
-  for (int r = 0; r < 2; ++r) {
-    if (pro.pf_base[r] == nullptr) continue;
-    const unsigned long long per_band = (pro.pf_band[r] + kPiece - 1) / kPiece, total = per_band * pro.pf_bands[r];
-    for (unsigned long long q = b + blocks * threadIdx.x; q < total; q += blocks * blockDim.x) {
-      const unsigned long long band = q / per_band, off = (q % per_band) * kPiece, left = pro.pf_band[r] - off;
-      const unsigned size = static_cast<unsigned>((left < kPiece ? left : kPiece) & ~15ull);
-      if (size > 0) MATVEC_L2_PREFETCH(pro.pf_base[r] + band * pro.pf_stride[r] + off, size);
-    }
+  const unsigned long long per_band = (band + kPiece - 1) / kPiece, total = per_band * bands;
+  for (unsigned long long q = b + blocks * threadIdx.x; q < total; q += blocks * blockDim.x) {
+    const unsigned long long off = (q % per_band) * kPiece, left = band - off;
+    const unsigned size = static_cast<unsigned>((left < kPiece ? left : kPiece) & ~15ull);
+    if (size > 0) MATVEC_L2_PREFETCH(base + q / per_band * stride + off, size);
   }
 }
 
-// Bulk L2 prefetches of the key and value cache rows the layer's attention will read (slots below *kv_index, the new
-// token's slot, which the attention writes itself): issued by the qkv kernel, so that the attention's loads - the
-// cache of every layer leaves L2 while the step streams its weights - hit L2 instead of the HBM. Pieces of up to
-// 16 KiB spread over the grid's blocks as in l2_prefetch_share.
+// pro's weight regions (l2_prefetch_bands). A kernel issues them before its dependency wait, so that the HBM streams
+// weights a later kernel reads while the latency-bound kernels before it (attention, finish) leave it idle.
+__device__ __forceinline__ void l2_prefetch_share(const Prologue& pro) {
+  for (int r = 0; r < 2; ++r) {
+    if (pro.pf_base[r] != nullptr) l2_prefetch_bands(pro.pf_base[r], pro.pf_band[r], pro.pf_stride[r], pro.pf_bands[r]);
+  }
+}
+
+// The key and value cache rows the layer's attention will read (slots below *kv_index, the new token's slot, which
+// the attention writes itself), by l2_prefetch_bands: issued by the qkv kernel, so that the attention's loads - the
+// cache of every layer leaves L2 while the step streams its weights - hit L2 instead of the HBM.
 __device__ __forceinline__ void l2_prefetch_kv(const Prologue& pro) {
   if (pro.kv_base[0] == nullptr) return;
-  constexpr unsigned long long kPiece = 16384;
   const int slots = min(max(*pro.kv_index, 0), pro.kv_slots);
-  const unsigned long long bytes = static_cast<unsigned long long>(slots) * pro.kv_row_bytes,
-                           per_head = (bytes + kPiece - 1) / kPiece, total = 2 * per_head * pro.kv_heads;
-  const unsigned long long blocks = static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z;
-  const unsigned long long b = (static_cast<unsigned long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x
-                               + blockIdx.x;
-  for (unsigned long long q = b + blocks * threadIdx.x; q < total; q += blocks * blockDim.x) {
-    const unsigned long long head = q / per_head, off = (q % per_head) * kPiece, left = bytes - off;
-    const unsigned size = static_cast<unsigned>((left < kPiece ? left : kPiece) & ~15ull);
-    if (size > 0) MATVEC_L2_PREFETCH(pro.kv_base[head % 2] + head / 2 * pro.kv_stride + off, size);
-  }
+  const unsigned long long bytes = static_cast<unsigned long long>(slots) * pro.kv_row_bytes;
+  for (int r = 0; r < 2; ++r) l2_prefetch_bands(pro.kv_base[r], bytes, pro.kv_stride, pro.kv_heads);
 }
 
 // What a block does with its column sums. kEpiPartials: y[split, col] (the consumer sums the splits). With

@@ -416,7 +416,8 @@ def test_auto_takes_the_step_launch_from_hidden_size_1024(monkeypatch):
 @pytest.mark.parametrize("spec", ["gu=60,down=30,o=100", "gu=50,from=qkv,o=100", "kv", "kv=early,from=qkv,gu=10"])
 def test_l2_prefetch_leaves_the_step_launchs_logits_bit_equal(monkeypatch, spec):
     """CUDAPERF_CUDA_L2_PREFETCH: the step launch's kernels request later weights (and the attention's cache rows) into
-    L2 before or after their waits; the prefetches are hints, so the logits are those of the step without them, bit for bit."""
+    L2 before or after their waits; the prefetches are hints, so the logits are those of the step without them, bit
+    for bit."""
     run, _ = _layer_launch_case(monkeypatch, "qwen2.5-1.5b")
     monkeypatch.setenv("CUDAPERF_CUDA_L2_PREFETCH", "off")
     want = run("step")
