@@ -205,37 +205,27 @@ int main(int argc, char** argv) {
   int n_sm = 0;
   CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
   const size_t mlp_smem = mlp_smem_floats<kMlpThreads>(D, F, n_sm) * 4;
-  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
-  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
-  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
-  CK(cudaFuncSetAttribute(mlp_kernel_lean<kMlpThreads, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(mlp_smem)));
-  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          int(mlp_smem)));
-  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, true, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          int(mlp_smem)));
-  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, true, 6, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          int(mlp_smem)));
-  CK(cudaFuncSetAttribute(mlp_kernel<kMlpThreads, 1, false, 6>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          int(mlp_smem)));
+  // the MLP kernels by `add` (mlp below); the last one runs 768-thread blocks
+  using MlpKernel = void (*)(Prologue, const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int, int,
+                             unsigned long long*, int);
+  const MlpKernel mlp_kernels[] = {
+      mlp_kernel<kMlpThreads, 0>, mlp_kernel<kMlpThreads, 1>, mlp_kernel<kMlpThreads, 2>,
+      mlp_kernel_lean<kMlpThreads, 1>, mlp_kernel<kMlpThreads, 1, true>, mlp_kernel_lean<kMlpThreads, 1, true>,
+      mlp_kernel<kMlpThreads, 1, true, 6>, mlp_kernel<kMlpThreads, 1, true, 6, 6>, mlp_kernel<kMlpThreads, 1, false, 6>,
+      mlp_kernel_capped<768, 64, 6, 4>};
+  constexpr int kMlp768 = sizeof(mlp_kernels) / sizeof(mlp_kernels[0]) - 1;
   const size_t smem768 = mlp_smem_floats<768>(D, F, n_sm) * 4;
-  CK(cudaFuncSetAttribute(mlp_kernel_capped<768, 64, 6, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem768)));
-  CK(cudaFuncSetAttribute(mlp_kernel_lean<kMlpThreads, 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          int(mlp_smem)));
+  for (int i = 0; i <= kMlp768; ++i)
+    CK(cudaFuncSetAttribute(mlp_kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            int(i == kMlp768 ? smem768 : mlp_smem)));
   auto mlp = [&](const Cfg& c, int l, int add) {   // add: mlp_kernel's kAdd, 3: mlp_kernel_lean, 4-9: attn_mode - 5
     Prologue pr = {};
     pr.x = x; pr.racc = racc; pr.xo = xmid; pr.k_total = D; pr.eps = 1e-6f; pr.vec = scale;
-    const int nt = add == 9 ? 768 : kMlpThreads;
-    const size_t smem = add == 9 ? smem768 : mlp_smem;
+    const int nt = add == kMlp768 ? 768 : kMlpThreads;
+    const size_t smem = add == kMlp768 ? smem768 : mlp_smem;
     Launch lc(dim3(n_sm, 1, 1), dim3(nt, 1, 1), smem, s, c.pdl);
     begin_launch();
-    using MlpKernel = void (*)(Prologue, const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int, int,
-                               unsigned long long*, int);
-    const MlpKernel kernels[10] = {
-        mlp_kernel<kMlpThreads, 0>, mlp_kernel<kMlpThreads, 1>, mlp_kernel<kMlpThreads, 2>,
-        mlp_kernel_lean<kMlpThreads, 1>, mlp_kernel<kMlpThreads, 1, true>, mlp_kernel_lean<kMlpThreads, 1, true>,
-        mlp_kernel<kMlpThreads, 1, true, 6>, mlp_kernel<kMlpThreads, 1, true, 6, 6>, mlp_kernel<kMlpThreads, 1, false, 6>,
-        mlp_kernel_capped<768, 64, 6, 4>};
-    CK(cudaLaunchKernelEx(&lc.cfg, kernels[add], pr,
+    CK(cudaLaunchKernelEx(&lc.cfg, mlp_kernels[add], pr,
                           (const __nv_bfloat16*)wgu[l], (const __nv_bfloat16*)nullptr, (const __nv_bfloat16*)wdn[l], D,
                           F, mlp_out, c.flags()));
     end_launch();
