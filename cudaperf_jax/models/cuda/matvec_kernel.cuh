@@ -576,19 +576,77 @@ __device__ __forceinline__ void warp_half_sums(float (&acc)[8], float* out) {
   }
 }
 
+// CUDAPERF_CUDA_MLP=quad's phase 2: w_gu quad-major ([F / 4, D, 8], cuda_matvec.mlp_gm_layout(w, 4): row r of quad q
+// holds gate columns 4q..4q+3 then up columns 4q..4q+3, one 16-byte load). A block's work units are its quads x upq =
+// D / 32 bands of 32 rows (D a multiple of 32), unit u being band u % upq of quad q0 + u / upq - 512 contiguous bytes at
+// unit 0's plus 512 u -, lane l its row 32 (u % upq) + l; warp w takes units [ua, ub) = [w U / W, (w + 1) U / W) of the
+// block's U (W warps), so every warp of every block streams the same bytes to within one unit (8-feature groups gave
+// blocks of 72 and 64 features and, in a block of 9 groups, 24 warps split 3/3/.../2/2: the slowest warps streamed 1.5
+// times the average).
+template <int U>
+__device__ __forceinline__ void quad_loads(uint4 (&v)[U], const __nv_bfloat16* wu, int u0, int ub) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) v[u] = u0 + u < ub ? load_stream(wu + 256 * u) : make_uint4(0, 0, 0, 0);
+}
+
+// The warp's sums of acc (every lane) to out [8] by lane 0; acc cleared.
+__device__ __forceinline__ void warp_sums_to(float (&acc)[8], float* out) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
+  }
+  if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[j] = acc[j];
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+}
+
+// Streams the warp's units [ua, ub) (wu: this lane's address in unit ua; the first U loaded in pre by quad_loads
+// before the dependency wait) times xs and writes the sums of each quad it touches to out, out + 8, ... in order.
+template <int U>
+__device__ __forceinline__ void quad_stream(const uint4 (&pre)[U], const __nv_bfloat16* wu, int ua, int ub, int upq,
+                                            const float* xs, float* out) {
+  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  int band = ua % upq;
+  const float* xl = xs + (threadIdx.x & 31);
+  auto take = [&](const uint4& v, bool on) {   // the next unit's load v (on: below ub; warp-uniform)
+    if (on) {
+      fma8(acc, v, xl[32 * band]);
+      if (++band == upq) {   // the quad's last band
+        warp_sums_to(acc, out);
+        out += 8;
+        band = 0;
+      }
+    }
+  };
+#pragma unroll
+  for (int u = 0; u < U; ++u) take(pre[u], ua + u < ub);
+  for (int u0 = ua + U; u0 < ub; u0 += U) {
+    uint4 v[U];
+    quad_loads(v, wu + 256 * (u0 - ua), u0, ub);
+#pragma unroll
+    for (int u = 0; u < U; ++u) take(v[u], u0 + u < ub);
+  }
+  if (ua < ub && band != 0) warp_sums_to(acc, out);   // a quad cut short by ub
+}
+
 // kAdd: how the block adds its d column sums to out - 1 in column order, 2 starting at a column that depends on the
 // block (blocks spread over d in 32-column steps, so that the ~130 blocks ending together do not add to the same
 // addresses at once; the same totals: the sums are integers) - or 0 (benchmarks/pdl_chain.cu only): no adds (wrong
 // sums; prices them).
-template <int NT, int kAdd, bool kGM = false, int kU1 = 4, int kU2 = 4, bool kWide = false>
+template <int NT, int kAdd, bool kGM = false, int kU1 = 4, int kU2 = 4, bool kWide = false, bool kQuad = false>
 __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                          const __nv_bfloat16* __restrict__ b_gu,
                                          const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                          unsigned long long* __restrict__ out, int pdl) {
   extern __shared__ float smem[];
-  const int octs = f / 8, q0 = static_cast<int>(static_cast<long long>(blockIdx.x) * octs / gridDim.x),
-            q1 = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * octs / gridDim.x);
-  const int fa = 8 * q0, nf = 8 * (q1 - q0), nf_max = mlp_max_features(f, gridDim.x);
+  constexpr int kGroup = kQuad ? 4 : 8;   // features a group (kQuad: quads)
+  const int groups = f / kGroup, q0 = static_cast<int>(static_cast<long long>(blockIdx.x) * groups / gridDim.x),
+            q1 = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * groups / gridDim.x);
+  const int fa = kGroup * q0, nf = kGroup * (q1 - q0), nf_max = mlp_max_features(f, gridDim.x);
   float* xs = smem;                // [d] the normalised input, then (with rs) the rebuilt residual's scratch
   float* hs = smem + 2 * d;        // [nf] SwiGLU of the block's features
   float* red = hs + nf_max;        // the row groups' column sums (phase 2, then phase 3)
@@ -611,15 +669,25 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
   const size_t n1 = kGM ? 16 : 2 * static_cast<size_t>(f);
   const int first1 = kGM ? 16 * (nq > 0 && !wide ? warp / nq : 0) + (threadIdx.x & 31) / 2 : grp1;
   const int step1 = kGM ? 16 * wpg : g1;
+  // kQuad (quad_stream; D % 32 == 0): the warp's units [ua, ub) of the block's nu; its quads' sums in red + 8 kq warp
+  const int upq = d / 32, nu = nf / 4 * upq, nw = NT / 32, kq = (nu + nw - 1) / nw / upq + 2;
+  const int ua = warp * nu / nw, ub = (warp + 1) * nu / nw;
 
   pdl_start(pdl);
   uint4 pre1[kU1];
-  preload_rows(pre1, wp1, n1, first1, step1, d, on1);
+  const __nv_bfloat16* wu = w_gu + (static_cast<size_t>(q0) * d + 32 * ua + (threadIdx.x & 31)) * 8;
+  if (kQuad) {
+    quad_loads(pre1, wu, ua, ub);
+  } else {
+    preload_rows(pre1, wp1, n1, first1, step1, d, on1);
+  }
   pdl_wait(pdl);
   fill_input<kResNorm, false, NT>(pro, 0, d, blockIdx.x, xs, red);
   __syncthreads();
 
-  if (kGM && !wide) {   // the warp's sums of its lanes of one half (xor over lane bits 1-4), then per warp [16] in red
+  if (kQuad) {
+    quad_stream(pre1, wu, ua, ub, upq, xs, red + 8 * kq * warp);
+  } else if (kGM && !wide) {   // the warp's sums of its lanes of one half (xor over lane bits 1-4), then per warp [16] in red
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     if (on1) stream_rows(acc, pre1, wp1, n1, first1, step1, d, xs);
     warp_half_sums(acc, red + warp * 16);
@@ -649,7 +717,17 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
   if (static_cast<int>(threadIdx.x) < nf) {   // gate and up sums of feature fa + t over the row groups, in order
     const int c = threadIdx.x;
     float g = 0.f, u = 0.f;
-    if (kGM && wide) {
+    if (kQuad) {   // over the warps whose units cover quad c / 4, in order
+      const int qc = c / 4;
+      for (int w = 0; w < nw; ++w) {
+        const int a = w * nu / nw, b = (w + 1) * nu / nw;
+        if (a < b && a / upq <= qc && qc <= (b - 1) / upq) {
+          const float* r = red + 8 * (kq * w + qc - a / upq);
+          g += r[c % 4];
+          u += r[4 + c % 4];
+        }
+      }
+    } else if (kGM && wide) {
       g = red[c / 8 * 16 + c % 8];
       u = red[c / 8 * 16 + 8 + c % 8];
     } else if (kGM) {   // over the warps of group c / 8
@@ -716,12 +794,12 @@ __global__ void __maxnreg__(kMlpLeanRegs) mlp_kernel_lean(Prologue pro, const __
 // kernel (16K) fits beside it (as mlp_kernel_lean does) while more loads stay in flight than lean's 48 registers
 // allow: CUDAPERF_CUDA_MLP=gm768 (768 x 64, six gate_up loads a thread: 72 KB a SM against lean's 64 KB; the default),
 // group-major. ptxas (CUDA 13.0, sm_90): no spills. (640 x 72 and 512 x 96, eight and twelve loads, were slower.)
-template <int NT, int kRegs, int kU1, int kU2, bool kGM = true>
+template <int NT, int kRegs, int kU1, int kU2, bool kGM = true, bool kQuad = false>
 __global__ void __maxnreg__(kRegs) mlp_kernel_capped(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                                      const __nv_bfloat16* __restrict__ b_gu,
                                                      const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                                      unsigned long long* __restrict__ out, int pdl) {
-  mlp_body<NT, 1, kGM, kU1, kU2>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
+  mlp_body<NT, 1, kGM, kU1, kU2, false, kQuad>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
 }
 
 // decode_fused.finish as a CUDA kernel, so that it can take part in programmatic dependent launch: one block of
