@@ -359,6 +359,7 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // (set by layer_kernels): group-major with more 8-feature groups a block than warps (mlp_body kWide, 1024 threads).
 // kFoldMlpQuad (=quad, with kFoldMlp768): mlp_kernel_capped on w_gu quad-major ([F / 4, D, 8], mlp_body kQuad: every
 // warp of every block streams the same bytes to within 512).
+constexpr int kQuadTeam = 8;   // kFoldMlpQuad's warps a team (mlp_body kQuadS)
 constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16, kFoldMlpGM = 32,
               kFoldMlp768 = 64, kFoldMlpWide = 128, kFoldMlpQuad = 256;
 int mlp_threads(int fold_flags) {
@@ -366,7 +367,8 @@ int mlp_threads(int fold_flags) {
 }
 size_t mlp_smem_bytes(int d, int f, int blocks, int fold_flags) {
   using cudaperf_matvec::mlp_smem_floats;
-  return 4 * ((fold_flags & kFoldMlp768) != 0 ? mlp_smem_floats<768>(d, f, blocks)
+  return 4 * ((fold_flags & kFoldMlpQuad) != 0 ? mlp_smem_floats<768, kQuadTeam>(d, f, blocks)
+              : (fold_flags & kFoldMlp768) != 0 ? mlp_smem_floats<768>(d, f, blocks)
                                                : mlp_smem_floats<cudaperf_matvec::kMlpThreads>(d, f, blocks));
 }
 
@@ -380,7 +382,7 @@ cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p
   const size_t smem = mlp_smem_bytes(p.d, p.f, blocks, fold_flags);
   const bool lean = (fold_flags & kFoldMlpLean) != 0;
   auto kernel = (fold_flags & kFoldMlpWide) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 4, 4, true>
-                : (fold_flags & kFoldMlpQuad) != 0 ? cudaperf_matvec::mlp_kernel_capped<768, 64, 6, 4, false, true>
+                : (fold_flags & kFoldMlpQuad) != 0 ? cudaperf_matvec::mlp_kernel_capped<768, 64, 6, 4, false, kQuadTeam>
                 : (fold_flags & kFoldMlp768) != 0 ? cudaperf_matvec::mlp_kernel_capped<768, 64, 6, 4>
                 : (fold_flags & kFoldMlpGM) != 0 ? (lean ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1, true>
                                                        : cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 6>)
@@ -415,7 +417,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
     if (mlp_blocks > p.f / 8) mlp_blocks = p.f / 8;
     const int nf_max = cudaperf_matvec::mlp_max_features(p.f, mlp_blocks);
-    if ((fold_flags & kFoldMlpQuad) != 0 && (p.d % 32 || p.d / 8 > 768 || nf_max > 768))
+    if ((fold_flags & kFoldMlpQuad) != 0 && (p.d % 32 || p.d / 32 < kQuadTeam || p.d / 8 > 768 || nf_max > 768))
       return ffi::Error::InvalidArgument("cudaperf_layer: the quad-major MLP needs D a multiple of 32 up to 6144 and up "
                                          "to 768 features a block (set CUDAPERF_CUDA_MLP=gm768)");
     if ((fold_flags & (kFoldMlp768 | kFoldMlpQuad)) == kFoldMlp768
