@@ -661,12 +661,9 @@ struct QuadPlan {
     ua = t * nu / teams + w % s;
     ub = (t + 1) * nu / teams;
   }
-  // the slot of quad q (of the block) among the warp's sums, or -1 if the warp has no unit in q
-  __device__ __forceinline__ int slot(int q) const {
-    if (ua >= ub) return -1;
-    const int fq = ua / upq, lq = (ua + (ub - 1 - ua) / s * s) / upq;
-    return fq <= q && q <= lq ? q - fq : -1;
-  }
+  // the first and last quads (of the block) the warp has units in (last < first: none)
+  __device__ __forceinline__ int first_quad() const { return ua / upq; }
+  __device__ __forceinline__ int last_quad() const { return ua < ub ? (ua + (ub - 1 - ua) / s * s) / upq : -1; }
 };
 
 // kAdd: how the block adds its d column sums to out - 1 in column order, 2 starting at a column that depends on the
@@ -710,6 +707,11 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
   constexpr int kS = kQuad ? kQuadS : 1, nw = NT / 32;
   static_assert(nw % kS == 0, "teams of kQuadS warps");
   const QuadPlan plan(d, nf, nw, kS, warp);
+  __shared__ int quad_range[kQuad ? 2 * nw : 1];   // each warp's first and last quad, for the sums below
+  if (kQuad && (threadIdx.x & 31) == 0) {
+    quad_range[2 * warp] = plan.first_quad();
+    quad_range[2 * warp + 1] = plan.last_quad();
+  }
 
   pdl_start(pdl);
   uint4 pre1[kU1];
@@ -757,8 +759,8 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
     float g = 0.f, u = 0.f;
     if (kQuad) {   // over the warps whose units cover quad c / 4, in order
       for (int w = 0; w < nw; ++w) {
-        const int k = QuadPlan(d, nf, nw, kS, w).slot(c / 4);
-        if (k >= 0) {
+        const int k = c / 4 - quad_range[2 * w];
+        if (k >= 0 && c / 4 <= quad_range[2 * w + 1]) {
           const float* r = red + 8 * (plan.kq * w + k);
           g += r[c % 4];
           u += r[4 + c % 4];
