@@ -196,8 +196,7 @@ int main(int argc, char** argv) {
   // the MLP alone (attn_mode 4: gate_up + down as two kernels, 5: one mlp_kernel, 6: mlp_kernel without its adds,
   // 7: mlp_kernel with staggered adds, 8: mlp_kernel_lean, 9/10: mlp_kernel / mlp_kernel_lean group-major,
   // 11/12: mlp_kernel group-major with six loads in flight in phase 2 / phases 2 and 3, 13: mlp_kernel with six in phase 2,
-  // 14: mlp_kernel_capped of 768 threads, group-major, 15-18: the same quad-major (CUDAPERF_CUDA_MLP=quad) in teams of
-  // 1, 3, 8 and 24 warps)
+  // 14: mlp_kernel_capped of 768 threads, group-major)
   unsigned long long *racc, *mlp_out;
   CK(cudaMalloc(&racc, D * 8));
   CK(cudaMalloc(&mlp_out, D * 8));
@@ -206,26 +205,24 @@ int main(int argc, char** argv) {
   int n_sm = 0;
   CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
   const size_t mlp_smem = mlp_smem_floats<kMlpThreads>(D, F, n_sm) * 4;
-  // the MLP kernels by `add` (mlp below); from kMlp768 on 768-thread blocks
+  // the MLP kernels by `add` (mlp below); the last one runs 768-thread blocks
   using MlpKernel = void (*)(Prologue, const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int, int,
                              unsigned long long*, int);
   const MlpKernel mlp_kernels[] = {
       mlp_kernel<kMlpThreads, 0>, mlp_kernel<kMlpThreads, 1>, mlp_kernel<kMlpThreads, 2>,
       mlp_kernel_lean<kMlpThreads, 1>, mlp_kernel<kMlpThreads, 1, true>, mlp_kernel_lean<kMlpThreads, 1, true>,
       mlp_kernel<kMlpThreads, 1, true, 6>, mlp_kernel<kMlpThreads, 1, true, 6, 6>, mlp_kernel<kMlpThreads, 1, false, 6>,
-      mlp_kernel_capped<768, 64, 6, 4>, mlp_kernel_capped<768, 64, 6, 4, false, 1>,
-      mlp_kernel_capped<768, 64, 6, 4, false, 3>, mlp_kernel_capped<768, 64, 6, 4, false, 8>,
-      mlp_kernel_capped<768, 64, 6, 4, false, 24>};
-  constexpr int kMlpKernels = sizeof(mlp_kernels) / sizeof(mlp_kernels[0]), kMlp768 = kMlpKernels - 5;
-  const size_t smem768 = mlp_smem_floats<768, 24>(D, F, n_sm) * 4;   // (the quad kernels' teams of 24 need the most)
-  for (int i = 0; i < kMlpKernels; ++i)
+      mlp_kernel_capped<768, 64, 6, 4>};
+  constexpr int kMlp768 = sizeof(mlp_kernels) / sizeof(mlp_kernels[0]) - 1;
+  const size_t smem768 = mlp_smem_floats<768>(D, F, n_sm) * 4;
+  for (int i = 0; i <= kMlp768; ++i)
     CK(cudaFuncSetAttribute(mlp_kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            int(i >= kMlp768 ? smem768 : mlp_smem)));
+                            int(i == kMlp768 ? smem768 : mlp_smem)));
   auto mlp = [&](const Cfg& c, int l, int add) {   // add: mlp_kernel's kAdd, 3: mlp_kernel_lean, 4-9: attn_mode - 5
     Prologue pr = {};
     pr.x = x; pr.racc = racc; pr.xo = xmid; pr.k_total = D; pr.eps = 1e-6f; pr.vec = scale;
-    const int nt = add >= kMlp768 ? 768 : kMlpThreads;
-    const size_t smem = add >= kMlp768 ? smem768 : mlp_smem;
+    const int nt = add == kMlp768 ? 768 : kMlpThreads;
+    const size_t smem = add == kMlp768 ? smem768 : mlp_smem;
     Launch lc(dim3(n_sm, 1, 1), dim3(nt, 1, 1), smem, s, c.pdl);
     begin_launch();
     CK(cudaLaunchKernelEx(&lc.cfg, mlp_kernels[add], pr,
@@ -322,10 +319,6 @@ int main(int argc, char** argv) {
       {"mlp1k_gm_u6d6_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 12},
       {"mlp1k_u6_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 13},
       {"mlp1k_gm768_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 14},
-      {"mlp1k_quad1_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 15},
-      {"mlp1k_quad3_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 16},
-      {"mlp1k_quad8_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 17},
-      {"mlp1k_quad24_pdl_late", {true, 8, 4, 8, false, true}, 1, false, false, false, 18},
       {"mlp2k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 4},
       {"mlp1k_nopdl", {false, 8, 4, 8, false}, 1, false, false, false, 5},
   };

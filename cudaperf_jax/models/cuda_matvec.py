@@ -774,15 +774,12 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
     fold = fold_finish(ints[3], ints[5])
     d, f = x.shape[0], first["w_down"].shape[0]
     mlp = fold and one_kernel_mlp() and d % 8 == 0 and f % 8 == 0 and d <= 8192   # mlp_kernel's shapes (matvec.cu)
-    gm = first["w_gu"].ndim == 3   # group-major gate_up (mlp_gm_layout): codes 4-7; [D, 2F] with those set: on / lean
+    gm = first["w_gu"].ndim == 3   # group-major gate_up (mlp_gm_layout): codes 4-6; [D, 2F] with those set: on / lean
     if gm and not mlp:   # prepared for a one-kernel MLP that does not run (e.g. the finishes not folded): row-major
         layers = [dict(l, w_gu=mlp_row_major(l["w_gu"])) for l in layers]
         gm = False
     code = mlp_kernel_code()
-    if gm:   # the layout decides: quad-major [F / 4, D, 8] runs 7, group-major [F / 8, D, 16] 4-6 (gm_lean for others)
-        code = 7 if first["w_gu"].shape[2] == 8 else code if 4 <= code <= 6 else 6 if code == 7 else 5
-    else:
-        code = 1 if code == 4 else 3 if code > 4 else code
+    code = (code if code >= 4 else 5) if gm else (1 if code == 4 else 3 if code > 4 else code)
     args = [x.astype(bf), ss.astype(f32), cos.astype(f32), sin.astype(f32), kv_mask.astype(jnp.int32),
             jnp.asarray(cache_index, jnp.int32).reshape(1)]
     aliases, cache_shapes = {}, []
@@ -826,7 +823,7 @@ def one_kernel_mlp() -> bool:
 
 
 # CUDAPERF_CUDA_MLP's values and their step launch codes (mlp_kernel_code; matvec.cu StepImpl's kMlpCodeFlags)
-_MLP_CODES = {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5, "gm768": 6, "quad": 7}
+_MLP_CODES = {"off": 0, "on": 1, "rotate": 2, "lean": 3, "gm": 4, "gm_lean": 5, "gm768": 6}
 
 
 def _mlp_choice() -> str:
@@ -834,31 +831,19 @@ def _mlp_choice() -> str:
     return env_choice("CUDAPERF_CUDA_MLP", "gm768", tuple(_MLP_CODES))
 
 
-def mlp_gm_layout(w_gu, group: int = 8):
-    """gate_up ([D, 2, F] or [D, 2F]: gate columns, then up columns) group-major for CUDAPERF_CUDA_MLP=gm*: [F / group,
-    D, 2 group], row r of group q holding gate columns group q .. group q + group - 1, then the same up columns - each
-    group of features one contiguous block (matvec_kernel.cuh mlp_body kGM); group 4 is the quad-major layout of
-    CUDAPERF_CUDA_MLP=quad (mlp_body kQuad: one 16-byte load a row). numpy or jax arrays."""
+def mlp_gm_layout(w_gu):
+    """gate_up ([D, 2, F] or [D, 2F]: gate columns, then up columns) group-major for CUDAPERF_CUDA_MLP=gm: [F / 8, D,
+    16], row r of group q holding gate columns 8q..8q+7 then up columns 8q..8q+7 - each 8-feature group one contiguous
+    block (matvec_kernel.cuh mlp_body kGM). numpy or jax arrays."""
     d = w_gu.shape[0]
     f = w_gu.size // (2 * d)
-    return w_gu.reshape(d, 2, f // group, group).transpose(2, 0, 1, 3).reshape(f // group, d, 2 * group)
+    return w_gu.reshape(d, 2, f // 8, 8).transpose(2, 0, 1, 3).reshape(f // 8, d, 16)
 
 
 def mlp_row_major(w_gm):
-    """mlp_gm_layout's inverse: [F / g, D, 2 g] -> [D, 2F] (gate columns, then up columns)."""
-    q, d, g2 = w_gm.shape
-    return w_gm.reshape(q, d, 2, g2 // 2).transpose(1, 2, 0, 3).reshape(d, g2 * q)
-
-
-# The quad-major MLP's block (768 threads): D / 8 threads a row of down (D a multiple of 32: whole 32-row bands), up
-# to 768 features a block (with >= 100 SMs)
-QUAD_MAX_D, QUAD_MAX_F = 6144, 76800
-
-
-def mlp_group(d: int, f: int) -> int:
-    """The features a group of the layout `decode_fused.prepared` builds for CUDAPERF_CUDA_MLP: 4 (quad-major) for
-    `quad` where its block takes the shape, else 8 (group-major)."""
-    return 4 if mlp_kernel_code() == 7 and d % 32 == 0 and d <= QUAD_MAX_D and f <= QUAD_MAX_F else 8
+    """mlp_gm_layout's inverse: [F / 8, D, 16] -> [D, 2F] (gate columns, then up columns)."""
+    q, d, _ = w_gm.shape
+    return w_gm.reshape(q, d, 2, 8).transpose(1, 2, 0, 3).reshape(d, 16 * q)
 
 
 def mlp_kernel_code() -> int:

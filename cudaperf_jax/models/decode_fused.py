@@ -637,9 +637,7 @@ def prepared(model):
         if model is not None and model.cfg is not None and _gm_wanted(model):
             from cudaperf_jax.models import cuda_matvec as cm
             for layer in model.layers:
-                _PREPARED[id(layer.mlp)] = cm.mlp_gm_layout(
-                    layer.mlp.gate_up[...].astype(model.dtype),
-                    cm.mlp_group(model.cfg.hidden_size, model.cfg.intermediate_size))
+                _PREPARED[id(layer.mlp)] = cm.mlp_gm_layout(layer.mlp.gate_up[...].astype(model.dtype))
                 keys.append(id(layer.mlp))
         yield
     finally:

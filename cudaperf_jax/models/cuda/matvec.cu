@@ -357,18 +357,14 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // chain on the H200: 676 us a step against 687 with four, 712 row-major).
 // kFoldMlp768 (=gm768, with kFoldMlpGM): mlp_kernel_capped, blocks of 768 threads held to 64 registers; kFoldMlpWide
 // (set by layer_kernels): group-major with more 8-feature groups a block than warps (mlp_body kWide, 1024 threads).
-// kFoldMlpQuad (=quad, with kFoldMlp768): mlp_kernel_capped on w_gu quad-major ([F / 4, D, 8], mlp_body kQuad: every
-// warp of every block streams the same bytes to within 512).
-constexpr int kQuadTeam = 8;   // kFoldMlpQuad's warps a team (mlp_body kQuadS)
 constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16, kFoldMlpGM = 32,
-              kFoldMlp768 = 64, kFoldMlpWide = 128, kFoldMlpQuad = 256;
+              kFoldMlp768 = 64, kFoldMlpWide = 128;
 int mlp_threads(int fold_flags) {
   return (fold_flags & kFoldMlp768) != 0 ? 768 : cudaperf_matvec::kMlpThreads;
 }
 size_t mlp_smem_bytes(int d, int f, int blocks, int fold_flags) {
   using cudaperf_matvec::mlp_smem_floats;
-  return 4 * ((fold_flags & kFoldMlpQuad) != 0 ? mlp_smem_floats<768, kQuadTeam>(d, f, blocks)
-              : (fold_flags & kFoldMlp768) != 0 ? mlp_smem_floats<768>(d, f, blocks)
+  return 4 * ((fold_flags & kFoldMlp768) != 0 ? mlp_smem_floats<768>(d, f, blocks)
                                                : mlp_smem_floats<cudaperf_matvec::kMlpThreads>(d, f, blocks));
 }
 
@@ -382,7 +378,6 @@ cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p
   const size_t smem = mlp_smem_bytes(p.d, p.f, blocks, fold_flags);
   const bool lean = (fold_flags & kFoldMlpLean) != 0;
   auto kernel = (fold_flags & kFoldMlpWide) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 4, 4, true>
-                : (fold_flags & kFoldMlpQuad) != 0 ? cudaperf_matvec::mlp_kernel_capped<768, 64, 6, 4, false, kQuadTeam>
                 : (fold_flags & kFoldMlp768) != 0 ? cudaperf_matvec::mlp_kernel_capped<768, 64, 6, 4>
                 : (fold_flags & kFoldMlpGM) != 0 ? (lean ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1, true>
                                                        : cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 6>)
@@ -417,11 +412,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
     if (mlp_blocks > p.f / 8) mlp_blocks = p.f / 8;
     const int nf_max = cudaperf_matvec::mlp_max_features(p.f, mlp_blocks);
-    if ((fold_flags & kFoldMlpQuad) != 0 && (p.d % 32 || p.d / 32 < kQuadTeam || p.d / 8 > 768 || nf_max > 768))
-      return ffi::Error::InvalidArgument("cudaperf_layer: the quad-major MLP needs D a multiple of 32 up to 6144 and up "
-                                         "to 768 features a block (set CUDAPERF_CUDA_MLP=gm768)");
-    if ((fold_flags & (kFoldMlp768 | kFoldMlpQuad)) == kFoldMlp768
-        && (p.d / 8 > 768 || nf_max > 768 || nf_max / 8 > 768 / 32))
+    if ((fold_flags & kFoldMlp768) != 0 && (p.d / 8 > 768 || nf_max > 768 || nf_max / 8 > 768 / 32))
       fold_flags &= ~kFoldMlp768;      // too wide for the capped block: the 1024-thread group-major kernel
     if ((fold_flags & kFoldMlpGM) != 0 && nf_max / 8 > mlp_threads(fold_flags) / 32)
       fold_flags |= kFoldMlpWide;      // more groups a block than warps
@@ -586,10 +577,10 @@ ffi::Error layer_params(cudaperf_layer::LayerParams& p, LAYER_PARAMS) {
   if (p.hkv < 1 || p.h % p.hkv || g > kMaxGroup || p.dh < 32 || p.dh > kMaxHeadDim || (p.dh & (p.dh - 1)))
     return bad("needs heads a multiple of the KV heads (<= 16 per KV head) and a power-of-two head dim in [32, 256]");
   const bool gu_ok = gd.size() == 2 ? gd[0] == p.d && gd[1] == 2 * p.f
-                                    : gd[2] * gd[0] == 2 * p.f && gd[1] == p.d && (gd[2] == 16 || gd[2] == 8);
+                                    : 8 * gd[0] == p.f && gd[1] == p.d && gd[2] == 16;   // group-major
   if (qd[0] != p.d || qd[1] != n_qkv || od[0] != p.h * p.dh || od[1] != p.d || !gu_ok || dd[1] != p.d)
-    return bad("weights must be qkv [D, (H + 2 Hkv) Dh], o [H Dh, D], gate_up [D, 2F] (or [F / 8, D, 16], "
-               "[F / 4, D, 8]), down [F, D]");
+    return bad("weights must be qkv [D, (H + 2 Hkv) Dh], o [H Dh, D], gate_up [D, 2F] (or [F / 8, D, 16]), "
+               "down [F, D]");
   const int ks[4] = {p.d, p.h * p.dh, p.d, p.f}, ns[4] = {n_qkv, p.d, 2 * p.f, p.d};
   for (int i = 0; i < 4; ++i)
     if (p.split[i] < 1 || ks[i] % p.split[i] || (p.cols[i] != 64 && p.cols[i] != 128 && (p.cols[i] != 256 || ints[17] != 2))
@@ -703,10 +694,10 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
   // the fold flags of each mlp code (cuda_matvec.mlp_kernel_code)
   constexpr int kMlpCodeFlags[] = {0, kFoldMlp, kFoldMlp | kFoldMlpRotate, kFoldMlp | kFoldMlpLean,
                                    kFoldMlp | kFoldMlpGM, kFoldMlp | kFoldMlpLean | kFoldMlpGM,
-                                   kFoldMlp | kFoldMlpGM | kFoldMlp768, kFoldMlp | kFoldMlp768 | kFoldMlpQuad};
+                                   kFoldMlp | kFoldMlpGM | kFoldMlp768};
   const int64_t mlp_code = ints[kLayerInts + 2];
   if (mlp_code < 0 || mlp_code >= static_cast<int64_t>(sizeof(kMlpCodeFlags) / sizeof(int)))
-    return ffi::Error::InvalidArgument("cudaperf_step: the mlp code must be 0-7");
+    return ffi::Error::InvalidArgument("cudaperf_step: the mlp code must be 0-6");
   const int mlp_flags = mlp ? kMlpCodeFlags[mlp_code] : 0;
   const __nv_bfloat16* prev_b_down = nullptr;
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
@@ -728,12 +719,9 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
                                   k_out.value(), v_out.value(), qkv_parts, acc, ml, o_parts, x_mid, ss_mid, gu_parts,
                                   down_parts, layer_ints, floats);
     if (err.failure()) return err;
-    const auto gu_dims = b[10]->dimensions();
-    const bool quad = (mlp_flags & kFoldMlpQuad) != 0, gm = quad || (mlp_flags & kFoldMlpGM) != 0;
-    if ((gu_dims.size() == 3) != gm || (gm && gu_dims[2] != (quad ? 8 : 16)))
+    if ((b[10]->dimensions().size() == 3) != ((mlp_flags & kFoldMlpGM) != 0))
       return ffi::Error::InvalidArgument(
-          "cudaperf_step: gate_up is group-major [F / 8, D, 16] exactly with the mlp codes 4-6 and quad-major [F / 4, D, "
-          "8] with 7 (cuda_matvec.mlp_gm_layout)");
+          "cudaperf_step: gate_up is group-major [F / 8, D, 16] exactly with the group-major mlp codes (4-8)");
     if (l > 0) {   // the residual stream and its sums of squares from the layer before
       p.x = reinterpret_cast<const __nv_bfloat16*>(x_out->typed_data());
       p.ss = ss_out->typed_data();

@@ -556,18 +556,10 @@ __host__ __device__ constexpr int mlp_max_features(int f, int blocks) {
 }
 // xs and its scratch (2 d), hs (nf), and the larger of the row groups' sums: phase 2's g1 (8 tpr1 + 1) <= 8.5 NT (tpr1
 // >= 2), phase 3's (NT / (d / 8)) (d + 1)
-// kQuadS (quad-major, teams of kQuadS warps): or the warps' quad sums, 8 quad_slots floats a warp.
-__host__ __device__ inline int quad_slots(int d, int nf, int nw, int s) {   // QuadPlan's kq
-  const int upq = d / 32, nu = nf / 4 * upq, teams = nw / s;
-  return ((nu + teams - 1) / teams + upq - 1) / upq + 2;
-}
-template <int NT, int kQuadS = 0>
+template <int NT>
 __host__ __device__ inline size_t mlp_smem_floats(int d, int f, int blocks) {
   const size_t red1 = 8 * NT + NT / 2, red2 = static_cast<size_t>(NT / (d / 8)) * (d + 1);
-  const size_t red3 = kQuadS > 0 ? 8 * (NT / 32) * static_cast<size_t>(quad_slots(d, 4 * ((f / 4 + blocks - 1) / blocks),
-                                                                                   NT / 32, kQuadS)) : 0;
-  const size_t red12 = red1 > red2 ? red1 : red2;
-  return 2 * static_cast<size_t>(d) + mlp_max_features(f, blocks) + (red12 > red3 ? red12 : red3);
+  return 2 * static_cast<size_t>(d) + mlp_max_features(f, blocks) + (red1 > red2 ? red1 : red2);
 }
 
 // The group-major phase 2's reduction: each lane holds 8 column sums of one half (lane % 2: gate or up) over its rows;
@@ -584,103 +576,19 @@ __device__ __forceinline__ void warp_half_sums(float (&acc)[8], float* out) {
   }
 }
 
-// CUDAPERF_CUDA_MLP=quad's phase 2: w_gu quad-major ([F / 4, D, 8], cuda_matvec.mlp_gm_layout(w, 4): row r of quad q
-// holds gate columns 4q..4q+3 then up columns 4q..4q+3, one 16-byte load). A block's work units are its quads x upq =
-// D / 32 bands of 32 rows (D a multiple of 32), unit u being band u % upq of quad q0 + u / upq - 512 contiguous bytes at
-// unit 0's plus 512 u -, lane l its row 32 (u % upq) + l. The block's W warps form W / S teams of S (S <= upq); team t
-// takes the units [t U / T, (t + 1) U / T) of the block's U (T teams), its warp j the units ta + j, ta + j + S, ... of
-// them: every warp of every block streams the same bytes to within S units (8-feature groups gave blocks of 72 and 64
-// features and, in a block of 9 groups, 24 warps split 3/3/.../2/2: the slowest warps streamed 1.5 times the average).
-template <int U, int S>
-__device__ __forceinline__ void quad_loads(uint4 (&v)[U], const __nv_bfloat16* wu, int u0, int ub) {
-#pragma unroll
-  for (int u = 0; u < U; ++u) v[u] = u0 + u * S < ub ? load_stream(wu + 256 * S * u) : make_uint4(0, 0, 0, 0);
-}
-
-// The warp's sums of acc [8] (every lane) to out [8] (a reduce-scatter: 9 shuffles; lanes 4j write value j); acc
-// cleared.
-__device__ __forceinline__ void warp_sums_to(float (&acc)[8], float* out) {
-  const int lane = threadIdx.x & 31;
-  const bool b4 = (lane & 16) != 0, b3 = (lane & 8) != 0, b2 = (lane & 4) != 0;
-  float a4[4], a2[2];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)   // values 4 b4 + i
-    a4[i] = (b4 ? acc[4 + i] : acc[i]) + __shfl_xor_sync(0xffffffffu, b4 ? acc[i] : acc[4 + i], 16);
-#pragma unroll
-  for (int i = 0; i < 2; ++i)   // values 4 b4 + 2 b3 + i
-    a2[i] = (b3 ? a4[2 + i] : a4[i]) + __shfl_xor_sync(0xffffffffu, b3 ? a4[i] : a4[2 + i], 8);
-  float a1 = (b2 ? a2[1] : a2[0]) + __shfl_xor_sync(0xffffffffu, b2 ? a2[0] : a2[1], 4);   // value lane / 4
-  a1 += __shfl_xor_sync(0xffffffffu, a1, 2);
-  a1 += __shfl_xor_sync(0xffffffffu, a1, 1);
-  if ((lane & 3) == 0) out[lane >> 2] = a1;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) acc[j] = 0.f;
-}
-
-// Streams the warp's units ua, ua + S, ... below ub (wu: this lane's address in unit ua; the first U loaded in pre by
-// quad_loads before the dependency wait) times xs and writes the sums of each quad it touches to out, out + 8, ... in
-// order.
-template <int U, int S>
-__device__ __forceinline__ void quad_stream(const uint4 (&pre)[U], const __nv_bfloat16* wu, int ua, int ub, int upq,
-                                            const float* xs, float* out) {
-  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  int band = ua % upq;
-  bool pending = false;   // acc holds sums not yet written
-  const float* xl = xs + (threadIdx.x & 31);
-  auto take = [&](const uint4& v, bool on) {   // the next unit's load v (on: below ub; warp-uniform)
-    if (on) {
-      fma8(acc, v, xl[32 * band]);
-      pending = true;
-      band += S;
-      if (band >= upq) {   // the next unit is in the next quad
-        warp_sums_to(acc, out);
-        out += 8;
-        band -= upq;
-        pending = false;
-      }
-    }
-  };
-#pragma unroll
-  for (int u = 0; u < U; ++u) take(pre[u], ua + u * S < ub);
-  for (int u0 = ua + U * S; u0 < ub; u0 += U * S) {
-    uint4 v[U];
-    quad_loads<U, S>(v, wu + 256 * (u0 - ua), u0, ub);
-#pragma unroll
-    for (int u = 0; u < U; ++u) take(v[u], u0 + u * S < ub);
-  }
-  if (pending) warp_sums_to(acc, out);   // a quad cut short by ub
-}
-
-// kQuad's assignment (teams of s warps): warp w's first unit ua, its end ub and stride s, and kq, the slots of 8 floats
-// a warp has for its quads' sums (the most quads one can touch).
-struct QuadPlan {
-  int upq, s, ua, ub, kq;
-  __device__ __forceinline__ QuadPlan(int d, int nf, int nw, int s_, int w)
-      : upq(d / 32), s(s_), kq(quad_slots(d, nf, nw, s_)) {
-    const int nu = nf / 4 * upq, teams = nw / s, t = w / s;
-    ua = t * nu / teams + w % s;
-    ub = (t + 1) * nu / teams;
-  }
-  // the first and last quads (of the block) the warp has units in (last < first: none)
-  __device__ __forceinline__ int first_quad() const { return ua / upq; }
-  __device__ __forceinline__ int last_quad() const { return ua < ub ? (ua + (ub - 1 - ua) / s * s) / upq : -1; }
-};
-
 // kAdd: how the block adds its d column sums to out - 1 in column order, 2 starting at a column that depends on the
 // block (blocks spread over d in 32-column steps, so that the ~130 blocks ending together do not add to the same
 // addresses at once; the same totals: the sums are integers) - or 0 (benchmarks/pdl_chain.cu only): no adds (wrong
 // sums; prices them).
-template <int NT, int kAdd, bool kGM = false, int kU1 = 4, int kU2 = 4, bool kWide = false, int kQuadS = 0>
+template <int NT, int kAdd, bool kGM = false, int kU1 = 4, int kU2 = 4, bool kWide = false>
 __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                          const __nv_bfloat16* __restrict__ b_gu,
                                          const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                          unsigned long long* __restrict__ out, int pdl) {
   extern __shared__ float smem[];
-  constexpr bool kQuad = kQuadS > 0;       // quad-major w_gu, teams of kQuadS warps (QuadPlan)
-  constexpr int kGroup = kQuad ? 4 : 8;   // features a group (kQuad: quads)
-  const int groups = f / kGroup, q0 = static_cast<int>(static_cast<long long>(blockIdx.x) * groups / gridDim.x),
-            q1 = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * groups / gridDim.x);
-  const int fa = kGroup * q0, nf = kGroup * (q1 - q0), nf_max = mlp_max_features(f, gridDim.x);
+  const int octs = f / 8, q0 = static_cast<int>(static_cast<long long>(blockIdx.x) * octs / gridDim.x),
+            q1 = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * octs / gridDim.x);
+  const int fa = 8 * q0, nf = 8 * (q1 - q0), nf_max = mlp_max_features(f, gridDim.x);
   float* xs = smem;                // [d] the normalised input, then (with rs) the rebuilt residual's scratch
   float* hs = smem + 2 * d;        // [nf] SwiGLU of the block's features
   float* red = hs + nf_max;        // the row groups' column sums (phase 2, then phase 3)
@@ -703,31 +611,15 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
   const size_t n1 = kGM ? 16 : 2 * static_cast<size_t>(f);
   const int first1 = kGM ? 16 * (nq > 0 && !wide ? warp / nq : 0) + (threadIdx.x & 31) / 2 : grp1;
   const int step1 = kGM ? 16 * wpg : g1;
-  // kQuad (quad_stream; D % 32 == 0, D / 32 >= kQuadS): the warp's units; its quads' sums in red + 8 kq warp
-  constexpr int kS = kQuad ? kQuadS : 1, nw = NT / 32;
-  static_assert(nw % kS == 0, "teams of kQuadS warps");
-  const QuadPlan plan(d, nf, nw, kS, warp);
-  __shared__ int quad_range[kQuad ? 2 * nw : 1];   // each warp's first and last quad, for the sums below
-  if (kQuad && (threadIdx.x & 31) == 0) {
-    quad_range[2 * warp] = plan.first_quad();
-    quad_range[2 * warp + 1] = plan.last_quad();
-  }
 
   pdl_start(pdl);
   uint4 pre1[kU1];
-  const __nv_bfloat16* wu = w_gu + (static_cast<size_t>(q0) * d + 32 * plan.ua + (threadIdx.x & 31)) * 8;
-  if (kQuad) {
-    quad_loads<kU1, kS>(pre1, wu, plan.ua, plan.ub);
-  } else {
-    preload_rows(pre1, wp1, n1, first1, step1, d, on1);
-  }
+  preload_rows(pre1, wp1, n1, first1, step1, d, on1);
   pdl_wait(pdl);
   fill_input<kResNorm, false, NT>(pro, 0, d, blockIdx.x, xs, red);
   __syncthreads();
 
-  if (kQuad) {
-    quad_stream<kU1, kS>(pre1, wu, plan.ua, plan.ub, plan.upq, xs, red + 8 * plan.kq * warp);
-  } else if (kGM && !wide) {   // the warp's sums of its lanes of one half (xor over lane bits 1-4), then per warp [16] in red
+  if (kGM && !wide) {   // the warp's sums of its lanes of one half (xor over lane bits 1-4), then per warp [16] in red
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     if (on1) stream_rows(acc, pre1, wp1, n1, first1, step1, d, xs);
     warp_half_sums(acc, red + warp * 16);
@@ -757,16 +649,7 @@ __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __re
   if (static_cast<int>(threadIdx.x) < nf) {   // gate and up sums of feature fa + t over the row groups, in order
     const int c = threadIdx.x;
     float g = 0.f, u = 0.f;
-    if (kQuad) {   // over the warps whose units cover quad c / 4, in order
-      for (int w = 0; w < nw; ++w) {
-        const int k = c / 4 - quad_range[2 * w];
-        if (k >= 0 && c / 4 <= quad_range[2 * w + 1]) {
-          const float* r = red + 8 * (plan.kq * w + k);
-          g += r[c % 4];
-          u += r[4 + c % 4];
-        }
-      }
-    } else if (kGM && wide) {
+    if (kGM && wide) {
       g = red[c / 8 * 16 + c % 8];
       u = red[c / 8 * 16 + 8 + c % 8];
     } else if (kGM) {   // over the warps of group c / 8
@@ -833,12 +716,12 @@ __global__ void __maxnreg__(kMlpLeanRegs) mlp_kernel_lean(Prologue pro, const __
 // kernel (16K) fits beside it (as mlp_kernel_lean does) while more loads stay in flight than lean's 48 registers
 // allow: CUDAPERF_CUDA_MLP=gm768 (768 x 64, six gate_up loads a thread: 72 KB a SM against lean's 64 KB; the default),
 // group-major. ptxas (CUDA 13.0, sm_90): no spills. (640 x 72 and 512 x 96, eight and twelve loads, were slower.)
-template <int NT, int kRegs, int kU1, int kU2, bool kGM = true, int kQuadS = 0>
+template <int NT, int kRegs, int kU1, int kU2, bool kGM = true>
 __global__ void __maxnreg__(kRegs) mlp_kernel_capped(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
                                                      const __nv_bfloat16* __restrict__ b_gu,
                                                      const __nv_bfloat16* __restrict__ w_down, int d, int f,
                                                      unsigned long long* __restrict__ out, int pdl) {
-  mlp_body<NT, 1, kGM, kU1, kU2, false, kQuadS>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
+  mlp_body<NT, 1, kGM, kU1, kU2>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
 }
 
 // decode_fused.finish as a CUDA kernel, so that it can take part in programmatic dependent launch: one block of

@@ -115,8 +115,7 @@ extern "C" int fixed_sums(const float* v, float* out) {
 // the two kernels) + 100000 with its staggered adds (kFoldMlpRotate), + 200000 as mlp_kernel_lean (kFoldMlpLean), + 300000
 // group-major (kFoldMlpGM: w_gu as cuda_matvec.mlp_gm_layout) as mlp_kernel_lean (+ 500000 as well: the test gives it
 // row-major weights), + 400000 the same as mlp_kernel, + 600000 group-major as mlp_kernel_capped of 768 threads,
-// + 700000 group-major wide (more groups a block than warps: the host's choice then), + 800000 / 900000 quad-major
-// (cuda_matvec.mlp_gm_layout(w, 4)) as mlp_kernel_capped of 768 threads in teams of 8 / 1 warps.
+// + 700000 group-major wide (more groups a block than warps: the host's choice then).
 extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
   using namespace cudaperf_matvec;
   const int n_layers = arg % 100, mlp_blocks = arg / 100 % 1000, variant = arg / 100000;
@@ -163,19 +162,15 @@ extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
       Prologue mp = resnorm_prologue(p, true, nullptr);
       mp.zero = nullptr;
       mp.n_zero = 0;
-      const int nt = variant == 6 || variant >= 8 ? 768 : kMlpThreads;
-      const size_t smem = (variant == 8   ? mlp_smem_floats<768, 8>(p.d, p.f, mlp_blocks)
-                           : variant == 9 ? mlp_smem_floats<768, 1>(p.d, p.f, mlp_blocks)
-                           : variant == 6 ? mlp_smem_floats<768>(p.d, p.f, mlp_blocks)
+      const int nt = variant == 6 ? 768 : kMlpThreads;
+      const size_t smem = (variant == 6 ? mlp_smem_floats<768>(p.d, p.f, mlp_blocks)
                                         : mlp_smem_floats<kMlpThreads>(p.d, p.f, mlp_blocks)) * 4;
       auto kernel = variant == 1 ? mlp_kernel<kMlpThreads, 2>
                     : variant == 2 ? mlp_kernel_lean<kMlpThreads, 1>
                     : variant == 3 || variant == 5 ? mlp_kernel_lean<kMlpThreads, 1, true>
                     : variant == 4 ? mlp_kernel<kMlpThreads, 1, true>
                     : variant == 6 ? mlp_kernel_capped<768, 64, 6, 4>
-                    : variant == 7 ? mlp_kernel<kMlpThreads, 1, true, 4, 4, true>
-                    : variant == 8 ? mlp_kernel_capped<768, 64, 6, 4, false, 8>
-                    : variant == 9 ? mlp_kernel_capped<768, 64, 6, 4, false, 1> : mlp_kernel<kMlpThreads, 1>;
+                    : variant == 7 ? mlp_kernel<kMlpThreads, 1, true, 4, 4, true> : mlp_kernel<kMlpThreads, 1>;
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
       kernel<<<mlp_blocks, nt, smem>>>(mp, p.w_gu, p.b_gu, p.w_down, p.d, p.f, fold_sums(p.down_parts), 0);
       cudaDeviceSynchronize();
@@ -383,11 +378,11 @@ def test_the_one_kernel_mlp_matches_the_two_kernels(lib, case, idx, pad, layers,
     x, ss, mask, cos, sin, chunk, weights, want = _numpy_step(case, idx, pad, layers)
     got = {}
     for b, rot in ((0, 0), (blocks, 0), (blocks, 1), (blocks, 2), (blocks, 3), (blocks, 4), (blocks, 5), (blocks, 6),
-                   (1, 7), (blocks, 7), (blocks, 8), (1, 8), (7, 8), (blocks, 9), (1, 9)):   # one block: more groups than warps (wide)
+                   (1, 7), (blocks, 7)):   # one block: more groups than warps (wide)
         bufs = [_buffers(case, w, x, ss, mask, idx, cos, sin, kc.copy(), vc.copy()) for w, kc, vc in weights]
-        if rot in (3, 4, 6, 7, 8, 9):   # 5: the group-major kernel on the row-major weights (the layout matters)
-            for layer_bufs in bufs:   # 8, 9: quad-major
-                layer_bufs[16] = np.ascontiguousarray(cm.mlp_gm_layout(layer_bufs[16], 4 if rot >= 8 else 8))
+        if rot in (3, 4, 6, 7):   # 5: the group-major kernel on the row-major weights (the layout matters)
+            for layer_bufs in bufs:
+                layer_bufs[16] = np.ascontiguousarray(cm.mlp_gm_layout(layer_bufs[16]))
         assert _run(fns["run_step_fold"], bufs, case, layers + 100 * b + 100000 * rot) == 0, lib_.last_error()
         got[b, rot] = (bufs[0][28].astype(np.float32), bufs[0][29].copy(), bufs[-1][12], bufs[-1][13])
     one, two = got[blocks, 0], got[0, 0]
@@ -397,7 +392,7 @@ def test_the_one_kernel_mlp_matches_the_two_kernels(lib, case, idx, pad, layers,
     for a, b in zip(got[blocks, 4], got[blocks, 3]):
         np.testing.assert_array_equal(a, b)
     gm = got[blocks, 3][0]
-    for key in ((blocks, 3), (blocks, 6), (blocks, 7), (1, 7), (blocks, 8), (1, 8), (7, 8), (blocks, 9), (1, 9)):
+    for key in ((blocks, 3), (blocks, 6), (blocks, 7), (1, 7)):
         np.testing.assert_allclose(got[key][0], one[0], rtol=0, atol=2 ** -7 * np.abs(one[0]).max(), err_msg=str(key))
     assert np.mean(gm == one[0]) > 0.7                                      # other sums, mostly the same roundings
     assert np.abs(got[blocks, 5][0] - one[0]).max() > 0.1 * np.abs(one[0]).max()

@@ -256,7 +256,7 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == 6                       # on by default, as `gm768`
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "off")
     assert not cm.one_kernel_mlp() and cm.mlp_kernel_code() == 0
-    for value, code in (("on", 1), ("rotate", 2), ("lean", 3), ("gm", 4), ("gm_lean", 5), ("gm768", 6), ("quad", 7)):
+    for value, code in (("on", 1), ("rotate", 2), ("lean", 3), ("gm", 4), ("gm_lean", 5), ("gm768", 6)):
         monkeypatch.setenv("CUDAPERF_CUDA_MLP", value)
         assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == code
     monkeypatch.setenv("CUDAPERF_CUDA_MLP", "512")
@@ -294,16 +294,6 @@ def test_the_group_major_gate_up_layout_and_its_preparation_outside_the_decode_l
     np.testing.assert_array_equal(cm.mlp_gm_layout(w.reshape(d, 2 * f)), gm)
     np.testing.assert_array_equal(cm.mlp_row_major(gm), w.reshape(d, 2 * f))   # the inverse
     np.testing.assert_array_equal(np.asarray(cm.mlp_gm_layout(jnp.asarray(w))), gm)
-    quad = cm.mlp_gm_layout(w, 4)   # CUDAPERF_CUDA_MLP=quad: [F / 4, D, 8], one 16-byte load a row of a quad
-    assert quad.shape == (f // 4, d, 8)
-    for q, r, j in ((0, 0, 0), (3, 5, 2), (5, 15, 3)):
-        assert quad[q, r, j] == w[r, 0, 4 * q + j] and quad[q, r, 4 + j] == w[r, 1, 4 * q + j]
-    np.testing.assert_array_equal(cm.mlp_row_major(quad), w.reshape(d, 2 * f))
-    assert cm.mlp_group(1536, 8960) == 8                   # gm768 (the default) lays out 8-feature groups
-    monkeypatch.setenv("CUDAPERF_CUDA_MLP", "quad")
-    assert cm.mlp_group(1536, 8960) == 4 and cm.mlp_group(1024, 3072) == 4
-    assert cm.mlp_group(1040, 3072) == 8 and cm.mlp_group(8192, 28672) == 8   # D not whole 32-row bands; D / 8 > 768
-    monkeypatch.delenv("CUDAPERF_CUDA_MLP")
     cfg = ModelConfig(vocab_size=64, hidden_size=d, intermediate_size=f, num_layers=2, num_heads=2, num_kv_heads=1,
                       head_dim=8)
     model = Decoder(cfg, rngs=nnx.Rngs(0))
