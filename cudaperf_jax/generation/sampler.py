@@ -67,8 +67,9 @@ def _prefill(graphdef, state, cache: KVCache, tokens, kv_mask, positions):
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "spec"), donate_argnames=("cache",))
 def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys, temperature, top_p,
-            stop_ids, stop_seqs, *, spec):
+            stop_ids, stop_seqs, layouts=(), *, spec):
     """Samples N tokens; spec = (N, prompt_slots, top_k, greedy, use_top_p, pad_id, unroll, use_stop_seqs).
+    layouts: decode_fused.step_layouts of these weights, or () (the program builds them where they apply).
 
     unroll > 1: the loop runs `unroll` steps an iteration while that many remain, then single steps, so the device waits
     for the host's loop test (XLA's while loop copies its predicate to the host) once per `unroll` tokens; a batch
@@ -118,7 +119,7 @@ def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys
         return step + 1, record((cache, last, out_t, out_lp, done, lengths), step, tok, lp)
 
     state_ = (jnp.int32(1), carry)
-    with decode_fused.prepared(model):   # loop-invariant weight layouts of the fused decode, built once here
+    with decode_fused.prepared(model, layouts):   # loop-invariant weight layouts of the fused decode
         if unroll > 1 and n > unroll:
             def body_unrolled(state_):
                 for _ in range(unroll):
@@ -129,6 +130,12 @@ def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys
     tokens = out_t[:, sl - 1:]
     tokens = jnp.where(tokens == -2, pad_id, tokens)
     return cache, tokens, out_lp, lengths
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef",))
+def _layouts_of(graphdef, state):
+    """decode_fused.step_layouts of these weights (the Sampler's _step_layouts)."""
+    return decode_fused.step_layouts(nnx.merge(graphdef, state))
 
 
 def decode_unroll(batch: int = 1) -> int:
@@ -163,10 +170,31 @@ class Sampler:
             pad_id = self.cfg.pad_token_id if self.cfg.pad_token_id is not None else (self.cfg.eos_ids or (0,))[0]
         self.pad_id = int(pad_id)
         self._cache: dict[tuple, KVCache] = {}
+        self._layouts: dict[tuple, tuple] = {}   # _step_layouts: (dtype,) -> the layouts of the current weights
 
     def update_weights(self, model_or_state) -> None:
         """Uses new weights (a Decoder of the same structure, or its nnx.State) without recompiling."""
         self.state = nnx.state(model_or_state) if isinstance(model_or_state, nnx.Module) else model_or_state
+        self._layouts.clear()
+
+    def _step_layouts(self, b: int, s: int) -> tuple:
+        """decode_fused.step_layouts of the current weights where a decode of b sequences over s cache slots runs the
+        step launch's group-major MLP, computed once per set of weights and settings (building them in every decode
+        program cost ~1 ms a call for Qwen2.5-1.5B on an H200: ~4 us a step at 256 new tokens); () otherwise. Held
+        while the Sampler holds these weights: a second copy of every gate_up (as the decode program held it before).
+        CUDAPERF_STEP_LAYOUTS=program: the decode program builds them in every call instead (the default `sampler`)."""
+        from cudaperf_jax.models.ops import env_choice
+        if self.mesh is not None or env_choice("CUDAPERF_STEP_LAYOUTS", "sampler", ("sampler", "program")) != "sampler":
+            return ()
+        model = nnx.merge(self.graphdef, self.state)
+        shape = (b, self.cfg.num_kv_heads, s, self.cfg.head_dim)
+        if not decode_fused.step_layouts_apply(model, b, shape, self.cache_dtype):
+            return ()
+        key = (str(model.dtype),)
+        if key not in self._layouts:
+            self._layouts.clear()
+            self._layouts[key] = _layouts_of(self.graphdef, self.state)
+        return self._layouts[key]
 
     # ---------------------------------------------------------------- prompts
     def encode(self, prompts: Sequence, chat: bool = False) -> list[list[int]]:
@@ -252,7 +280,8 @@ class Sampler:
         spec = (n, p, int(params.top_k), greedy, (not greedy) and params.top_p < 1.0, self.pad_id, decode_unroll(b),
                 bool((stop_seqs >= 0).any()))
         decode_args = (kv_mask_d, lens_d, keys_d, jnp.float32(max(params.temperature, 1e-6)),
-                       jnp.float32(params.top_p), jnp.asarray(stop_ids), jnp.asarray(stop_seqs))
+                       jnp.float32(params.top_p), jnp.asarray(stop_ids), jnp.asarray(stop_seqs),
+                       self._step_layouts(b, p + n))
         return (tokens_d, kv_mask_d, pos_d), decode_args, spec
 
     def _run(self, prefill, decode, prefill_args, decode_args, spec, timings):

@@ -626,19 +626,39 @@ def _gm_wanted(model) -> bool:
             and cfg.intermediate_size % 8 == 0)
 
 
+def step_layouts(model) -> tuple:
+    """Each layer's gate_up laid out for the step launch's group-major MLP (cuda_matvec.mlp_gm_layout), or () where no
+    group-major CUDAPERF_CUDA_MLP applies (_gm_wanted). A function of the weights only: the sampler computes it once per
+    set of weights and passes it to every decode program (`prepared`)."""
+    if model is None or model.cfg is None or not _gm_wanted(model):
+        return ()
+    from cudaperf_jax.models import cuda_matvec as cm
+    return tuple(cm.mlp_gm_layout(layer.mlp.gate_up[...].astype(model.dtype)) for layer in model.layers)
+
+
+def step_layouts_apply(model, batch: int, cache_shape, cache_dtype) -> bool:
+    """Whether a decode of `batch` sequences with caches of cache_shape [B, Hkv, S, Dh] runs the step launch with the
+    group-major MLP (the single-device fused decode, CUDAPERF_CUDA_LAYER step/auto, a group-major CUDAPERF_CUDA_MLP):
+    then step_layouts computed once outside the decode program saves rebuilding them in every call."""
+    if model is None or model.cfg is None or not applies(model.cfg, batch, 1) or not _gm_wanted(model):
+        return False
+    one = _cuda_layer(model, model.dtype, jax.ShapeDtypeStruct(tuple(cache_shape), cache_dtype))
+    return bool(getattr(one, "whole_step", False))
+
+
 @contextlib.contextmanager
-def prepared(model):
+def prepared(model, layouts: tuple = ()):
     """While active (around the sampler's decode loop), the step launch takes each layer's group-major gate_up from
-    values computed here, outside the loop, for a group-major CUDAPERF_CUDA_MLP (_gm_wanted; the default gm768): a
-    second copy of every gate_up for the duration of the decode program (XLA drops it when the step launch does not
-    apply)."""
+    `layouts` (step_layouts, computed by the caller once per set of weights) or, without them, from values computed
+    here, outside the loop, for a group-major CUDAPERF_CUDA_MLP (_gm_wanted; the default gm768): then a second copy of
+    every gate_up built in every decode program (~1 ms for Qwen2.5-1.5B on an H200; XLA drops it when the step
+    launch does not apply)."""
     keys = []
     try:
-        if model is not None and model.cfg is not None and _gm_wanted(model):
-            from cudaperf_jax.models import cuda_matvec as cm
-            for layer in model.layers:
-                _PREPARED[id(layer.mlp)] = cm.mlp_gm_layout(layer.mlp.gate_up[...].astype(model.dtype))
-                keys.append(id(layer.mlp))
+        built = tuple(layouts) or step_layouts(model)
+        for layer, w in zip(model.layers if built else (), built):
+            _PREPARED[id(layer.mlp)] = w
+            keys.append(id(layer.mlp))
         yield
     finally:
         for key in keys:

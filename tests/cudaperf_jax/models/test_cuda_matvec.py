@@ -310,9 +310,16 @@ def test_the_group_major_gate_up_layout_and_its_preparation_outside_the_decode_l
                                       cm.mlp_gm_layout(np.asarray(mlp.gate_up[...], np.float32)))
     assert not df._PREPARED
     assert df._gate_up(model, mlp, jnp.float32).shape == (d, 2 * f)        # not prepared: row-major
+    layouts = df.step_layouts(model)   # computed once by the caller (the sampler), then given to every decode program
+    assert len(layouts) == 2 and layouts[1].shape == (f // 8, d, 16)
+    with df.prepared(model, layouts):
+        assert df._gate_up(model, mlp, jnp.float32) is layouts[1]
+    assert not df._PREPARED
+    assert not df.step_layouts_apply(model, 1, (1, 1, 16, 8), jnp.float32)  # no step launch here (CPU, float32)
     monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "off")                 # no one-kernel MLP: nothing to prepare
     with df.prepared(model):
         assert not df._PREPARED
+    assert df.step_layouts(model) == ()
 
 
 def test_the_l2_prefetch_setting_is_parsed_and_checked(monkeypatch):

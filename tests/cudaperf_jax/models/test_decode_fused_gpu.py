@@ -75,3 +75,33 @@ def test_fused_sampler_bf16_agrees_with_xla(monkeypatch, name):
     # bf16 roundings differ in order (split-K sums), so a near-tie may flip a late token; the start agrees
     assert (got.tokens[0, :8] == want.tokens[0, :8]).all(), (got.tokens, want.tokens)
     assert (got.tokens == want.tokens).mean() >= 0.75, (got.tokens, want.tokens)
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
+def test_the_sampler_builds_the_step_layouts_once_per_set_of_weights(name):
+    """The step launch's group-major gate_up (decode_fused.step_layouts) is computed once by the Sampler and given to
+    every decode program: the same tokens and log-probabilities as building it inside the program, kept across calls
+    with the same weights, rebuilt after update_weights, and not computed for a batch of two (no step launch)."""
+    from cudaperf_jax.generation import sampler as sampler_mod
+    model = _model(name, jnp.bfloat16)
+    params = sampler_mod.SamplingParams(max_new_tokens=12, temperature=0.0, stop_token_ids=())
+    prompts = [[int(t) for t in np.random.RandomState(0).randint(3, 4096, 40)]]
+    sampler = sampler_mod.Sampler(model, prompt_bucket=64)
+    got = sampler.generate(prompts, params)
+    layouts = next(iter(sampler._layouts.values()))
+    assert len(layouts) == model.cfg.num_layers and layouts[0].ndim == 3
+    again = sampler.generate(prompts, params)
+    assert next(iter(sampler._layouts.values()))[0] is layouts[0]        # the same arrays: not rebuilt
+    np.testing.assert_array_equal(again.tokens, got.tokens)
+    toks, mask = sampler.pad(prompts)
+    keys = jax.random.split(jax.random.PRNGKey(0), 1)
+    sampler._step_layouts = lambda b, s: ()                                  # the program builds them itself
+    built = sampler.generate_tokens(toks, mask, params, keys)
+    del sampler._step_layouts
+    cached = sampler.generate_tokens(toks, mask, params, keys)
+    np.testing.assert_array_equal(np.asarray(cached[0]), np.asarray(built[0]))
+    np.testing.assert_array_equal(np.asarray(cached[1]), np.asarray(built[1]))
+    sampler.update_weights(model)
+    assert not sampler._layouts
+    sampler.generate([prompts[0], prompts[0][:30]], params)                  # batch 2: no step launch, no layouts
+    assert not sampler._layouts
