@@ -64,17 +64,28 @@ def test_fused_steps_match_xla_float32(tmp_path, monkeypatch, name, epilogue):
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_fused_sampler_bf16_agrees_with_xla(monkeypatch, name):
+    """The sampler's greedy decode through the fused kernels (the step launch for the Qwen shapes) picks, at every
+    step, XLA's choice up to a near-tie: teacher-forced XLA logits of the prompt and the fused continuation put each
+    picked token within 4% of the largest logit of its step (bf16 sums in another order flip near-ties, and a flip
+    changes the rest of a greedy continuation, so the two continuations are not compared token by token)."""
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
     model = _model(name, jnp.bfloat16)
-    params = SamplingParams(max_new_tokens=24, temperature=0.0, stop_token_ids=())
+    n = 24
+    params = SamplingParams(max_new_tokens=n, temperature=0.0, stop_token_ids=())
     prompts = [[int(t) for t in np.random.RandomState(0).randint(3, 4096, 40)]]
     monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "off")
     want = Sampler(model, prompt_bucket=64).generate(prompts, params)
+    jax.clear_caches()   # the decode program traced afresh: the setting is read while tracing
     monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "on")
     got = Sampler(model, prompt_bucket=64).generate(prompts, params)
-    # bf16 roundings differ in order (split-K sums), so a near-tie may flip a late token; the start agrees
-    assert (got.tokens[0, :8] == want.tokens[0, :8]).all(), (got.tokens, want.tokens)
-    assert (got.tokens == want.tokens).mean() >= 0.75, (got.tokens, want.tokens)
+    assert got.tokens[0, 0] == want.tokens[0, 0]   # from the prefill's logits (not fused)
+    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "off")
+    seq = jnp.asarray([prompts[0] + got.tokens[0].tolist()], jnp.int32)
+    rows = np.asarray(model(seq)[0], np.float32)[len(prompts[0]) - 1:len(prompts[0]) - 1 + n]
+    picked = rows[np.arange(n), got.tokens[0]]
+    tol = 0.04 * np.abs(rows).max()
+    assert (picked >= rows.max(-1) - tol).all(), (got.tokens, picked - rows.max(-1), tol)
+    assert (picked == rows.max(-1)).mean() >= 0.75
 
 
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
@@ -83,6 +94,7 @@ def test_the_sampler_builds_the_step_layouts_once_per_set_of_weights(name):
     every decode program: the same tokens and log-probabilities as building it inside the program, kept across calls
     with the same weights, rebuilt after update_weights, and not computed for a batch of two (no step launch)."""
     from cudaperf_jax.generation import sampler as sampler_mod
+    jax.clear_caches()   # decode programs traced afresh (jit does not see the settings read while tracing)
     model = _model(name, jnp.bfloat16)
     params = sampler_mod.SamplingParams(max_new_tokens=12, temperature=0.0, stop_token_ids=())
     prompts = [[int(t) for t in np.random.RandomState(0).randint(3, 4096, 40)]]
@@ -96,6 +108,7 @@ def test_the_sampler_builds_the_step_layouts_once_per_set_of_weights(name):
     toks, mask = sampler.pad(prompts)
     keys = jax.random.split(jax.random.PRNGKey(0), 1)
     sampler._step_layouts = lambda b, s: ()                                  # the program builds them itself
+    jax.clear_caches()
     built = sampler.generate_tokens(toks, mask, params, keys)
     del sampler._step_layouts
     cached = sampler.generate_tokens(toks, mask, params, keys)
