@@ -160,6 +160,7 @@ class Sampler:
                  pad_id: int | None = None):
         self.cfg = model.cfg
         self.graphdef, self.state = nnx.split(model)
+        self._dtype = model.dtype   # the compute dtype (update_weights keeps the structure)
         self.tokenizer = tokenizer
         self.mesh = mesh
         self.cache_dtype = cache_dtype or model.dtype
@@ -179,18 +180,17 @@ class Sampler:
 
     def _step_layouts(self, b: int, s: int) -> tuple:
         """decode_fused.step_layouts of the current weights where a decode of b sequences over s cache slots runs the
-        step launch's group-major MLP, computed once per set of weights and settings (building them in every decode
-        program cost ~1 ms a call for Qwen2.5-1.5B on an H200: ~4 us a step at 256 new tokens); () otherwise. Held
+        step launch's group-major MLP, computed once per set of weights (building them in every decode program cost
+        ~0.8 ms a call for Qwen2.5-1.5B on an H200: +12.7 us a step at 64 new tokens, 2026-12-04); () otherwise. Held
         while the Sampler holds these weights: a second copy of every gate_up (as the decode program held it before).
         CUDAPERF_STEP_LAYOUTS=program: the decode program builds them in every call instead (the default `sampler`)."""
         from cudaperf_jax.models.ops import env_choice
         if self.mesh is not None or env_choice("CUDAPERF_STEP_LAYOUTS", "sampler", ("sampler", "program")) != "sampler":
             return ()
-        model = nnx.merge(self.graphdef, self.state)
         shape = (b, self.cfg.num_kv_heads, s, self.cfg.head_dim)
-        if not decode_fused.step_layouts_apply(model, b, shape, self.cache_dtype):
+        if not decode_fused.step_layouts_apply(self.cfg, self._dtype, b, shape, self.cache_dtype):
             return ()
-        key = (str(model.dtype),)
+        key = (str(self._dtype),)
         if key not in self._layouts:
             self._layouts.clear()
             self._layouts[key] = _layouts_of(self.graphdef, self.state)

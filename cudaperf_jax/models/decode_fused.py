@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import types
 from typing import NamedTuple
 
 import jax
@@ -636,13 +637,15 @@ def step_layouts(model) -> tuple:
     return tuple(cm.mlp_gm_layout(layer.mlp.gate_up[...].astype(model.dtype)) for layer in model.layers)
 
 
-def step_layouts_apply(model, batch: int, cache_shape, cache_dtype) -> bool:
-    """Whether a decode of `batch` sequences with caches of cache_shape [B, Hkv, S, Dh] runs the step launch with the
-    group-major MLP (the single-device fused decode, CUDAPERF_CUDA_LAYER step/auto, a group-major CUDAPERF_CUDA_MLP):
-    then step_layouts computed once outside the decode program saves rebuilding them in every call."""
-    if model is None or model.cfg is None or not applies(model.cfg, batch, 1) or not _gm_wanted(model):
+def step_layouts_apply(cfg, dtype, batch: int, cache_shape, cache_dtype) -> bool:
+    """Whether a decode with a model of config cfg and compute dtype `dtype` over `batch` sequences with caches of
+    cache_shape [B, Hkv, S, Dh] runs the step launch with the group-major MLP (the single-device fused decode,
+    CUDAPERF_CUDA_LAYER step/auto, a group-major CUDAPERF_CUDA_MLP): then step_layouts computed once outside the decode
+    program saves rebuilding them in every call. Reads the settings and the config only (cheap on the host)."""
+    shell = types.SimpleNamespace(cfg=cfg)   # what _gm_wanted and _cuda_layer read of a model
+    if cfg is None or not applies(cfg, batch, 1) or not _gm_wanted(shell):
         return False
-    one = _cuda_layer(model, model.dtype, jax.ShapeDtypeStruct(tuple(cache_shape), cache_dtype))
+    one = _cuda_layer(shell, dtype, jax.ShapeDtypeStruct(tuple(cache_shape), cache_dtype))
     return bool(getattr(one, "whole_step", False))
 
 

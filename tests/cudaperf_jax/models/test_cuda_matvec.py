@@ -315,7 +315,7 @@ def test_the_group_major_gate_up_layout_and_its_preparation_outside_the_decode_l
     with df.prepared(model, layouts):
         assert df._gate_up(model, mlp, jnp.float32) is layouts[1]
     assert not df._PREPARED
-    assert not df.step_layouts_apply(model, 1, (1, 1, 16, 8), jnp.float32)  # no step launch here (CPU, float32)
+    assert not df.step_layouts_apply(cfg, jnp.float32, 1, (1, 1, 16, 8), jnp.float32)   # no step launch (CPU, f32)
     monkeypatch.setenv("CUDAPERF_CUDA_FOLD_FINISH", "off")                 # no one-kernel MLP: nothing to prepare
     with df.prepared(model):
         assert not df._PREPARED
