@@ -772,6 +772,8 @@ def step(x, ss, layers, *, cos, sin, kv_mask, cache_index, heads: int, chunk: in
                                 None)
     bf, f32 = jnp.bfloat16, jnp.float32
     fold = fold_finish(ints[3], ints[5])
+    if fold and qkv_fixed() and ints[2] >= 2:
+        ints[25] |= 8   # layer_kernel.cuh kPfQkvFixed
     d, f = x.shape[0], first["w_down"].shape[0]
     mlp = fold and one_kernel_mlp() and d % 8 == 0 and f % 8 == 0 and d <= 8192   # mlp_kernel's shapes (matvec.cu)
     gm = first["w_gu"].ndim == 3   # group-major gate_up (mlp_gm_layout): codes 4-6; [D, 2F] with those set: on / lean
@@ -808,6 +810,15 @@ def fold_finish(o_split: int, down_split: int) -> bool:
     from cudaperf_jax.models.ops import env_choice
     on = env_choice("CUDAPERF_CUDA_FOLD_FINISH", "on", ("on", "off")) == "on"
     return on and o_split >= 2 and down_split >= 2
+
+
+def qkv_fixed() -> bool:
+    """CUDAPERF_CUDA_QKV_FIXED: `on` - in the step launch with folded finishes, qkv adds its split-K column sums to
+    64-bit fixed-point accumulators (as o and down do) in every layer after the first, and the attention reads one sum
+    a column instead of summing the split-K partials (attn_sum_parts; ~25% of attend_kernel's instructions, ncu
+    2026-12-03); the o kernel clears the accumulators for the next layer. `off` (default): partials."""
+    from cudaperf_jax.models.ops import env_choice
+    return env_choice("CUDAPERF_CUDA_QKV_FIXED", "off", ("on", "off")) == "on"
 
 
 def one_kernel_mlp() -> bool:

@@ -40,7 +40,10 @@ constexpr int kMaxHeadDim = 256;
 // Resident blocks per SM the kernel is compiled for (registers <= 65536 / (3 * 256) = 85 per thread); the grid is
 // SMs x min(this, the occupancy calculator's), and cuda_matvec.layer_tiling sizes the work items for that grid.
 constexpr int kLayerMinBlocks = 3;
-constexpr int kPfGuByQkv = 1, kPfKv = 2, kPfKvEarly = 4;   // LayerParams::pf_flags
+// LayerParams::pf_flags; kPfQkvFixed (the step launch with folded finishes, CUDAPERF_CUDA_QKV_FIXED): qkv adds its
+// column sums as fixed point (kEpiFixed into qkv_parts) in every layer after the call's first, o clears them after
+// the attention has read them, and the attention reads one sum a column (qkv_fixed) instead of split[0] partials.
+constexpr int kPfGuByQkv = 1, kPfKv = 2, kPfKvEarly = 4, kPfQkvFixed = 8;
 
 struct LayerParams {
   int d, h, hkv, dh, f, s_len, chunk;     // hidden, heads, KV heads, head dim, intermediate, cache slots, finish chunk
@@ -82,6 +85,7 @@ struct LayerParams {
   float* down_parts;                      // [split[3], d]                 (scratch)
   __nv_bfloat16* x_out;                   // [d]
   float* ss_out;                          // [d / chunk]
+  int qkv_fixed;                          // the attention reads qkv_parts as fixed-point sums [(h + 2 hkv) dh] (64-bit)
 };
 
 // Grid-wide barrier: arrival counter + generation. Self-resetting (the last block to arrive zeroes the counter
@@ -220,6 +224,20 @@ __device__ void attn_sum_parts(const LayerParams& p, int j, float* raw, int h0 =
   if (gl < 0) gl = g;
   const int rows = gl + 2;
   const int n = p.split[0];
+  auto column = [&](int e) {   // raw entry e's column of qkv
+    const int r = e / dh, d = e % dh;
+    return (r < gl ? j * g + h0 + r : r == gl ? p.h + j : p.h + p.hkv + j) * dh + d;
+  };
+  if (p.qkv_fixed) {   // the column sums as fixed point (kPfQkvFixed): one load a column
+    const unsigned long long* sums = reinterpret_cast<const unsigned long long*>(p.qkv_parts);
+    for (int e = threadIdx.x; e < rows * dh; e += kThreads) {
+      const int col = column(e);
+      float r = round_bf16(cudaperf_matvec::from_fixed(cudaperf_matvec::act<kL2>(sums + col)));
+      if (p.b_qkv != nullptr) r = round_bf16(r + __bfloat162float(p.b_qkv[col]));
+      raw[e] = r;
+    }
+    return;
+  }
   // the q heads', k's and v's columns summed over the qkv partials in order: two columns per thread at a time, up to
   // sixteen partials' loads of each in flight together - one L2 round trip for the default splits (a serial chain of
   // them cost the layer kernel ~25 us per layer, and attend_kernel sits on the PDL chain's critical path) - from
@@ -233,8 +251,8 @@ __device__ void attn_sum_parts(const LayerParams& p, int j, float* raw, int h0 =
     float v[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
-      const int e = e0 + u * kThreads, r = e / dh, d = e % dh;
-      col[u] = e < rows * dh ? (r < gl ? j * g + h0 + r : r == gl ? p.h + j : p.h + p.hkv + j) * dh + d : -1;
+      const int e = e0 + u * kThreads;
+      col[u] = e < rows * dh ? column(e) : -1;
       src[u] = p.qkv_parts + (col[u] < 0 ? 0 : col[u]);
       v[u] = 0.f;
     }

@@ -441,7 +441,20 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     qkv_pro.zero = fold_sums(p.o_parts);
     qkv_pro.n_zero = p.d;
   }
-  Epilogue o_epi = {}, down_epi = {};
+  // kPfQkvFixed: qkv's sums as fixed point after the call's first layer (its accumulators cleared by the o kernel
+  // before: the first layer's qkv writes partials, as the scratch holds no zeros at the call's start)
+  const bool qkv_fixed = fold && (p.pf_flags & kPfQkvFixed) != 0 && p.split[0] >= 2;
+  Epilogue qkv_epi = {}, o_epi = {}, down_epi = {};
+  LayerParams pa = p;   // the attention's parameters
+  pa.qkv_fixed = qkv_fixed && !first_of_call;
+  if (pa.qkv_fixed) {
+    qkv_epi.mode = cudaperf_matvec::kEpiFixed;
+    qkv_epi.fixed = fold_sums(p.qkv_parts);
+  }
+  if (qkv_fixed) {   // o clears them for the next layer's qkv (the attention has read them by then)
+    o_pro.zero2 = fold_sums(p.qkv_parts);
+    o_pro.n_zero2 = n_qkv;
+  }
   if (fold) {
     o_epi.mode = down_epi.mode = cudaperf_matvec::kEpiFixed;
     o_epi.fixed = fold_sums(p.o_parts);
@@ -473,15 +486,15 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   }
   bands(o_pro, 0, p.w_down, p.f, p.d, p.split[3], p.pf_down);
   cudaError_t e = rebuild ? launch_cols<kResNorm>(p.cols[0], static_cast<int>(ints[19]), stream, qkv_pro, p.w_qkv, p.d,
-                                                  n_qkv, p.split[0], p.qkv_parts, qkv_pdl)
+                                                  n_qkv, p.split[0], p.qkv_parts, qkv_pdl, qkv_epi)
                           : launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, qkv_pro, p.w_qkv, p.d,
-                                               n_qkv, p.split[0], p.qkv_parts, qkv_pdl);
+                                               n_qkv, p.split[0], p.qkv_parts, qkv_pdl, qkv_epi);
   if (e == cudaSuccess && att_smem > 48 * 1024)
     e = cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(att_smem));
   if (e == cudaSuccess) {
     Launch l(dim3(static_cast<unsigned>(p.hkv * p.attn_splits * p.attn_hsplit), 1, 1), dim3(kThreads, 1, 1), att_smem,
              stream, pdl != 0);
-    e = cudaLaunchKernelEx(&l.cfg, attend, p, pdl | early);
+    e = cudaLaunchKernelEx(&l.cfg, attend, pa, pdl | early);
   }
   if (e == cudaSuccess)
     e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, o_pro, p.w_o, p.h * p.dh, p.d, p.split[1],

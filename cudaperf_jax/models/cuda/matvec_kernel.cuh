@@ -129,6 +129,8 @@ struct Prologue {
   // n_zero entries of zero are set to 0 by block (0, 0) after the dependency wait (a later kernel's fixed-point sums)
   unsigned long long* zero;
   int n_zero;
+  unsigned long long* zero2;    // a second region to clear (n_zero2 entries; the o kernel: qkv's fixed-point sums)
+  int n_zero2;
   // L2 prefetch regions (none where base is null): the block's share of the first `band` bytes of each of `bands`
   // bands `stride` bytes apart, requested before the dependency wait (l2_prefetch_share)
   const char* pf_base[2];
@@ -479,8 +481,11 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
   });
   static_assert(kCols <= kThreads, "one column per thread in the epilogue");
   const int c = threadIdx.x, oc = blockIdx.x * kCols + c;   // this thread's output column
-  if (pro.zero != nullptr && blockIdx.x == 0 && blockIdx.y == 0) {   // after the wait (in matvec_columns)
-    for (int i = threadIdx.x; i < pro.n_zero; i += kThreads) pro.zero[i] = 0ull;
+  if (blockIdx.x == 0 && blockIdx.y == 0) {   // after the wait (in matvec_columns)
+    if (pro.zero != nullptr)
+      for (int i = threadIdx.x; i < pro.n_zero; i += kThreads) pro.zero[i] = 0ull;
+    if (pro.zero2 != nullptr)
+      for (int i = threadIdx.x; i < pro.n_zero2; i += kThreads) pro.zero2[i] = 0ull;
   }
   if (epi.mode == kEpiFixed) {
     if (c < kCols) atomicAdd(epi.fixed + oc, to_fixed(s));

@@ -115,10 +115,12 @@ extern "C" int fixed_sums(const float* v, float* out) {
 // the two kernels) + 100000 with its staggered adds (kFoldMlpRotate), + 200000 as mlp_kernel_lean (kFoldMlpLean), + 300000
 // group-major (kFoldMlpGM: w_gu as cuda_matvec.mlp_gm_layout) as mlp_kernel_lean (+ 500000 as well: the test gives it
 // row-major weights), + 400000 the same as mlp_kernel, + 600000 group-major as mlp_kernel_capped of 768 threads,
-// + 700000 group-major wide (more groups a block than warps: the host's choice then).
+// + 700000 group-major wide (more groups a block than warps: the host's choice then); + 10000000: qkv's sums as fixed
+// point after the first layer (kPfQkvFixed: o clears them, the attention reads them).
 extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
   using namespace cudaperf_matvec;
-  const int n_layers = arg % 100, mlp_blocks = arg / 100 % 1000, variant = arg / 100000;
+  const int n_layers = arg % 100, mlp_blocks = arg / 100 % 1000, variant = arg / 100000 % 100;
+  const bool qkv_fixed = arg / 10000000 != 0;
   LayerParams p0 = {};
   fill(p0, b, n, fl);
   const __nv_bfloat16* prev_b_down = nullptr;
@@ -138,8 +140,14 @@ extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
       qp.n_zero = p.d;
       e = mv_cols<kNorm>(p.cols[0], qp, p.w_qkv, p.d, n_qkv, p.split[0], p.qkv_parts);
     } else {
+      Epilogue qe = {};
+      if (qkv_fixed) {
+        qe.mode = kEpiFixed;
+        qe.fixed = fold_sums(p.qkv_parts);
+        p.qkv_fixed = 1;
+      }
       e = mv_cols<kResNorm>(p.cols[0], resnorm_prologue(p, false, prev_b_down), p.w_qkv, p.d, n_qkv, p.split[0],
-                            p.qkv_parts);
+                            p.qkv_parts, qe);
     }
     if (e) return e;
     const size_t att_smem = attend_smem_bytes(p.h / p.hkv, p.dh, p.span_max);
@@ -153,6 +161,10 @@ extern "C" int run_step_fold(void** b, const int* n, const float* fl, int arg) {
     oe.fixed = fold_sums(p.o_parts);
     de.fixed = fold_sums(p.down_parts);
     Prologue op = attn_prologue(p);
+    if (qkv_fixed) {   // cleared for the next layer's qkv
+      op.zero2 = fold_sums(p.qkv_parts);
+      op.n_zero2 = n_qkv;
+    }
     if (mlp_blocks) {
       op.zero = fold_sums(p.down_parts);
       op.n_zero = p.d;
@@ -363,6 +375,29 @@ def test_the_step_with_folded_finishes_matches_numpy(lib, case, idx, pad, layers
     w, kc, vc = weights[0]   # the first layer's input is exact: its new cache rows are numpy's
     _, want_k, want_v = attention_half(w, x.astype(np.float32), kc, vc, mask, idx, cos, sin, heads, 1e-6)
     _check_cache(per_layer[0][12], per_layer[0][13], kc, idx, want_k, want_v)
+
+
+@pytest.mark.parametrize("case,idx,pad,layers", [("qwen2_kernels", 21, 0, 3), ("qwen3_kernels", 17, 3, 2)])
+def test_qkv_sums_as_fixed_point_match_the_partials(lib, case, idx, pad, layers):
+    """CUDAPERF_CUDA_QKV_FIXED: after the first layer qkv adds its column sums as fixed point, the o kernel clears
+    them for the next layer and the attention reads one sum a column: near the step with split-K partials (the sums
+    rounded once at 2^-28 instead of added as floats), the same cache rows in the first layer, and numpy's layers within
+    the bf16 roundings."""
+    lib_, fns = lib
+    x, ss, mask, cos, sin, chunk, weights, want = _numpy_step(case, idx, pad, layers)
+    got = {}
+    for fixed in (0, 1):
+        bufs = [_buffers(case, w, x, ss, mask, idx, cos, sin, kc.copy(), vc.copy()) for w, kc, vc in weights]
+        assert _run(fns["run_step_fold"], bufs, case, layers + 10000000 * fixed) == 0, lib_.last_error()
+        got[fixed] = (bufs[0][28].astype(np.float32), [(b[12].copy(), b[13].copy()) for b in bufs])
+    (a, caches_a), (b, caches_b) = got[0], got[1]
+    np.testing.assert_array_equal(caches_a[0][0], caches_b[0][0])   # the first layer reads the partials either way
+    np.testing.assert_allclose(b, a, rtol=0, atol=2 ** -7 * np.abs(a).max())
+    assert np.mean(a == b) > 0.7
+    np.testing.assert_allclose(b, want, rtol=0, atol=2 ** -6 * np.abs(want).max())
+    for (ka, va), (kb, vb) in zip(caches_a[1:], caches_b[1:]):   # later layers' new rows: near
+        np.testing.assert_allclose(kb.astype(np.float32), ka.astype(np.float32), rtol=0,
+                                   atol=2 ** -6 * np.abs(ka.astype(np.float32)).max())
 
 
 @pytest.mark.parametrize("case,idx,pad,layers,blocks", [("qwen2_kernels", 39, 5, 1, 5), ("qwen3_kernels", 21, 0, 2, 3)])

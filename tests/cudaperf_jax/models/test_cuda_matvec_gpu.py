@@ -372,6 +372,15 @@ def test_the_step_launch_with_folded_finishes_agrees_with_the_fused_step(monkeyp
     _check_fixed_point_option(monkeypatch, name, "CUDAPERF_CUDA_FOLD_FINISH")
 
 
+@pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
+def test_the_step_launch_with_qkv_sums_as_fixed_point_agrees_with_the_fused_step(monkeypatch, name):
+    """CUDAPERF_CUDA_QKV_FIXED=on: after the first layer qkv adds fixed-point column sums that the attention reads
+    (the o kernel clears them): near the fused step of separate calls and the step with partials, the same logits
+    twice."""
+    monkeypatch.setenv("CUDAPERF_CUDA_QKV_FIXED", "on")
+    _check_fixed_point_option(monkeypatch, name, "CUDAPERF_CUDA_QKV_FIXED")
+
+
 @pytest.mark.parametrize("mode", ["on", "rotate", "lean", "gm", "gm_lean", "gm768"])
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen3"])
 def test_the_step_launch_with_the_one_kernel_mlp_agrees_with_the_fused_step(monkeypatch, name, mode):
