@@ -813,12 +813,14 @@ def fold_finish(o_split: int, down_split: int) -> bool:
 
 
 def qkv_fixed() -> bool:
-    """CUDAPERF_CUDA_QKV_FIXED: `on` - in the step launch with folded finishes, qkv adds its split-K column sums to
-    64-bit fixed-point accumulators (as o and down do) in every layer after the first, and the attention reads one sum
-    a column instead of summing the split-K partials (attn_sum_parts; ~25% of attend_kernel's instructions, ncu
-    2026-12-03); the o kernel clears the accumulators for the next layer. `off` (default): partials."""
+    """CUDAPERF_CUDA_QKV_FIXED: `on` (default) - in the step launch with folded finishes, qkv adds its split-K column
+    sums to 64-bit fixed-point accumulators (as o and down do) in every layer after the first, and the attention reads
+    one sum a column instead of summing the split-K partials (attn_sum_parts; ~25% of attend_kernel's instructions, ncu
+    2026-12-03); the o kernel clears the accumulators for the next layer. H200, random Qwen2.5-1.5B, decode_ab.py in
+    one process (2026-12-04): -65.1 / -78.8 us a step at 256 / 64 new tokens (1.316 -> 1.252 ms;
+    benchmarks/results/decode_ab_h200_2026-12-04_qkvfixed_*.json). `off`: the split-K partials."""
     from cudaperf_jax.models.ops import env_choice
-    return env_choice("CUDAPERF_CUDA_QKV_FIXED", "off", ("on", "off")) == "on"
+    return env_choice("CUDAPERF_CUDA_QKV_FIXED", "on", ("on", "off")) == "on"
 
 
 def one_kernel_mlp() -> bool:

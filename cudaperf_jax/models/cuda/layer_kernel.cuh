@@ -40,9 +40,10 @@ constexpr int kMaxHeadDim = 256;
 // Resident blocks per SM the kernel is compiled for (registers <= 65536 / (3 * 256) = 85 per thread); the grid is
 // SMs x min(this, the occupancy calculator's), and cuda_matvec.layer_tiling sizes the work items for that grid.
 constexpr int kLayerMinBlocks = 3;
-// LayerParams::pf_flags; kPfQkvFixed (the step launch with folded finishes, CUDAPERF_CUDA_QKV_FIXED): qkv adds its
-// column sums as fixed point (kEpiFixed into qkv_parts) in every layer after the call's first, o clears them after
-// the attention has read them, and the attention reads one sum a column (qkv_fixed) instead of split[0] partials.
+// LayerParams::pf_flags; kPfQkvFixed (the step launch with folded finishes, CUDAPERF_CUDA_QKV_FIXED, on by default):
+// qkv adds its column sums as fixed point (kEpiFixed into qkv_parts) in every layer after the call's first, o clears
+// them after the attention has read them, and the attention reads one sum a column (qkv_fixed) instead of split[0]
+// partials.
 constexpr int kPfGuByQkv = 1, kPfKv = 2, kPfKvEarly = 4, kPfQkvFixed = 8;
 
 struct LayerParams {

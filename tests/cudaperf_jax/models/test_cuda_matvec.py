@@ -259,9 +259,9 @@ def test_the_pdl_layer_launch_options_and_its_shape_checks(monkeypatch):
     for value, code in (("on", 1), ("rotate", 2), ("lean", 3), ("gm", 4), ("gm_lean", 5), ("gm768", 6)):
         monkeypatch.setenv("CUDAPERF_CUDA_MLP", value)
         assert cm.one_kernel_mlp() and cm.mlp_kernel_code() == code
-    assert not cm.qkv_fixed()                                                      # off by default
-    monkeypatch.setenv("CUDAPERF_CUDA_QKV_FIXED", "on")
-    assert cm.qkv_fixed()
+    assert cm.qkv_fixed()                                                          # on by default
+    monkeypatch.setenv("CUDAPERF_CUDA_QKV_FIXED", "off")
+    assert not cm.qkv_fixed()
     monkeypatch.setenv("CUDAPERF_CUDA_QKV_FIXED", "yes")
     with pytest.raises(ValueError, match="CUDAPERF_CUDA_QKV_FIXED"):
         cm.qkv_fixed()
