@@ -171,12 +171,12 @@ class Sampler:
             pad_id = self.cfg.pad_token_id if self.cfg.pad_token_id is not None else (self.cfg.eos_ids or (0,))[0]
         self.pad_id = int(pad_id)
         self._cache: dict[tuple, KVCache] = {}
-        self._layouts: dict[tuple, tuple] = {}   # _step_layouts: (dtype,) -> the layouts of the current weights
+        self._layouts: tuple | None = None   # _step_layouts of the current weights, once computed
 
     def update_weights(self, model_or_state) -> None:
         """Uses new weights (a Decoder of the same structure, or its nnx.State) without recompiling."""
         self.state = nnx.state(model_or_state) if isinstance(model_or_state, nnx.Module) else model_or_state
-        self._layouts.clear()
+        self._layouts = None
 
     def _step_layouts(self, b: int, s: int) -> tuple:
         """decode_fused.step_layouts of the current weights where a decode of b sequences over s cache slots runs the
@@ -190,11 +190,9 @@ class Sampler:
         shape = (b, self.cfg.num_kv_heads, s, self.cfg.head_dim)
         if not decode_fused.step_layouts_apply(self.cfg, self._dtype, b, shape, self.cache_dtype):
             return ()
-        key = (str(self._dtype),)
-        if key not in self._layouts:
-            self._layouts.clear()
-            self._layouts[key] = _layouts_of(self.graphdef, self.state)
-        return self._layouts[key]
+        if self._layouts is None:
+            self._layouts = _layouts_of(self.graphdef, self.state)
+        return self._layouts
 
     # ---------------------------------------------------------------- prompts
     def encode(self, prompts: Sequence, chat: bool = False) -> list[list[int]]:

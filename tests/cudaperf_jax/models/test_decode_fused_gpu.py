@@ -100,10 +100,10 @@ def test_the_sampler_builds_the_step_layouts_once_per_set_of_weights(name):
     prompts = [[int(t) for t in np.random.RandomState(0).randint(3, 4096, 40)]]
     sampler = sampler_mod.Sampler(model, prompt_bucket=64)
     got = sampler.generate(prompts, params)
-    layouts = next(iter(sampler._layouts.values()))
+    layouts = sampler._layouts
     assert len(layouts) == model.cfg.num_layers and layouts[0].ndim == 3
     again = sampler.generate(prompts, params)
-    assert next(iter(sampler._layouts.values()))[0] is layouts[0]        # the same arrays: not rebuilt
+    assert sampler._layouts[0] is layouts[0]                               # the same arrays: not rebuilt
     np.testing.assert_array_equal(again.tokens, got.tokens)
     toks, mask = sampler.pad(prompts)
     keys = jax.random.split(jax.random.PRNGKey(0), 1)
@@ -115,6 +115,6 @@ def test_the_sampler_builds_the_step_layouts_once_per_set_of_weights(name):
     np.testing.assert_array_equal(np.asarray(cached[0]), np.asarray(built[0]))
     np.testing.assert_array_equal(np.asarray(cached[1]), np.asarray(built[1]))
     sampler.update_weights(model)
-    assert not sampler._layouts
+    assert sampler._layouts is None
     sampler.generate([prompts[0], prompts[0][:30]], params)                  # batch 2: no step launch, no layouts
-    assert not sampler._layouts
+    assert sampler._layouts is None
