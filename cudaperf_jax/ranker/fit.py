@@ -135,8 +135,8 @@ def train(config, mcfg: RankerConfig, data: Data, run=None, steps: int | None = 
     opt_state = opt.init(params)
     start = 0
     if run is not None and run.latest_checkpoint() is not None:
-        target = {"params": flat_state(params), "opt": {str(i): v for i, v in enumerate(jax.tree.leaves(opt_state))},
-                  "step": 0}
+        target = {"params": flat_state(params), "stats": {"mean": model.mean.value, "std": model.std.value},
+                  "opt": {str(i): v for i, v in enumerate(jax.tree.leaves(opt_state))}, "step": 0}
         restored = run.restore(target)
         params = from_flat(params, restored["params"])
         leaves = [restored["opt"][str(i)] for i in range(len(restored["opt"]))]
@@ -158,7 +158,7 @@ def train(config, mcfg: RankerConfig, data: Data, run=None, steps: int | None = 
                 run.log(step, {**vals, "_s": time.time() - t0})
         if run is not None and (step == steps - 1 or (config.checkpoint_every and step % config.checkpoint_every == 0
                                                       and step > start)):
-            run.save(step, {"params": flat_state(params),
+            run.save(step, {"params": flat_state(params), "stats": {"mean": model.mean.value, "std": model.std.value},
                             "opt": {str(i): v for i, v in enumerate(jax.tree.leaves(opt_state))},
                             "step": np.int32(step)})
     nnx.update(model, params)

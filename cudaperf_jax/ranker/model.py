@@ -134,7 +134,7 @@ class RankerModel(nnx.Module):
         self.head = MLP([cfg.hidden + code, cfg.hidden, 1], rngs=rngs)
 
     def __call__(self, x, tokens, mask):
-        z = self.features((x - self.mean[...]) / self.std[...])
+        z = self.features(jnp.clip((x - self.mean[...]) / self.std[...], -8.0, 8.0))
         if self.encoder is not None:
             z = jnp.concatenate([z, self.code_norm(self.encoder(tokens, mask))], -1)
         return self.head(jax.nn.gelu(z))[:, 0].astype(jnp.float32)

@@ -71,6 +71,7 @@ def score_rows(score_fn, params, data: dict, rows: np.ndarray, batch: int = 256)
 
 
 def set_feature_stats(model, x_train: np.ndarray):
-    """Stores the mean / std of the training rows' features in the model (std floored at 1e-3)."""
+    """Stores the mean / std of the training rows' features in the model (std 1 where a column is constant)."""
+    std = x_train.std(0)
     model.mean.value = jnp.asarray(x_train.mean(0), jnp.float32)
-    model.std.value = jnp.asarray(np.maximum(x_train.std(0), 1e-3), jnp.float32)
+    model.std.value = jnp.asarray(np.where(std < 1e-3, 1.0, std), jnp.float32)
