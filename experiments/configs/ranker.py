@@ -43,17 +43,18 @@ def get_config(variant: str = "h200"):
     m.train_layers = 2
     m.dtype = "float32"
     if variant == "small":                      # minutes on two CPU cores
-        c.steps = 400
-        c.features_only_steps = 600
-        c.batch_pairs = 32
-        c.checkpoint_every = 200
+        c.steps = 300
+        c.features_only_steps = 1500
+        c.batch_pairs = 16
+        c.lr = 2e-3
+        c.checkpoint_every = 100
         c.log_every = 20
         c.eval_batch = 128
         m.vocab = 2048
-        m.max_len = 256
-        m.dim = 64
+        m.max_len = 160
+        m.dim = 32
         m.depth = 2
-        m.heads = 4
+        m.heads = 2
         m.hidden = 64
     elif variant == "backbone":                 # the policy backbone on a GPU
         c.steps = 1500
