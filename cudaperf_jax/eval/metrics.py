@@ -92,8 +92,9 @@ def summarize(per_task: list[dict], n_tasks: int | None = None) -> dict:
     return out
 
 
-def pass_at_ks(records: list[dict], ks=(1, 5, 10)) -> dict:
-    """Mean unbiased pass@k over tasks (a sample passes when it is correct at any turn it reached)."""
+def pass_at_ks(records: list[dict], ks=(1, 5, 10), n_tasks: int | None = None) -> dict:
+    """Mean unbiased pass@k over tasks (a sample passes when it is correct at any turn it reached);
+    n_tasks: the suite's size, tasks without records count 0. A k above some task's sample count is left out."""
     per = {}
     for task, rs in _group(records, lambda r: r["task"]).items():
         samples = _group(rs, lambda r: r["sample"])
@@ -102,7 +103,7 @@ def pass_at_ks(records: list[dict], ks=(1, 5, 10)) -> dict:
     for k in ks:
         vals = [pass_at_k(n, c, k) for n, c in per.values() if n >= k]
         if vals and len(vals) == len(per):
-            out[f"pass@{k}"] = float(np.mean(vals))
+            out[f"pass@{k}"] = float(np.sum(vals) / max(n_tasks or len(per), len(per)))
     return out
 
 

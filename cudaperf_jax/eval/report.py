@@ -51,7 +51,7 @@ def build_summary(records: list[dict], tasks, ks=(1,), group_by: str = "family",
     out = {"tasks": n, "candidates": len(records), "statuses": statuses,
            "best_of_n": metrics.summarize(metrics.best_of_n(records), n),
            "first_sample": metrics.summarize(metrics.best_of_n(first), n),
-           "pass_at_k": metrics.pass_at_ks(records, ks),
+           "pass_at_k": metrics.pass_at_ks(records, ks, n),
            "per_turn": metrics.per_turn(records, n),
            "per_group": metrics.by_group(records, lambda tid: group_of(by_id[tid], group_by), groups),
            "group_by": group_by}
