@@ -54,7 +54,6 @@ class Ranker:
     @classmethod
     def load(cls, path: str | Path, compile_baseline: bool = True) -> Ranker:
         import orbax.checkpoint as ocp
-        from flax import nnx
 
         from cudaperf_jax.ranker import fit
         from cudaperf_jax.ranker import train as tr

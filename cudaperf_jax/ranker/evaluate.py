@@ -23,7 +23,7 @@ from cudaperf_jax.ranker.pairs import KINDS, ImplTable, Pairs
 def pairwise(pairs: Pairs, s: np.ndarray) -> dict:
     d = s[pairs.win] - s[pairs.lose]
     hit = np.where(d > 0, 1.0, np.where(d == 0, 0.5, 0.0))
-    out = {"all": float(hit.mean()) if len(hit) else math.nan, "n": int(len(hit))}
+    out = {"all": float(hit.mean()) if len(hit) else math.nan, "n": len(hit)}
     for k, name in enumerate(KINDS):
         sel = pairs.kind == k
         out[name] = float(hit[sel].mean()) if sel.any() else math.nan

@@ -19,7 +19,9 @@ from flax import nnx
 from tqdm import tqdm
 
 from cudaperf_jax.ranker import evaluate as ev
-from cudaperf_jax.ranker import features_cache, featurize, pairs as pairs_lib, tokens as tok_lib
+from cudaperf_jax.ranker import features_cache, featurize
+from cudaperf_jax.ranker import pairs as pairs_lib
+from cudaperf_jax.ranker import tokens as tok_lib
 from cudaperf_jax.ranker import train as tr
 from cudaperf_jax.ranker.model import RankerConfig, build, flat_state, from_flat
 

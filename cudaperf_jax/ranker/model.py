@@ -10,6 +10,7 @@ Feature statistics (mean / std over the training rows) are part of the model sta
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -56,7 +57,7 @@ class FeatureStats(nnx.Variable):
 
 class MLP(nnx.Module):
     def __init__(self, sizes: list[int], *, rngs: nnx.Rngs):
-        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])])
+        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in itertools.pairwise(sizes)])
 
     def __call__(self, x):
         for k, layer in enumerate(self.layers):

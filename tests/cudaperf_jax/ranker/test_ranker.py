@@ -7,7 +7,8 @@ import ml_collections
 import numpy as np
 import pytest
 
-from cudaperf_jax.ranker import fit, pairs as pairs_lib
+from cudaperf_jax.ranker import fit
+from cudaperf_jax.ranker import pairs as pairs_lib
 from cudaperf_jax.ranker.model import RankerConfig
 from kernels_harness.datasets import registry, times
 
@@ -15,10 +16,10 @@ FAMILIES = ("reduction", "transpose", "scan")
 
 
 def tiny_config(**over):
-    c = ml_collections.ConfigDict(dict(
-        seed=0, dataset_seed=0, times="data/times/h200", features="static", features_cache="", families=",".join(FAMILIES),
-        limit_per_family=3, margin=1.1, time_config="largest", weighting="log_ratio", steps=60, batch_pairs=32, lr=3e-3,
-        weight_decay=0.0, log_every=10, checkpoint_every=0, eval_batch=64, best_of_n=8))
+    c = ml_collections.ConfigDict({
+        "seed": 0, "dataset_seed": 0, "times": "data/times/h200", "features": "static", "features_cache": "", "families": ",".join(FAMILIES),
+        "limit_per_family": 3, "margin": 1.1, "time_config": "largest", "weighting": "log_ratio", "steps": 60, "batch_pairs": 32, "lr": 3e-3,
+        "weight_decay": 0.0, "log_every": 10, "checkpoint_every": 0, "eval_batch": 64, "best_of_n": 8})
     c.update(over)
     return c
 
@@ -118,9 +119,9 @@ def test_backbone_encoder_trains_only_its_top_layers(data, tmp_path):
     import jax
     from flax import nnx
 
+    from cudaperf_jax.experiment import open_run
     from cudaperf_jax.models.ranker import Ranker
     from tests.cudaperf_jax.models import tiny
-    from cudaperf_jax.experiment import open_run
     hf = tmp_path / "policy"
     tiny.hf_model("llama").save_pretrained(hf)
     tiny.tokenizer().save_pretrained(hf)
