@@ -57,8 +57,9 @@ def get_config(variant: str = "h200"):
         m.heads = 2
         m.hidden = 64
     elif variant == "backbone":                 # the policy backbone on a GPU
-        c.steps = 1500
+        c.steps = 800
         c.batch_pairs = 16
+        c.checkpoint_every = 400
         c.lr = 1e-4
         m.encoder = "backbone"
         m.max_len = 768
