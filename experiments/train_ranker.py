@@ -30,7 +30,11 @@ def main(config, workdir):
         sys.exit(2)
     t0 = time.time()
     run = open_run(workdir, config, name="train_ranker")
-    data = fit.prepare(config)
+    try:
+        data = fit.prepare(config)
+    except ValueError as e:          # a bad config value, no pairs, an outdated features cache
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     counts = {s: {"pairs": len(p), "speed": int((p.kind == 0).sum()), "correct_vs_wrong": int((p.kind == 1).sum())}
               for s, p in data.pairs.items()}
     print(f"[ranker] {len(data.table)} implementations of {len(data.table.tasks)} tasks; pairs {counts}; "
