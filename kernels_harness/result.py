@@ -9,7 +9,9 @@ import dataclasses
 import json
 from typing import Any
 
-STATUSES = ("ok", "wrong", "compile_error", "runtime_error", "timeout", "hack")
+# `unchecked`: no config of the task could be checked on this backend (too large for the cpu backend's
+# budget); it carries no reward and `error` says why.
+STATUSES = ("ok", "wrong", "compile_error", "runtime_error", "timeout", "hack", "unchecked")
 
 
 @dataclasses.dataclass
