@@ -22,7 +22,7 @@ def get_config():
     c.max_prompt_tokens = 3072
     c.temperature = 0.7
     c.top_p = 0.95
-    c.pass_k = (1, 5, 10)          # pass@k for the k <= samples_per_task
+    c.pass_k = (1, 2, 5, 10)       # pass@k for the k <= samples_per_task
     c.ranker = ""                  # a ranker checkpoint: best-of-n selected by Ranker.score as well
     c.group_by = "level"           # per-group table: "level" (KernelBench level, else family) | "family"
     c.backend = "auto"             # auto | cpu | cuda

@@ -103,7 +103,7 @@ def probe(source: str, overrides: dict, name: str, device: str) -> shrink.Probe:
     ns = _load(source, overrides, tag)
     torch.manual_seed(0)
     with torch.device(device), torch.no_grad():
-        model = ns["Model"](*ns["get_init_inputs"]())
+        model = ns["Model"](*ns["get_init_inputs"]()).eval()  # as the harness's reference runs it
         inputs = list(ns["get_inputs"]())
         out = model(*inputs)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]

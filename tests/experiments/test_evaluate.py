@@ -41,3 +41,25 @@ def test_evaluate_solution_directory(tmp_path):
                           f"--config.suite={suite}"], cwd=REPO, capture_output=True, text=True, timeout=300,
                          env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert bad.returncode == 2 and "give exactly one of" in bad.stderr
+
+
+@pytest.mark.slow
+def test_evaluate_policy_multi_turn(tmp_path):
+    """A tiny random policy through the rollout (2 samples x 2 turns): per-turn rows and pass@2 exist and
+    every candidate carries a harness verdict."""
+    from tests.cudaperf_jax.models import tiny
+    model = tmp_path / "policy"
+    tiny.hf_model("llama").save_pretrained(model)
+    tiny.tokenizer().save_pretrained(model)
+    work = tmp_path / "run"
+    cmd = [sys.executable, "-m", "experiments.evaluate", f"--workdir={work}",
+           f"--config.suite={REPO / 'experiments/suites/smoke'}", f"--config.model={model}", "--config.max_tasks=1",
+           "--config.samples_per_task=2", "--config.turns=2", "--config.max_new_tokens=16",
+           "--config.backend=cpu", "--config.workers=1"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900,
+                          env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                               "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    s = json.loads((work / "eval.json").read_text())
+    assert s["candidates"] == 4 and [r["turn"] for r in s["per_turn"]] == [0, 1]
+    assert set(s["pass_at_k"]) == {"pass@1", "pass@2"} and sum(s["statuses"].values()) == 4
