@@ -27,6 +27,7 @@ class ConfigResult:
     time_ms: float | None = None         # median over repetitions (cuda backend only)
     time_iqr_ms: float | None = None
     baseline_ms: float | None = None
+    compile_baseline_ms: float | None = None   # torch2cuda: torch.compile of the module, same protocol
     reps: int = 0
     error: str = ""                      # what went wrong on this config, one line
 
