@@ -107,10 +107,10 @@ class Guarded:
             return None
         tail = self.bits(self.base[self.guard + self.n:]) != pat
         if bool(xp.any(tail)):
-            return self.n + int(xp.argmax(tail))
+            return self.n + int(xp.argmax(tail.astype(xp.uint8)))
         head = self.bits(self.base[:self.guard]) != pat
         if bool(xp.any(head)):
-            last = self.guard - 1 - int(xp.argmax(head[::-1]))
+            last = self.guard - 1 - int(xp.argmax(head[::-1].astype(xp.uint8)))
             return last - self.guard
         return None
 

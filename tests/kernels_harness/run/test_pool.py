@@ -70,7 +70,9 @@ def test_good_kernel_gets_features_resources_and_launches():
     assert res.resources["saxpy_k"]["registers"] > 0  # ptxas, read in the compile worker
     assert 0.0 <= res.features["score"] <= 1.0
     assert res.seconds["compile"] > 0 and res.seconds["execute"] > 0
-    assert res.feedback.startswith("Correct on the only checked config (2 larger ones skipped on the cpu backend)")
+    assert res.feedback.startswith("Correct on the only checked config (2 larger ones skipped on the cpu backend, "
+                                   "unchecked: N=1000000; N=16777216)")
+    assert res.launches[0]["config"] == 0  # launches carry the config they were recorded on
 
 
 KB_MODULE = """
@@ -155,7 +157,8 @@ def test_plan_runs_small_configs_first_and_picks_references():
     no_oracle = plan_configs(t, "cuda", 8 << 20, 64 << 20, 2e8, have_c=True, have_oracle=False)
     assert all(p["run"] and p["reference"] == "c" for p in no_oracle)
     tiny_budget = plan_configs(t, "cpu", 1, 64 << 20, 2e8, have_c=True, have_oracle=True)
-    assert [p["run"] for p in tiny_budget] == [True, False, False]  # the smallest always runs
+    # nothing fits: nothing runs (the verdict is `unchecked`), not even the smallest
+    assert [p["run"] for p in tiny_budget] == [False, False, False]
     flops_budget = plan_configs(t, "cpu", 1 << 30, 64 << 20, 2e8, have_c=True, have_oracle=True,
                                 cpu_budget_flops=3e6)  # flops = 2*N: 2e3, 2e6, 3.4e7
     assert [p["run"] for p in flops_budget] == [True, True, False]
