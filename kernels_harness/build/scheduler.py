@@ -29,7 +29,7 @@ _FAILED_WORKER = "the compiler worker failed"
 
 def _version(cmd: list[str]) -> str:
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip().splitlines()
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False).stdout.strip().splitlines()
         return out[0] if out else "?"
     except (OSError, subprocess.SubprocessError):
         return "none"
