@@ -110,7 +110,7 @@ class HarnessPool:
                  max_jobs_per_worker: int = 100, arch: str = "sm_90", features: bool = True,
                  use_numba: bool = True, progress: bool = False, seed: int | None = None,
                  emulation_checks: bool = True, ptxas_resources: bool = True, cpu_budget_flops: float = 1e9,
-                 config: PoolConfig | None = None):
+                 torch_compile: bool = False, config: PoolConfig | None = None):
         self.config = config = config or PoolConfig()
         if not isinstance(config, PoolConfig):
             raise HarnessSetupError("config must be a kernels_harness.run.pool_config.PoolConfig")
@@ -124,6 +124,7 @@ class HarnessPool:
         self.cref_max_bytes, self.cref_max_flops = cref_max_bytes, cref_max_flops
         self.timing = timing and self.backend == "cuda"
         self.timing_params = timing_params or {}
+        self.torch_compile = torch_compile  # torch2cuda on cuda: also time torch.compile of the module
         self.rules, self.checks, self.arch = rules, checks, arch
         self.max_jobs_per_worker, self.features, self.progress = max_jobs_per_worker, features, progress
         self.fixed_seed = seed
@@ -335,7 +336,7 @@ class HarnessPool:
                 return assemble(task, source, self.backend, build, out, seed, seconds, False), None
         if self.timing:
             job["timing"] = {"lock": os.path.join(self.root, f"gpu{worker.device}.lock"),
-                             "params": self.timing_params}
+                             "params": self.timing_params, "torch_compile": self.torch_compile}
         t0 = time.perf_counter()
         out = {"status": "runtime_error", "error": "harness error: the job was not run", "configs": [],
                "launches": [], "sticky": True}
