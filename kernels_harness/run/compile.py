@@ -72,9 +72,8 @@ def build_batch(backend: str, members: list, out_path: str, timeout_s: float = 1
             built, alone = _batch_cpu(ms, out_path, timeout_s, arch, checks, resources)
         else:
             raise ValueError(f"unknown backend {backend!r}")
-    except Exception as e:  # a missing compiler, a crash: every member is built alone (and fails there)
+    except Exception:  # a missing compiler, a crash: every member is built alone (and fails there)
         built, alone = {}, list(range(len(ms)))
-        _ = e
     secs = time.perf_counter() - t0
     n = max(1, len(built))
     for rec in built.values():
