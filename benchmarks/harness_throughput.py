@@ -1,20 +1,27 @@
-"""Harness throughput and timing repeatability on a GPU, against PyTorch's load_inline path.
+"""Harness throughput and timing repeatability, new pool vs the per-candidate pool vs PyTorch's load_inline.
 
-    OUT=out python benchmarks/harness_throughput.py [--kernels 64] [--inline 2] [--quick]
+    OUT=out python benchmarks/harness_throughput.py                      # the H200 run (~5-6 min)
+    OUT=out python benchmarks/harness_throughput.py --backend cpu --rl-candidates 48 \
+        --legacy-candidates 48 --inline 0 --no-adversarial --quick          # the cpu backend, small
 
 0. Adversarial kernels (tests/kernels_harness/adversarial): verdicts on this backend, pool health.
-1. Builds >= 64 candidate kernels (element-wise maps and row reductions, four implementation styles
-   each) as c2cuda tasks with a C reference and a naive baseline implementation.
-2. Harness, run 1 and run 2 (two separate HarnessPools): every candidate is statically checked,
-   compiled (nvcc, parallel over cores), checked for correctness (3 configs x 2 trials, fresh inputs)
-   and timed against its baseline (events, L2 flush, adaptive repetitions). Candidates per minute =
-   candidates / wall time of `evaluate` (pool start-up reported apart).
-3. load_inline (the KernelBench path): `--inline` of the same candidates, each built with
-   torch.utils.cpp_extension.load_inline, checked on the same configs (2 trials) against a PyTorch
-   reference and timed with CUDA events (100 repetitions per config, as KernelBench does). Its
-   candidates per minute is extrapolated from the mean time per candidate (stated in the output).
-4. Repeatability: per (kernel, config) timed in both harness runs with time >= 20 us: the ratio
-   run2/run1 (median, p10-p90, fraction within 3%).
+1. An RL-like mix (`make_rl_mix`): `--rl-candidates` candidates in groups of 8 samples per task over
+   element-wise maps and row reductions (four implementation styles each, c2cuda tasks with a C
+   reference and a naive baseline): a third fail to compile (three kinds of error), a fifth are wrong,
+   the rest correct, and about a quarter of each group are exact duplicates within the group.
+2. `legacy`: the first `--legacy-candidates` of the mix through PoolConfig.legacy() (one nvcc call a
+   candidate, no disk cache, 2 workers a GPU) with today's timing budget (`--legacy-budget-s` 0.1).
+3. `run1`, `run2`: the whole mix twice through the new pool (batches of `--batch-size`, the build
+   cache, `--workers-per-gpu` workers), each with a fresh empty cache (cold; repeats within a run are
+   built once). Every candidate is checked (3 configs x 2 trials, fresh inputs) and, when correct,
+   timed against its baseline (events, L2 flush, adaptive repetitions, `--budget-s` a config).
+   Candidates per minute = candidates / wall time of `evaluate` (pool start-up reported apart);
+   every verdict is compared with the expected one, and between the runs.
+4. load_inline (the KernelBench path): `--inline` correct candidates, each built with
+   torch.utils.cpp_extension.load_inline, checked on the same configs against a PyTorch reference and
+   timed with CUDA events (100 repetitions per config); candidates per minute extrapolated.
+5. Repeatability: per (kernel, config) timed in run1 and run2 with time >= 20 us: the ratio run2/run1
+   (median, p10-p90, fraction within 3%); also legacy vs run1 on the shared candidates.
 Writes $OUT/harness_throughput.json and $OUT/harness_repeatability.png; prints a table last. Each
 phase is guarded: a failure is recorded and the rest still runs.
 """
@@ -216,6 +223,50 @@ def make_candidates(n_kernels: int) -> list[dict]:
     return out[:n_kernels]
 
 
+_COMPILE_ERRORS = (
+    ("cudaStream_t stream) {", "cudaStream_t stream) {\n  this_is_not_declared = 0;"),   # undeclared name
+    ("return (int)cudaGetLastError();", "return (int)cudaGetLastError()"),            # missing semicolon
+    ("cudaStream_t stream) {", "cudaStream_t stream) {\n  float4 v = 1.0f;"),             # type error
+)
+_WRONG = (("return ", "return 1.01f * "), ("out[warp] = s;", "out[warp] = s * 1.01f;"),
+          ("out[r] = s;", "out[r] = s * 1.01f;"), ("out[r] = buf[0];", "out[r] = buf[0] * 1.01f;"))
+
+
+def make_rl_mix(n: int, seed: int = 0) -> list[dict]:
+    """An RL-like stream: groups of 8 samples per task, a third failing to compile, a fifth wrong, the
+    rest correct, and about a quarter of each group exact duplicates of an earlier sample of the group.
+    Each candidate: {name, task, kind, torch_expr, source, expect: "compile_error" | "wrong" | "ok"}."""
+    rng = np.random.default_rng(seed)
+    base = make_candidates(max(64, n // 4))
+    out = []
+    g = 0
+    while len(out) < n:
+        group = []
+        for j in range(8):
+            if group and rng.random() < 0.25:
+                group.append(dict(group[int(rng.integers(len(group)))], name=f"g{g}/s{j}/dup"))
+                continue
+            c = dict(base[int(rng.integers(len(base)))])
+            u = rng.random()
+            src = c["source"] + f"\n// sample {g}.{j}\n"
+            if u < 1 / 3:
+                a, b = _COMPILE_ERRORS[int(rng.integers(len(_COMPILE_ERRORS)))]
+                src, expect = src.replace(a, b, 1), "compile_error"
+            elif u < 1 / 3 + 1 / 5:
+                if c["kind"] == "ew":
+                    src = src.replace("{ return ", "{ return 1.01f * ", 1)
+                else:
+                    for a, b in _WRONG[1:]:
+                        src = src.replace(a, b)
+                expect = "wrong"
+            else:
+                expect = "ok"
+            group.append(dict(c, source=src, expect=expect, name=f"g{g}/s{j}/{c['name']}"))
+        out.extend(group)
+        g += 1
+    return out[:n]
+
+
 def _c_reference_ew(entry: str, cexpr: str) -> str:
     return (f"#include <math.h>\nstatic float op(float x, float y) {{ return {cexpr}; }}\n"
             f"void {entry}(int n, const float* x, const float* y, float* z) {{\n"
@@ -223,28 +274,47 @@ def _c_reference_ew(entry: str, cexpr: str) -> str:
 
 
 # ---- harness runs ---------------------------------------------------------------------------------
-def harness_run(cands: list[dict], label: str, timing_params: dict, backend: str = "cuda") -> dict:
+def harness_run(cands: list[dict], label: str, timing_params: dict, backend: str = "cuda",
+                config=None) -> dict:
+    """One HarnessPool over `cands`; config: a PoolConfig (None: the default). A fresh, empty build
+    cache each run (a cold start: only repeats within the run are built once)."""
     from kernels_harness.run import HarnessPool
+    from kernels_harness.run.pool_config import PoolConfig
+    config = config or PoolConfig()
+    if config.cache:
+        import dataclasses
+        config = dataclasses.replace(config, cache_dir=tempfile.mkdtemp(prefix=f"cache_{label}_"))
     t0 = time.perf_counter()
-    pool = HarnessPool(backend, progress=sys.stderr.isatty(), timing_params=timing_params)
+    pool = HarnessPool(backend, progress=sys.stderr.isatty(), timing_params=timing_params, config=config)
     t_start = time.perf_counter() - t0
     try:
         t1 = time.perf_counter()
         results = pool.evaluate([(c["task"], c["source"]) for c in cands])
         wall = time.perf_counter() - t1
         info = pool.worker_info
+        build_stats = dict(pool.builds.stats)
     finally:
         pool.close()
     rows = []
     for c, r in zip(cands, results):
-        rows.append({"name": c["name"], "status": r.status, "error": r.error[:200], "speedup": r.speedup,
+        rows.append({"name": c["name"], "status": r.status, "expect": c.get("expect", "ok"),
+                     "error": r.error[:200], "speedup": r.speedup,
                      "seconds": r.seconds,
                      "configs": [{"index": x.index, "time_ms": x.time_ms, "iqr_ms": x.time_iqr_ms, "reps": x.reps,
                                   "baseline_ms": x.baseline_ms, "correct": x.correct} for x in r.configs]})
     ok = sum(r.status == "ok" for r in results)
     stage = {k: float(sum(r.seconds.get(k, 0.0) for r in results)) for k in ("compile", "execute", "run", "time")}
+    as_expected = sum(x["status"] == x["expect"] for x in rows)
     return {"label": label, "pool_start_s": t_start, "wall_s": wall, "candidates": len(cands), "ok": ok,
-            "per_minute": 60.0 * len(cands) / wall, "stage_seconds_sum": stage, "workers": info, "rows": rows}
+            "as_expected": as_expected, "statuses": {st: sum(x["status"] == st for x in rows) for st in
+                                                     sorted({x["status"] for x in rows})},
+            "per_minute": 60.0 * len(cands) / wall, "stage_seconds_sum": stage, "workers": info,
+            "config": dataclasses_asdict(config), "builds": build_stats, "rows": rows}
+
+
+def dataclasses_asdict(cfg) -> dict:
+    import dataclasses
+    return dataclasses.asdict(cfg)
 
 
 # ---- adversarial kernels (the GPU variant of tests/kernels_harness/adversarial, without pytest) ------
@@ -427,10 +497,18 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", type=int, default=64)
     ap.add_argument("--inline", type=int, default=2, help="load_inline candidates to build (each ~45 s)")
     ap.add_argument("--quick", action="store_true", help="one harness run, no load_inline (smoke test)")
-    ap.add_argument("--budget-s", type=float, default=0.1, help="timing budget per config and candidate")
+    ap.add_argument("--budget-s", type=float, default=0.03, help="timing budget per config and candidate")
+    ap.add_argument("--legacy-budget-s", type=float, default=0.1,
+                    help="timing budget of the legacy pool run (0.1: as measured on 2026-12-02)")
+    ap.add_argument("--rl-candidates", type=int, default=384, help="candidates of the RL mix (new pool, twice)")
+    ap.add_argument("--legacy-candidates", type=int, default=96,
+                    help="the first candidates of the mix also run through PoolConfig.legacy() (0: skip)")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--workers-per-gpu", type=int, default=6)
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--backend", default="cuda", help="cuda (the benchmark) or cpu (a smoke test of the script)")
     ap.add_argument("--no-adversarial", action="store_true", help="skip the adversarial-kernel verdicts")
-    ap.add_argument("--total-budget-s", type=float, default=300.0,
+    ap.add_argument("--total-budget-s", type=float, default=480.0,
                     help="no load_inline build starts when less than 60 s of this budget is left")
     args = ap.parse_args(argv)
     out_dir = Path(os.environ.get("OUT", "out"))
@@ -440,6 +518,7 @@ def main(argv=None) -> int:
     cands = make_candidates(args.kernels)
     report["kernels"] = len(cands)
     timing = {"budget_s": args.budget_s, "target_rel_iqr": 0.02, "min_reps": 10}
+    legacy_timing = {"budget_s": args.legacy_budget_s, "target_rel_iqr": 0.02, "min_reps": 10}
     if not args.no_adversarial:
         try:
             report["adversarial"] = adversarial_run(args.backend)
@@ -450,27 +529,46 @@ def main(argv=None) -> int:
                   file=sys.stderr, flush=True)
         except Exception:
             report["errors"]["adversarial"] = traceback.format_exc()[-2000:]
+    from kernels_harness.run.pool_config import PoolConfig
+    mix = make_rl_mix(args.rl_candidates, args.seed)
+    legacy_mix = mix[:args.legacy_candidates]
+    report["rl_mix"] = {"candidates": len(mix), "legacy_candidates": len(legacy_mix),
+                        "expect": {e: sum(c["expect"] == e for c in mix) for e in ("ok", "wrong", "compile_error")},
+                        "distinct_sources": len({c["source"] for c in mix})}
+    new_cfg = PoolConfig(batch_size=args.batch_size, workers_per_gpu=args.workers_per_gpu)
+    plan = [("legacy", legacy_mix, PoolConfig.legacy(), legacy_timing)] if args.legacy_candidates else []
+    plan += [("run1", mix, new_cfg, timing)] + ([] if args.quick else [("run2", mix, new_cfg, timing)])
     runs = []
-    for label in (("run1",) if args.quick else ("run1", "run2")):
+    for label, cs, cfg, tp in plan:
         try:
-            runs.append(harness_run(cands, label, timing, args.backend))
+            runs.append(harness_run(cs, label, tp, args.backend, cfg))
             r = runs[-1]
-            print(f"[harness {label}] {r['ok']}/{r['candidates']} ok, {r['wall_s']:.1f} s, "
-                  f"{r['per_minute']:.1f}/min", file=sys.stderr, flush=True)
+            print(f"[harness {label}] {r['candidates']} candidates, {r['as_expected']} verdicts as expected "
+                  f"{r['statuses']}, {r['wall_s']:.1f} s, {r['per_minute']:.1f}/min, builds {r['builds']}",
+                  file=sys.stderr, flush=True)
         except Exception:
             report["errors"][label] = traceback.format_exc()[-2000:]
             print(report["errors"][label], file=sys.stderr)
     report["harness"] = runs
-    if len(runs) == 2:
+    by = {r["label"]: r for r in runs}
+    if "run1" in by and "legacy" in by:
+        report["verdicts_equal_legacy_new"] = sum(a["status"] == b["status"] for a, b in
+                                                  zip(by["legacy"]["rows"], by["run1"]["rows"]))
+    if "run1" in by and "run2" in by:
         try:
-            report["repeatability"] = repeatability(runs[0], runs[1])
+            report["repeatability"] = repeatability(by["run1"], by["run2"])
             plot(report["repeatability"], out_dir / "harness_repeatability.png")
+            if "legacy" in by:  # the same kernels timed by the old pool and the new one
+                report["repeatability_legacy_vs_new"] = repeatability(by["legacy"], by["run1"])
+            same = sum(a["status"] == b["status"] for a, b in zip(by["run1"]["rows"], by["run2"]["rows"]))
+            report["verdicts_equal_run1_run2"] = same
         except Exception:
             report["errors"]["repeatability"] = traceback.format_exc()[-2000:]
     save(report, out_dir, t_all)  # the harness results survive if the load_inline phase is cut short
     if not args.quick and args.inline > 0:
         try:
-            report["load_inline"] = inline_runs(cands, args.inline, deadline=t_all + args.total_budget_s)
+            report["load_inline"] = inline_runs([c for c in mix if c["expect"] == "ok"] or cands, args.inline,
+                                                deadline=t_all + args.total_budget_s)
         except Exception:
             report["errors"]["load_inline"] = traceback.format_exc()[-2000:]
     save(report, out_dir, t_all)
@@ -478,7 +576,8 @@ def main(argv=None) -> int:
     print(f"\n== harness throughput ({args.backend}) ==")
     for r in runs:
         bad = [x for x in r["rows"] if x["status"] != "ok"][:3]
-        print(f"harness {r['label']}: {r['ok']}/{r['candidates']} ok  wall {r['wall_s']:.1f} s  "
+        print(f"harness {r['label']}: {r['ok']}/{r['candidates']} ok, {r['as_expected']} as expected  "
+              f"wall {r['wall_s']:.1f} s  "
               f"{r['per_minute']:.1f} cand/min  (pool start {r['pool_start_s']:.1f} s)"
               + (f"  first failures: {[(x['name'], x['status'], x['error'][:80]) for x in bad]}" if bad else ""))
     adv = report.get("adversarial")
@@ -493,6 +592,11 @@ def main(argv=None) -> int:
         if runs:
             best = max(r["per_minute"] for r in runs)
             print(f"ratio harness / load_inline: {best / li['per_minute']:.1f}x (goal >= 50x)")
+    if "run1" in by and "legacy" in by:
+        print(f"new pool / legacy pool: {by['run1']['per_minute'] / by['legacy']['per_minute']:.1f}x "
+              f"({by['run1']['per_minute']:.0f} vs {by['legacy']['per_minute']:.0f} cand/min; goal 1000/min); "
+              f"verdicts equal on the shared candidates: {report.get('verdicts_equal_legacy_new')}"
+              f"/{by['legacy']['candidates']}")
     rep = report.get("repeatability") or {}
     if rep.get("pairs"):
         print(f"repeatability ({rep['pairs']} pairs >= 20 us): median ratio {rep['median_ratio']:.4f}, "

@@ -146,10 +146,11 @@ def _run(cmd: list[str], timeout_s: float, cwd: str) -> tuple[int, str]:
 
 
 def build_shared(source: str, out_path: str | Path, arch: str = DEFAULT_ARCH, extra_flags=(),
-                 timeout_s: float = 120.0) -> BuildResult:
+                 timeout_s: float = 120.0, trim: bool = True) -> BuildResult:
     """Compiles one CUDA translation unit into a shared library at `out_path`.
 
-    Never raises for a bad source: `ok=False` and the compiler log. Raises CompilerNotFound if no nvcc.
+    Never raises for a bad source: `ok=False` and the compiler log (`trim=False`: the whole log, for
+    kernels_harness.build.batch to read). Raises CompilerNotFound if no nvcc.
     """
     nvcc = str(find_nvcc())
     out_path = Path(out_path)
@@ -163,8 +164,23 @@ def build_shared(source: str, out_path: str | Path, arch: str = DEFAULT_ARCH, ex
         rc, log = _run(cmd, timeout_s, tmp)
     log = log.replace(str(src), "solution.cu")
     ok = rc == 0 and out_path.is_file()
-    return BuildResult(ok=ok, log=_trim_log(log, ok), path=out_path if ok else None,
+    return BuildResult(ok=ok, log=_trim_log(log, ok) if trim else log, path=out_path if ok else None,
                        resources=parse_ptxas(log) if ok else {}, seconds=time.perf_counter() - t0)
+
+
+_VERSION: dict[str, str] = {}
+
+
+def compiler_id(arch: str = DEFAULT_ARCH) -> str:
+    """nvcc's path and version line, the default flags and the arch (a build cache key part)."""
+    nvcc = str(find_nvcc())
+    if nvcc not in _VERSION:
+        try:
+            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            out = ""
+        _VERSION[nvcc] = nvcc + " " + (out.strip().splitlines() or ["?"])[-1]
+    return " ".join([_VERSION[nvcc], arch, *DEFAULT_FLAGS])
 
 
 def _trim_log(log: str, ok: bool) -> str:
@@ -187,14 +203,19 @@ def resource_usage(source: str, arch: str = DEFAULT_ARCH, extra_flags=(), timeou
     key = hashlib.sha256("\0".join([source, arch, *extra_flags]).encode()).hexdigest()
     if key in _CACHE:
         return _CACHE[key]
+    rc, log = ptxas_log(source, arch, extra_flags, timeout_s)
+    if rc != 0:
+        raise ValueError("the source does not compile for " + arch + ": " + _trim_log(log, False)[:2000])
+    _CACHE[key] = parse_ptxas(log)
+    return _CACHE[key]
+
+
+def ptxas_log(source: str, arch: str = DEFAULT_ARCH, extra_flags=(), timeout_s: float = 120.0) -> tuple[int, str]:
+    """(return code, log) of compiling `source`'s device code to a cubin with `-Xptxas -v`."""
     nvcc = str(find_nvcc())
     with tempfile.TemporaryDirectory(prefix="cudaperf_ptxas_") as tmp:
         src = Path(tmp) / "solution.cu"
         src.write_text(source)
         cmd = [nvcc, f"-arch={arch}", "-cubin", *DEFAULT_FLAGS, *extra_flags, "-o",
                str(Path(tmp) / "solution.cubin"), str(src)]
-        rc, log = _run(cmd, timeout_s, tmp)
-    if rc != 0:
-        raise ValueError("the source does not compile for " + arch + ": " + _trim_log(log, False)[:2000])
-    _CACHE[key] = parse_ptxas(log)
-    return _CACHE[key]
+        return _run(cmd, timeout_s, tmp)

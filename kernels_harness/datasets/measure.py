@@ -20,7 +20,6 @@ import datetime as _dt
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -43,8 +42,6 @@ from kernels_harness.datasets.times import iter_results
 from kernels_harness.tasks.schema import Task
 
 BATCH_IMPLS = 24
-_INCLUDE = re.compile(r"^\s*#\s*include\s*<[^>]+>\s*$", re.MULTILINE)
-HEADERS = ("cuda_runtime.h", "math.h", "stdint.h", "float.h", "limits.h")
 
 
 # ---- task selection --------------------------------------------------------------------------------
@@ -83,34 +80,38 @@ def measured_tasks(results_path: Path) -> set[str]:
     return done
 
 
-# ---- building several implementations into one library -------------------------------------------
+# ---- building several implementations into one library (kernels_harness.build.batch) --------------
 def symbol(ti: int, ii: int) -> str:
     return f"cp_t{ti}_i{ii}"
 
 
+def _members(items) -> list:
+    from kernels_harness.build.batch import Member
+    return [Member(impl.source, task.entry, symbol(ti, ii), f"ns_t{ti}_i{ii}") for ti, ii, task, impl in items]
+
+
 def combined_source(items: list[tuple[int, int, Task, object]]) -> str:
     """One translation unit: every (task index, impl index, task, impl) in its own namespace, entry renamed."""
-    parts = ["".join(f"#include <{h}>\n" for h in HEADERS)]
-    for ti, ii, task, impl in items:
-        body = _INCLUDE.sub("", impl.source)
-        body = re.sub(rf'extern\s+"C"\s+int\s+{re.escape(task.entry)}\s*\(', f'extern "C" int {symbol(ti, ii)}(', body)
-        undefs = "".join(f"#undef {m}\n" for m in re.findall(r"^\s*#\s*define\s+(\w+)", body, re.MULTILINE))
-        parts.append(f"namespace ns_t{ti}_i{ii} {{\n{body}\n}}  // namespace\n{undefs}")
-    return "\n".join(parts)
+    from kernels_harness.build.batch import combine
+    return combine(_members(items))
 
 
 def compile_batch(items, workdir: Path, tag: str, arch: str) -> dict:
-    """{(ti, ii): (library path or None, symbol, log)}; a failed batch is retried one implementation at a time."""
-    from kernels_harness.build import nvcc
-    res = nvcc.build_shared(combined_source(items), workdir / f"{tag}.so", arch=arch, timeout_s=300)
-    if res.ok:
-        return {(ti, ii): (str(res.path), symbol(ti, ii), "") for ti, ii, _, _ in items}
-    if len(items) == 1:
-        ti, ii = items[0][:2]
-        return {(ti, ii): (None, symbol(ti, ii), res.log[-2000:])}
-    out: dict = {}
-    for k, it in enumerate(items):
-        out.update(compile_batch([it], workdir, f"{tag}_{k}", arch))
+    """{(ti, ii): (library path or None, symbol, log)}; members a batch could not take are built alone
+    (kernels_harness.build.batch.build: a broken implementation never sinks its batch)."""
+    from kernels_harness.build import batch, nvcc
+    ms = _members(items)
+    ok = [k for k, m in enumerate(ms) if not batch.unbatchable(m.source, m.entry)]
+
+    def compile_text(text, path):
+        r = nvcc.build_shared(text, path, arch=arch, timeout_s=300, trim=False)
+        return batch.Compiled(r.ok, r.log, timed_out=not r.ok and "nvcc timed out" in r.log)
+    built, alone = batch.build([ms[k] for k in ok], workdir / f"{tag}.so", compile_text)
+    out = {(items[ok[j]][0], items[ok[j]][1]): (rec["path"], rec["symbol"], "") for j, rec in built.items()}
+    for k in sorted({ok[j] for j in alone} | (set(range(len(ms))) - set(ok))):
+        ti, ii, task, impl = items[k]
+        res = nvcc.build_shared(impl.source, workdir / f"{tag}_{k}.so", arch=arch, timeout_s=300)
+        out[(ti, ii)] = (str(res.path), task.entry, "") if res.ok else (None, symbol(ti, ii), res.log[-2000:])
     return out
 
 

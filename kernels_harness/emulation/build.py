@@ -145,12 +145,22 @@ def build_shared_library(source: str, out_path: str | Path, *, checks: bool = Tr
     Raises CompilerMissing when there is no host compiler.
     """
     t0 = time.perf_counter()
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         rewritten = rewrite(source)
     except UnsupportedConstruct as e:
         return BuildResult(ok=False, log=str(e), path=None, seconds=time.perf_counter() - t0)
+    res = compile_rewritten(rewritten.source, out_path, checks=checks, timeout_s=timeout_s)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def compile_rewritten(text: str, out_path: str | Path, *, checks: bool = True, timeout_s: float = 120,
+                      trim: bool = True) -> BuildResult:
+    """Compiles already rewritten source (rewrite.rewrite, or several combined by
+    kernels_harness.build.batch) into `out_path`; `trim=False` keeps the whole log, first line unchanged."""
+    t0 = time.perf_counter()
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
     cxx = find_cxx()
     try:
         rt = runtime_object(checks)
@@ -161,7 +171,7 @@ def build_shared_library(source: str, out_path: str | Path, *, checks: bool = Tr
     flags = COMMON_FLAGS + (CHECK_FLAGS if checks else ())
     with tempfile.TemporaryDirectory(prefix="cudaperf_emu_") as tmp:
         src = Path(tmp) / "solution.cu"
-        src.write_text(rewritten.source)
+        src.write_text(text)
         tmp_out = Path(tmp) / "solution.so"
         cmd = [cxx, *flags, "-shared", "-Wl,-Bsymbolic", *([f"-I{pch}"] if pch else []), f"-I{INCLUDE_DIR}",
                "-include", "cudaperf_emu.h",
@@ -178,6 +188,12 @@ def build_shared_library(source: str, out_path: str | Path, *, checks: bool = Tr
             staging = _unique_tmp(out_path.parent, ".so")
             shutil.copyfile(tmp_out, staging)
             os.replace(staging, out_path)
-    if not ok:
+    if not ok and trim:
         log = _first_error(log) + "\n" + log[-8000:]
     return BuildResult(ok=ok, log=log, path=out_path if ok else None, seconds=time.perf_counter() - t0)
+
+
+def compiler_id(checks: bool = True) -> str:
+    """The host compiler, its flags and the emulation headers, as one string (a build cache key part)."""
+    cxx = find_cxx()
+    return f"{_compiler_id(cxx)} {_mode_key(cxx, COMMON_FLAGS + (CHECK_FLAGS if checks else ()))}"

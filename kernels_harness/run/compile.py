@@ -7,6 +7,10 @@
                       `resources`, ptxas registers/shared memory are read too, for the features)
   kind "c_reference": a task's C reference -> gcc (as C, else as C++ wrapped in extern "C")
 Returns a plain dict {ok, log, path, resources, seconds} that crosses process boundaries.
+
+`build_batch(backend, members, out_path)` builds several solutions into one library
+(kernels_harness.build.batch): {"built": {k: build dict with "symbol"}, "alone": [k, ...], "seconds"};
+the members in "alone" must be built with `build` (their own source, their own log).
 """
 from __future__ import annotations
 
@@ -53,6 +57,85 @@ def build(kind: str, backend: str, source: str, out_path: str, timeout_s: float 
     res["log"] = (res.get("log") or "")[-MAX_LOG:]
     res["seconds"] = time.perf_counter() - t0
     return res
+
+
+def build_batch(backend: str, members: list, out_path: str, timeout_s: float = 120.0, arch: str = "sm_90",
+                checks: bool = True, resources: bool = True) -> dict:
+    """members: [(source, entry, symbol, namespace)] of kind "solution"; see the module docstring."""
+    from kernels_harness.build import batch
+    t0 = time.perf_counter()
+    ms = [batch.Member(*m) for m in members]
+    try:
+        if backend == "cuda":
+            built, alone = _batch_cuda(ms, out_path, timeout_s, arch)
+        elif backend == "cpu":
+            built, alone = _batch_cpu(ms, out_path, timeout_s, arch, checks, resources)
+        else:
+            raise ValueError(f"unknown backend {backend!r}")
+    except Exception:  # a missing compiler, a crash: every member is built alone (and fails there)
+        built, alone = {}, list(range(len(ms)))
+    secs = time.perf_counter() - t0
+    n = max(1, len(built))
+    for rec in built.values():
+        rec.pop("full_log", None)
+        rec.update(ok=True, seconds=secs / n)
+        rec["log"] = rec["log"][-MAX_LOG:]
+    return {"built": built, "alone": alone, "seconds": secs}
+
+
+def _batch_cuda(ms, out_path, timeout_s, arch):
+    from kernels_harness.build import batch, nvcc
+
+    def compile_text(text, path):
+        r = nvcc.build_shared(text, path, arch=arch, timeout_s=timeout_s, trim=False)
+        return batch.Compiled(r.ok, r.log, timed_out=not r.ok and "nvcc timed out" in r.log)
+    built, alone = batch.build(ms, out_path, compile_text)
+    for k, rec in built.items():
+        rec["resources"] = batch.member_resources(nvcc.parse_ptxas(rec["log"]), ms[k].namespace)
+    return built, alone
+
+
+def _batch_cpu(ms, out_path, timeout_s, arch, checks, resources):
+    from dataclasses import replace
+
+    from kernels_harness.build import batch
+    from kernels_harness.emulation.build import compile_rewritten
+    from kernels_harness.emulation.rewrite import UnsupportedConstruct, rewrite
+    rewritten, index, alone = [], [], []
+    for k, m in enumerate(ms):
+        try:
+            rewritten.append(replace(m, source=rewrite(m.source).source))
+            index.append(k)
+        except UnsupportedConstruct:
+            alone.append(k)  # its own build reports the construct
+
+    def compile_text(text, path):
+        r = compile_rewritten(text, path, checks=checks, timeout_s=timeout_s, trim=False)
+        return batch.Compiled(r.ok, r.log, timed_out=not r.ok and "compiler timed out" in r.log)
+    sub_built, sub_alone = batch.build(rewritten, out_path, compile_text)
+    built = {index[j]: rec for j, rec in sub_built.items()}
+    alone = sorted(alone + [index[j] for j in sub_alone])
+    if resources and built:
+        for k, res in _batch_ptxas([ms[k] for k in sorted(built)], arch, timeout_s).items():
+            built[sorted(built)[k]]["resources"] = res
+    for k, rec in built.items():
+        rec.setdefault("resources", {})
+        if resources and not rec["resources"]:
+            rec["resources"] = _ptxas_resources(ms[k].source, arch, timeout_s)
+    return built, alone
+
+
+def _batch_ptxas(ms, arch, timeout_s) -> dict:
+    """{k: ptxas resources} of the members from one nvcc -cubin of them combined ({} where it fails)."""
+    from kernels_harness.build import batch, nvcc
+    try:
+        rc, log = nvcc.ptxas_log(batch.combine(ms), arch, timeout_s=timeout_s)
+    except Exception:
+        return {}
+    if rc != 0:
+        return {}
+    return {k: batch.member_resources(nvcc.parse_ptxas(batch.member_log(log, k, m.namespace)), m.namespace)
+            for k, m in enumerate(ms)}
 
 
 def _ptxas_resources(source: str, arch: str, timeout_s: float) -> dict:

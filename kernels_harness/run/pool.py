@@ -3,16 +3,24 @@
     with HarnessPool("cpu") as pool:
         results = pool.evaluate([(task, source), ...])   # list[EvalResult], same order
 
+    with HarnessPool("cuda", config=PoolConfig(batch_size=16)) as pool: ...   # the knobs of throughput
+
 Stages per candidate: static reward-hack checks (kernels_harness.hacks, in this process: text only);
-compilation in a process pool (parallel over cores, with a timeout; the task's C reference and its
-baseline/oracle implementations are built once and cached); execution in worker processes (one per
-core on cpu, `workers_per_gpu` per GPU on cuda with a per-GPU lock around timing) that apply the
-protocol of kernels_harness.run.protocol. A worker that hangs, crashes or hits a sticky device error
-is killed and replaced, and the candidate gets `timeout` or `runtime_error`; the pool keeps serving.
+compilation in a process pool (kernels_harness.build.scheduler: several candidates per compiler call
+and one shared library per batch, a failed member rebuilt alone; every distinct build once, and kept
+in an on-disk cache shared by processes; the task's C reference and baseline/oracle too), pipelined
+with execution: a candidate runs as soon as its batch is built, while later batches compile.
+Execution in worker processes (one per core on cpu, `workers_per_gpu` per GPU on cuda, their
+correctness checks side by side, timing alone under the per-GPU lock of kernels_harness.run.timing)
+that apply the protocol of kernels_harness.run.protocol. A worker that hangs, crashes or hits a sticky
+device error is killed and replaced, and the candidate gets `timeout` or `runtime_error`; the pool
+keeps serving. A candidate whose check ran out of memory while other checks shared the GPU is checked
+again alone; one whose worker died loading a shared library is rebuilt alone and run again.
+`PoolConfig.legacy()` is the pool before batching: one build per candidate, no disk cache, 2 workers
+per GPU.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import queue
@@ -24,12 +32,17 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 
 from kernels_harness import hacks
+from kernels_harness.build.cache import BuildCache
+from kernels_harness.build.scheduler import BuildScheduler
 from kernels_harness.result import ConfigResult, EvalResult
 from kernels_harness.run.assemble import assemble, failed_before_run, plan_configs
 from kernels_harness.run.inputs import master_seed
 from kernels_harness.run.limits import Limits
+from kernels_harness.run.pool_config import PoolConfig, SharedGate
 from kernels_harness.run.workers import CompilePool, ExecWorker, WorkerLost
 from kernels_harness.tasks.schema import Task
+
+_OOM = ("out of memory", "memoryallocation", "memoryerror", "outofmemory", "cannot allocate", "bad_alloc")
 
 
 class HarnessSetupError(RuntimeError):
@@ -85,6 +98,7 @@ class HarnessPool:
     configs whose arrays exceed this are skipped (the smallest always runs). cref_max_bytes /
     cref_max_flops: above these the C reference is replaced by the task's verified implementation.
     rules: hack allow-list (kernels_harness.hacks.Rules); checks=False disables static checks.
+    config: PoolConfig (batching, build cache, workers per GPU); PoolConfig.legacy() for the old pool.
     """
 
     def __init__(self, backend: str = "auto", workers: int | None = None, compile_workers: int | None = None,
@@ -92,11 +106,15 @@ class HarnessPool:
                  compile_timeout_s: float = 120.0, cpu_budget_bytes: int = 8 << 20,
                  cref_max_bytes: int = 64 << 20, cref_max_flops: float = 2e8, timing: bool = True,
                  timing_params: dict | None = None, rules: hacks.Rules = hacks.DEFAULT_RULES,
-                 checks: bool = True, workers_per_gpu: int = 2, memory_limit_bytes: int | None = 8 << 30,
+                 checks: bool = True, workers_per_gpu: int | None = None, memory_limit_bytes: int | None = 8 << 30,
                  max_jobs_per_worker: int = 100, arch: str = "sm_90", features: bool = True,
                  use_numba: bool = True, progress: bool = False, seed: int | None = None,
                  emulation_checks: bool = True, ptxas_resources: bool = True, cpu_budget_flops: float = 1e9,
-                 torch_compile: bool = False):
+                 torch_compile: bool = False, config: PoolConfig | None = None):
+        self.config = config = config or PoolConfig()
+        if not isinstance(config, PoolConfig):
+            raise HarnessSetupError("config must be a kernels_harness.run.pool_config.PoolConfig")
+        workers_per_gpu = workers_per_gpu or config.workers_per_gpu
         if trials < 2:
             raise HarnessSetupError("trials must be at least 2 (fresh inputs catch cached results)")
         self.backend = resolve_backend(backend)
@@ -127,8 +145,19 @@ class HarnessPool:
         self.limits, self.use_numba = limits, use_numba
         self.emulation_checks = emulation_checks and self.backend == "cpu" and _asan_available()
         self.asan_memory_mb = (memory_limit_bytes or (8 << 30)) >> 20 if self.emulation_checks else None
-        self.compile_pool = CompilePool(compile_workers or cores, self.root, self.backend, compile_timeout_s)
-        self._builds: dict[str, Future] = {}
+        n_compile = compile_workers or cores
+        self.compile_pool = CompilePool(n_compile, self.root, self.backend, compile_timeout_s)
+        cache = None
+        if config.cache:
+            try:
+                cache = BuildCache(config.cache_dir, config.cache_max_bytes)
+            except OSError:  # an unwritable cache directory costs speed, not verdicts
+                cache = None
+        self.builds = BuildScheduler(self.compile_pool, self.cache_dir, self.backend, arch=arch,
+                                     checks=self.emulation_checks, resources=self.ptxas_resources,
+                                     timeout_s=compile_timeout_s, batch_size=config.batch_size, cache=cache,
+                                     workers=n_compile)
+        self._gate = SharedGate()
         self._lock = threading.Lock()
         self._free: queue.Queue = queue.Queue()
         self._slots = slots
@@ -173,17 +202,8 @@ class HarnessPool:
             pass
 
     # ---- compilation ----------------------------------------------------------------------------------
-    def _build(self, kind: str, source: str) -> Future:
-        key = hashlib.sha256("\0".join([kind, self.backend, self.arch, str(self.emulation_checks), source])
-                             .encode()).hexdigest()[:24]
-        with self._lock:
-            fut = self._builds.get(key)
-            if fut is None or (fut.done() and fut.result()["log"].startswith("the compiler worker failed")):
-                out = os.path.join(self.cache_dir, f"{kind}_{key}.so")
-                fut = self.compile_pool.submit(kind, self.backend, source, out, self.compile_timeout_s, self.arch,
-                                               self.emulation_checks, self.ptxas_resources and kind == "solution")
-                self._builds[key] = fut
-            return fut
+    def _build(self, kind: str, source: str, entry: str) -> Future:
+        return self.builds.request(kind, source, entry)
 
     @staticmethod
     def _built(fut: Future) -> dict:
@@ -197,15 +217,16 @@ class HarnessPool:
         """Futures of the task's C reference, oracle and baseline builds."""
         sup = {"c_reference": None, "oracle": None, "baseline": None, "oracle_name": ""}
         if task.track == "c2cuda" and task.source.strip():
-            sup["c_reference"] = self._build("c_reference", task.source)
+            sup["c_reference"] = self._build("c_reference", task.source, task.entry)
         good = [i for i in task.implementations if i.expected == "correct"]
         oracle = task.baseline if task.baseline and task.baseline.expected == "correct" else (good[0] if good else None)
         if oracle is not None:
             sup["oracle_name"] = oracle.name
-            fut = self._build("solution", oracle.source)
+            fut = self._build("solution", oracle.source, task.entry)
             sup["oracle"] = fut
             if self.timing and task.baseline is not None:
-                sup["baseline"] = fut if task.baseline is oracle else self._build("solution", task.baseline.source)
+                sup["baseline"] = fut if task.baseline is oracle else self._build("solution", task.baseline.source,
+                                                                               task.entry)
         return sup
 
     # ---- evaluation -----------------------------------------------------------------------------------
@@ -220,7 +241,7 @@ class HarnessPool:
         pending: dict[Future, list] = {}  # one build may serve several items (the same source twice)
         support: dict[int, dict] = {}
         t_static = {}
-        for i, (task, source) in enumerate(items):
+        for i, (task, source) in enumerate(items):  # the support builds first: every candidate needs them
             t0 = time.perf_counter()
             violations = hacks.check_source(source, self.rules) if self.checks else []
             t_static[i] = time.perf_counter() - t0
@@ -228,8 +249,11 @@ class HarnessPool:
                 results[i] = failed_before_run(task, self.backend, "hack", violations=violations,
                                                seconds={"static": t_static[i]})
                 continue
-            pending.setdefault(self._build("solution", source), []).append(i)
             support[i] = self._support(task)
+        for i in support:
+            task, source = items[i]
+            pending.setdefault(self._build("solution", source, task.entry), []).append(i)
+        self.builds.flush()
         bar = None
         if self.progress:
             from tqdm import tqdm
@@ -251,12 +275,14 @@ class HarnessPool:
         task, source = item
         build = self._built(fut)
         seconds = {"static": t_static, "compile": build.get("seconds", 0.0)}
+        if build.get("batch_size", 1) > 1:
+            seconds["compile_batch"] = float(build["batch_size"])
         try:
             if not build["ok"]:
                 results[i] = failed_before_run(task, self.backend, "compile_error", compile_log=build["log"],
                                                seconds=seconds)
             else:
-                results[i] = self._execute(task, source, build, sup, seconds)
+                results[i] = self._judge(task, source, build, sup, seconds)
         except Exception as e:  # a harness bug must not cost the caller the other results
             results[i] = EvalResult(task_id=task.id, backend=self.backend, status="runtime_error",
                                     compiled=bool(build["ok"]), compile_log=build.get("log", ""),
@@ -265,17 +291,41 @@ class HarnessPool:
         if bar:
             bar.update(1)
 
-    def _execute(self, task: Task, source: str, build: dict, sup: dict, seconds: dict) -> EvalResult:
-        paths = {}
+    def _judge(self, task: Task, source: str, build: dict, sup: dict, seconds: dict) -> EvalResult:
+        """Runs the candidate; retries it alone where a shared library or a shared device may be to blame."""
+        with self._gate.shared():
+            res, lost = self._execute(task, source, build, sup, seconds)
+        if (lost is not None and lost.stage == "loading the solution" and build.get("batch_size", 1) > 1
+                and self.config.reload_retry):
+            alone = self._built(self.builds.rebuild_alone("solution", source, task.entry))
+            if not alone["ok"]:  # it built with others and not alone: its own log is the verdict
+                return failed_before_run(task, self.backend, "compile_error", compile_log=alone["log"],
+                                         seconds=seconds)
+            seconds["compile"] = seconds.get("compile", 0.0) + alone.get("seconds", 0.0)
+            with self._gate.shared():
+                res, lost = self._execute(task, source, alone, sup, seconds)
+        if (self.config.oom_recheck and len(self._slots) > 1 and res.status == "runtime_error"
+                and any(w in res.error.lower().replace(" ", "") or w in res.error.lower() for w in _OOM)):
+            with self._gate.exclusive():  # nothing else on the device: its own memory, its own verdict
+                res, _ = self._execute(task, source, build, sup, seconds)
+            res.seconds["rechecked_alone"] = 1.0
+        return res
+
+    def _execute(self, task: Task, source: str, build: dict, sup: dict, seconds: dict):
+        """(EvalResult, WorkerLost or None)."""
+        paths, symbols = {}, {"solution": build.get("symbol")}
         for k in ("c_reference", "oracle", "baseline"):
             b = self._built(sup[k]) if sup.get(k) is not None else None
             paths[k] = b["path"] if b and b["ok"] else None
+            symbols[k] = b.get("symbol") if b and b["ok"] else None
         seed = self.fixed_seed if self.fixed_seed is not None else master_seed()
         plan = plan_configs(task, self.backend, self.cpu_budget_bytes, self.cref_max_bytes, self.cref_max_flops,
                             have_c=paths["c_reference"] is not None, have_oracle=paths["oracle"] is not None,
                             cpu_budget_flops=self.cpu_budget_flops)
         job = {"task": task.to_dict(), "solution": build["path"], "seed": seed, "trials": self.trials,
-               "plan": plan, "oracle_name": sup.get("oracle_name", ""), **paths, "timing": None}
+               "plan": plan, "oracle_name": sup.get("oracle_name", ""), **paths, "timing": None,
+               "symbols": {k: v for k, v in symbols.items() if v}}
+        lost = None
         worker = self._free.get()
         if isinstance(worker, int):  # a slot whose worker could not be restarted earlier: try again
             device, worker = worker, self._replace(worker)
@@ -283,7 +333,7 @@ class HarnessPool:
                 self._free.put(device)
                 out = {"status": "runtime_error", "error": "no execution worker could be started",
                        "configs": [], "launches": []}
-                return assemble(task, source, self.backend, build, out, seed, seconds, False)
+                return assemble(task, source, self.backend, build, out, seed, seconds, False), None
         if self.timing:
             job["timing"] = {"lock": os.path.join(self.root, f"gpu{worker.device}.lock"),
                              "params": self.timing_params, "torch_compile": self.torch_compile}
@@ -292,8 +342,9 @@ class HarnessPool:
                "launches": [], "sticky": True}
         try:
             out = worker.run(job, self.call_timeout_s, self.job_timeout_s)
-        except WorkerLost as lost:
-            out = {"status": lost.kind, "error": lost.message, "configs": _lost_configs(task, plan, lost),
+        except WorkerLost as e:
+            lost = e
+            out = {"status": e.kind, "error": e.message, "configs": _lost_configs(task, plan, e),
                    "launches": [], "sticky": True, "seconds": {}}
         finally:  # the slot always goes back to the queue, with a fresh worker if this one is spent
             seconds["execute"] = time.perf_counter() - t0
@@ -303,7 +354,7 @@ class HarnessPool:
                 worker = self._replace(device)
                 worker = device if worker is None else worker
             self._free.put(worker)
-        return assemble(task, source, self.backend, build, out, seed, seconds, self.features)
+        return assemble(task, source, self.backend, build, out, seed, dict(seconds), self.features), lost
 
     def _replace(self, device: int) -> ExecWorker | None:
         for _ in range(3):

@@ -59,11 +59,13 @@ class Context:
     verified: dict = dataclasses.field(default_factory=dict)
     peaks: dict | None = None          # device peaks for the roofline floor (loaded on first use)
 
-    def entry(self, path: str, task: Task):
+    def entry(self, path: str, task: Task, symbol: str | None = None):
+        """(library, entry function); `symbol`: the entry's name in a library of several candidates
+        (kernels_harness.build.batch), else the task's entry."""
         if path not in self.libs:
             self.libs[path] = self.backend.load(path)
         lib = self.libs[path]
-        return lib, self.backend.entry(lib, task.entry, task)
+        return lib, self.backend.entry(lib, symbol or task.entry, task)
 
     def compare(self, out, ref, atol, rtol) -> dict:
         if self.compare_fn is not None:
@@ -141,7 +143,7 @@ def _reference(ctx: Context, task: Task, job: dict, index: int, kind: str, seed:
         ref = c_reference_outputs(job["c_reference"], task, config, host, scal)
         return ({k: be.to_device(v) for k, v in host.items()}, {k: be.to_device(v) for k, v in ref.items()}, scal)
     inputs = device_inputs(task, config, seed, xp) if be.name == "cuda" else host_inputs(task, config, seed)
-    lib, fn = ctx.entry(job["oracle"], task)
+    lib, fn = ctx.entry(job["oracle"], task, (job.get("symbols") or {}).get("oracle"))
     try:
         bufs, _ = _launch(ctx, lib, fn, task, env, inputs, scal, 0, f"reference implementation, config {index}")
     except Failure as f:
@@ -151,12 +153,12 @@ def _reference(ctx: Context, task: Task, job: dict, index: int, kind: str, seed:
 
 def _verify_oracle(ctx: Context, task: Task, job: dict, seed: int) -> None:
     """Checks the oracle against the C reference once per worker on the smallest config."""
-    key = (job.get("oracle"), job.get("c_reference"))
+    key = (job.get("oracle"), (job.get("symbols") or {}).get("oracle"), job.get("c_reference"))
     if key in ctx.verified or not job.get("c_reference"):
         return
     small = min(range(len(task.configs)), key=lambda i: task.config_bytes(config_env(task.configs[i])))
     inputs, ref, scal = _reference(ctx, task, job, small, "c", seed)
-    lib, fn = ctx.entry(job["oracle"], task)
+    lib, fn = ctx.entry(job["oracle"], task, (job.get("symbols") or {}).get("oracle"))
     bufs, _ = _launch(ctx, lib, fn, task, config_env(task.configs[small]), inputs, scal, 0, "oracle check")
     for o in task.outputs:
         atol, rtol = task.tolerance_for(o.dtype)
@@ -225,7 +227,7 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
     failed = None
     lock = (job.get("timing") or {}).get("lock")
     try:
-        lib, fn = ctx.entry(job["solution"], task)
+        lib, fn = ctx.entry(job["solution"], task, (job.get("symbols") or {}).get("solution"))
     except (LookupError, OSError, RuntimeError) as e:
         out.update(status="runtime_error", error=(str(e).splitlines() or ["cannot load the solution"])[0][:300])
         return out
@@ -287,7 +289,7 @@ def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env) -> None:
     calls = [lambda: be.call(fn, args)]
     keep_alive = None  # the baseline's arrays must outlive the measurement (args hold raw pointers)
     if job.get("baseline"):
-        blib, bfn = ctx.entry(job["baseline"], task)
+        blib, bfn = ctx.entry(job["baseline"], task, (job.get("symbols") or {}).get("baseline"))
         keep_alive, bargs = _launch(ctx, blib, bfn, task, env, inputs, scal, 0, "baseline")
         calls.append(lambda: be.call(bfn, bargs))
     elif task.track == "torch2cuda":

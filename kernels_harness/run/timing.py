@@ -24,30 +24,49 @@ def summarize(samples: list) -> dict:
     return {"median_ms": float(med), "iqr_ms": float(q3 - q1), "reps": int(a.size), "min_ms": float(a.min())}
 
 
+def _flock(f, mode: int, progress, last: list) -> None:
+    while True:
+        try:
+            fcntl.flock(f, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            time.sleep(0.002)
+            if progress is not None and time.monotonic() - last[0] > 1.0:
+                progress("waiting for the GPU")
+                last[0] = time.monotonic()
+
+
 @contextlib.contextmanager
 def gpu_lock(path: str | None, shared: bool = False, progress=None):
     """The per-GPU lock: timing holds it exclusively; other device work (correctness trials) shares it,
-    so nothing else runs on the GPU while a candidate is timed. While waiting, `progress("waiting for
-    the GPU")` is called every second, so the pool does not mistake the wait for a hang."""
+    so nothing else runs on the GPU while a candidate is timed. A timer waiting for it first takes
+    `path + ".turn"`, which new shared holders must pass, so many workers' checks cannot starve the
+    timing (writer preference). While waiting, `progress("waiting for the GPU")` is called every
+    second, so the pool does not mistake the wait for a hang."""
     if not path:
         yield
         return
-    with open(path, "a+") as f:
-        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
-        last = time.monotonic()
-        while True:
+    last = [time.monotonic()]
+    with open(path + ".turn", "a+") as turn, open(path, "a+") as f:
+        if shared:
+            _flock(turn, fcntl.LOCK_SH, progress, last)
             try:
-                fcntl.flock(f, mode)
-                break
-            except BlockingIOError:
-                time.sleep(0.002)
-                if progress is not None and time.monotonic() - last > 1.0:
-                    progress("waiting for the GPU")
-                    last = time.monotonic()
+                _flock(f, fcntl.LOCK_SH, progress, last)
+            finally:
+                fcntl.flock(turn, fcntl.LOCK_UN)
+        else:
+            _flock(turn, fcntl.LOCK_EX, progress, last)
+            try:
+                _flock(f, fcntl.LOCK_EX, progress, last)
+            except BaseException:
+                fcntl.flock(turn, fcntl.LOCK_UN)
+                raise
         try:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+            if not shared:
+                fcntl.flock(turn, fcntl.LOCK_UN)
 
 
 class Timer:

@@ -6,7 +6,7 @@ printf cannot corrupt the protocol), becomes a child subreaper, and then answers
 socket `fd` (pickled tuples, multiprocessing.connection framing):
   ("eval", job) -> ("progress", stage)* then ("result", dict from protocol.evaluate_job)
   ("exit",)     -> exits
-With `--role compile` it is a compile worker instead: ("build", args) -> ("result", build dict).
+With `--role compile` it is a compile worker instead: ("build" | "build_batch", args) -> ("result", dict).
 It sends ("ready", info) once the backend is up, or ("fatal", reason) and exits.
 """
 from __future__ import annotations
@@ -69,8 +69,9 @@ def _setup(backend_name: str, device: int, progress, use_numba: bool):
 
 
 def _compile_loop(conn) -> int:
-    """("build", (kind, backend, source, out_path, timeout_s, arch)) -> ("result", build dict)."""
-    from kernels_harness.run.compile import build
+    """("build", args of compile.build) -> ("result", build dict);
+    ("build_batch", args of compile.build_batch) -> ("result", {"built", "alone", "seconds"})."""
+    from kernels_harness.run.compile import build, build_batch
     conn.send(("ready", {"pid": os.getpid(), "role": "compile"}))
     while True:
         try:
@@ -81,6 +82,8 @@ def _compile_loop(conn) -> int:
             return 0
         if msg[0] == "build":
             conn.send(("result", build(*msg[1])))
+        elif msg[0] == "build_batch":
+            conn.send(("result", build_batch(*msg[1])))
 
 
 def _warm_up_cupy(cp) -> None:

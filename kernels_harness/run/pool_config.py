@@ -1,0 +1,80 @@
+"""PoolConfig: the throughput knobs of HarnessPool (batching, the build cache, checks side by side)."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolConfig:
+    """How HarnessPool builds and schedules (its verdicts do not depend on these).
+
+    batch_size: candidates compiled together into one shared library (1: one compiler call each).
+    cache: keep builds in an on-disk cache shared by processes (kernels_harness.build.cache), under
+      cache_dir (default $CUDAPERF_CACHE/builds), at most cache_max_bytes.
+    workers_per_gpu: execution workers per GPU on cuda; their correctness checks run side by side,
+      their timing one at a time (HarnessPool's own workers_per_gpu argument, if given, wins).
+    oom_recheck: a check that ran out of memory while others shared the device is run again alone.
+    reload_retry: a worker lost while loading a shared library of several candidates is blamed on the
+      library, not the candidate: the candidate is rebuilt alone and run again.
+    """
+    batch_size: int = 16
+    cache: bool = True
+    cache_dir: str | None = None
+    cache_max_bytes: int = 4 << 30
+    workers_per_gpu: int = 6
+    oom_recheck: bool = True
+    reload_retry: bool = True
+
+    def __post_init__(self):
+        if not 1 <= self.batch_size <= 256:
+            raise ValueError(f"PoolConfig.batch_size must be between 1 and 256, not {self.batch_size}")
+        if self.cache_max_bytes < 1 << 20:
+            raise ValueError("PoolConfig.cache_max_bytes must be at least 1 MiB (or set cache=False)")
+        if not 1 <= self.workers_per_gpu <= 64:
+            raise ValueError(f"PoolConfig.workers_per_gpu must be between 1 and 64, not {self.workers_per_gpu}")
+
+    @classmethod
+    def legacy(cls) -> PoolConfig:
+        """The pool as it was before batching: one build per candidate, no disk cache, 2 workers a GPU."""
+        return cls(batch_size=1, cache=False, workers_per_gpu=2, oom_recheck=False, reload_retry=False)
+
+
+class SharedGate:
+    """Ordinary jobs pass together (`shared`); an `exclusive` holder waits until they are done and keeps
+    new ones out until it is (writer preference), so a re-check has the device to itself."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._waiting = 0
+
+    @contextlib.contextmanager
+    def shared(self):
+        with self._cond:
+            while self._writer or self._waiting:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        with self._cond:
+            self._waiting += 1
+            while self._writer or self._readers:
+                self._cond.wait()
+            self._waiting -= 1
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
