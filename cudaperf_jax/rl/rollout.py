@@ -79,6 +79,7 @@ class Candidate:
     rewards: np.ndarray | None = None
     stopped: bool = True            # False: cut at max_new_tokens
     context: str = "full"           # full | window | fresh (see the module docstring)
+    ref_logprobs: np.ndarray | None = None   # float32[N] of the reference policy (the trainer fills them)
 
 
 @dataclasses.dataclass
