@@ -108,7 +108,8 @@ def _turn_metrics(ro, names) -> dict:
 class Trainer:
     """State and pieces of one RL run; `train` drives it."""
 
-    def __init__(self, config, run):
+    def __init__(self, config, run, policy=None):
+        """policy: an already built (Decoder, tokenizer) instead of loading config.model (benchmarks)."""
         from cudaperf_jax.generation.sampler import Sampler
         from cudaperf_jax.models.loading import load_policy
         c = config
@@ -116,7 +117,7 @@ class Trainer:
         self.tasks = load_tasks(c.tasks)
         self.rcfg = rollout_config(c.rollout)
         self.reward = UnifiedReward(RewardConfig.from_config(c.reward))
-        model, tok = load_policy(c.model, dtype=c.dtype, progress=False)
+        model, tok = policy if policy is not None else load_policy(c.model, dtype=c.dtype, progress=False)
         self.sampler = Sampler(model, tok, prompt_bucket=c.prompt_bucket)
         self.graphdef, params, self.others = split_model(model)
         lcfg = loss_config(c.grpo)
