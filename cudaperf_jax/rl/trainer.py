@@ -250,3 +250,15 @@ def plot_metrics(metrics: list[dict], turns: int, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def trained_policy(config, workdir):
+    """(Decoder, tokenizer) of the run in `workdir`: config.model with the latest checkpoint's parameters."""
+    from cudaperf_jax.experiment import open_run
+    run = open_run(workdir, config, name="train_rl")
+    tr = Trainer(config, run)
+    restored = run.restore(tr.state)
+    run.close()
+    if restored is None:
+        raise FileNotFoundError(f"{workdir} holds no RL checkpoint; run experiments.train_rl into it first")
+    return nnx.merge(tr.graphdef, restored["params"], tr.others), tr.sampler.tokenizer
