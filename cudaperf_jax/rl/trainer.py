@@ -222,6 +222,10 @@ def train(config, workdir) -> dict:
             if (step + 1) % c.save_every == 0 or step + 1 == c.steps:
                 run.save(step, tr.state)
         bar.close()
+    if c.get("export_policy", True):   # WORKDIR/policy: a Hugging Face directory (experiments.evaluate loads it)
+        from cudaperf_jax.models.hf_io import save_hf_dir
+        save_hf_dir(nnx.merge(tr.graphdef, tr.state["params"], tr.others), Path(workdir) / "policy",
+                    tokenizer=tr.sampler.tokenizer, dtype="float32")
     metrics = run.metrics()
     summary = {"steps": c.steps, "resumed_at": start, "final": metrics[-1] if metrics else {}}
     run.write_json("summary.json", summary)

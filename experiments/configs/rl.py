@@ -15,6 +15,7 @@ def get_config():
     c.steps = 40
     c.tasks_per_step = 8
     c.save_every = 1
+    c.export_policy = True           # the final policy as a HF directory, WORKDIR/policy
     c.prompt_bucket = 64
     c.tasks = ml_collections.ConfigDict({"suite": "", "dataset": "data/tasks", "split": "train", "max_tasks": 0})
     c.rollout = ml_collections.ConfigDict({
