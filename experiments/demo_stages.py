@@ -14,6 +14,7 @@ def sft_stage(config, workdir, model_path: str) -> str:
         return model_path
     try:
         from cudaperf_jax.sft.train import train as sft_train
+
         from experiments.configs import sft as sft_configs
     except ImportError:
         print("[demo] SFT stage skipped: cudaperf_jax.sft is not in this checkout; RL starts from the base policy",
@@ -73,8 +74,8 @@ def eval_stage(config, workdir, policy: str) -> dict:
     path = Path(workdir) / "eval.json"
     if path.exists():
         return json.loads(path.read_text())
-    from cudaperf_jax.rl.conversation import ChatTokens
     from cudaperf_jax.models.loading import load_tokenizer
+    from cudaperf_jax.rl.conversation import ChatTokens
     conv = ChatTokens(load_tokenizer(policy))
     tasks = [t for t in held_out_tasks(config) if len(conv.first_prompt(t)) <= config.max_prompt_tokens - 64]
     tasks = tasks[:config.eval_tasks]
