@@ -3,11 +3,14 @@ and the harness judges every candidate (correctness, speed on a GPU, structure).
 
     python -m experiments.demo [--config=experiments/configs/demo.py] [--config.field=value] [--workdir=DIR]
 
-Stages: (1) the suite's own implementations through the harness (a health check of the backend);
-(2) the default policy (SmolLM2-135M-Instruct GGUF, fetched once) loaded into the Flax decoder;
-(3) per task (one step, checkpointed, so a killed run resumes at the next task): `samples_per_task`
-candidates per turn, each turn seeing the harness feedback on its previous answer; metrics per step in
-metrics.jsonl, all candidates and verdicts in candidates.jsonl, a summary table, summary.json and a plot.
+The method in miniature. Stages: (1) the suite's own implementations through the harness (a health check of
+the backend); (2) zero-shot: the default policy (SmolLM2-135M-Instruct GGUF, fetched once) per task (one step,
+checkpointed, so a killed run resumes at the next task): `samples_per_task` candidates per turn, each turn seeing
+the harness feedback on its previous answer; metrics.jsonl, candidates.jsonl, summary.json, verdicts.png;
+(3) SFT: `sft_steps` steps of cudaperf_jax.sft.train into WORKDIR/sft (skipped, and said so, where that package is
+absent); (4) RL: `rl_steps` steps of multi-turn GRPO (cudaperf_jax.rl.trainer) into WORKDIR/rl (rl_curves.png:
+reward and correctness per step and turn); (5) evaluation of the base and the RL policy on held-out tasks (the
+test split's families), per turn: eval.json, eval.png and a table.
 """
 from __future__ import annotations
 
@@ -128,6 +131,7 @@ def main(config, workdir):
         if config.check_references and not (Path(workdir) / "references.json").exists():
             check_references(pool, tasks, run)
         model_path = default_model_path(download=True) if config.model == "default" else config.model
+        config_model_path = str(model_path)
         t0 = time.perf_counter()
         model, tokenizer = load_policy(model_path, dtype=config.dtype, progress=True)
         sampler = Sampler(model, tokenizer)
@@ -135,7 +139,7 @@ def main(config, workdir):
               file=sys.stderr)
         params = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                                 top_p=config.top_p)
-        for step in range(done, len(tasks)):
+        for step in range(done, len(tasks) if config.zero_shot else done):
             task = tasks[step]
             history = [[] for _ in range(config.samples_per_task)]
             records = []
@@ -157,8 +161,13 @@ def main(config, workdir):
             run.log(step, {"task": task.id, **step_metrics(records, config.turns)}, echo=True)
             run.save(step, {"step": np.int32(step)})
 
+    from experiments import demo_stages
+    policy = demo_stages.sft_stage(config, workdir, config_model_path)
+    rl_summary = demo_stages.rl_stage(config, workdir, policy)
+    evaluation = demo_stages.eval_stage(config, workdir, policy)
+
     records = [json.loads(ln) for ln in cand_path.read_text().splitlines() if ln] if cand_path.exists() else []
-    summary = {"tasks": len(tasks), "candidates": len(records),
+    summary = {"rl": rl_summary, "eval": evaluation,"tasks": len(tasks), "candidates": len(records),
                "statuses": dict(collections.Counter(r["status"] for r in records)),
                **{k: v for k, v in step_metrics(records, config.turns).items()}}
     run.write_json("summary.json", summary)

@@ -17,7 +17,7 @@ EvalResults and sources of the latest call, for logging.
 from __future__ import annotations
 
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

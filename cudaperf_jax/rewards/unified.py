@@ -61,7 +61,7 @@ class RewardConfig:
         return term in self.term_set
 
     @classmethod
-    def from_config(cls, c) -> "RewardConfig":
+    def from_config(cls, c) -> RewardConfig:
         """From an ml_collections ConfigDict (or dict) with a subset of the fields."""
         d = c.to_dict() if hasattr(c, "to_dict") else dict(c)
         return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
@@ -81,7 +81,9 @@ class UnifiedReward:
         self.cfg = cfg
         self._ranker = None
         if cfg.on("ranker") and cfg.ranker_path:
-            from cudaperf_jax.models.ranker import Ranker   # lazily: only a configured ranker loads its model
+            from cudaperf_jax.models.ranker import (
+                Ranker,  # lazily: only a configured ranker loads its model
+            )
             self._ranker = Ranker.load(cfg.ranker_path)
 
     @property

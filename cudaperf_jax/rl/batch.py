@@ -37,7 +37,12 @@ def build_batch(cands: list, advantages: np.ndarray, pad_id: int, bucket: int = 
         ctoks[i, :m] = c.completion_ids
         clp[i, :m] = c.logprobs
         lens[i] = m
-    return batch_from_samples(ptoks, pmask, ctoks, lens, np.asarray(advantages, np.float32), clp)
+    batch = batch_from_samples(ptoks, pmask, ctoks, lens, np.asarray(advantages, np.float32), clp)
+    if all(c.ref_logprobs is not None for c in cands):   # else ref = old (callers skip the KL term)
+        for i, c in enumerate(cands):
+            m = len(c.completion_ids)
+            batch["ref_logp"][i, p - 1:p - 1 + m] = c.ref_logprobs
+    return batch
 
 
 def micro_batches(cands: list, advantages: np.ndarray, pad_id: int, size: int, bucket: int = 64) -> list[dict]:

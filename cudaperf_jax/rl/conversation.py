@@ -12,9 +12,8 @@ mismatch in multi-turn RL); here the ids the loss sees are the ids the sampler s
 """
 from __future__ import annotations
 
-from kernels_harness.tasks.schema import Task
-
 from cudaperf_jax.rl import prompts
+from kernels_harness.tasks.schema import Task
 
 _SENTINEL = "\u2063CUDAPERF-ANSWER\u2063"
 

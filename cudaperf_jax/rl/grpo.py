@@ -120,3 +120,24 @@ def reinforce_loss(logp, old_logp, ref_logp, advantages, mask, cfg: LossConfig =
     per_token = -advantages[:, None] * logp + cfg.kl_beta * kl
     m = mask.astype(jnp.float32)
     return _aggregate(per_token, mask, cfg.aggregation), {"kl": (kl * m).sum() / jnp.maximum(m.sum(), 1.0)}
+
+
+def multi_turn_advantages(rewards, gamma: float = 0.4, estimator: str = "grpo"):
+    """Returns and advantages across turns, normalised per task AND turn.
+
+    rewards float32[T, K, G] (turn, task, sample: sample g of task k is one chain of T turns) ->
+    (returns float32[T, K, G] with G_t = sum_{s>=t} gamma^(s-t) r_s along each chain,
+     advantages float32[T, K, G] from ADVANTAGES[estimator] over each (turn, task) group of G returns,
+     equal_groups int: (turn, task) groups whose G returns are all equal - they carry no gradient).
+    """
+    import numpy as np
+    if estimator not in ADVANTAGES:
+        raise ValueError(f"unknown advantage estimator {estimator!r}; registered: {sorted(ADVANTAGES)}")
+    r = jnp.asarray(rewards, jnp.float32)
+    t, k, g = r.shape
+    chains = jnp.transpose(r, (1, 2, 0)).reshape(k * g, t)
+    returns = jnp.transpose(discounted_returns(chains, gamma).reshape(k, g, t), (2, 0, 1))
+    adv = ADVANTAGES[estimator](returns.reshape(-1), g).reshape(t, k, g)
+    ret = np.asarray(returns)
+    equal = int((np.ptp(ret, axis=2) < 1e-6).sum())
+    return returns, adv, equal

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import jax
 import numpy as np
@@ -79,6 +80,7 @@ class Candidate:
     rewards: np.ndarray | None = None
     stopped: bool = True            # False: cut at max_new_tokens
     context: str = "full"           # full | window | fresh (see the module docstring)
+    ref_logprobs: np.ndarray | None = None   # float32[N] of the reference policy (the trainer fills them)
 
 
 @dataclasses.dataclass
@@ -169,7 +171,7 @@ def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, 
                     prompts_.append(ids)
                     modes.append(mode)
             toks, mask = sampler.pad(prompts_)
-            keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(base, turn), i))(np.arange(k_n * g_n))
+            keys = jax.vmap(lambda i, t=turn: jax.random.fold_in(jax.random.fold_in(base, t), i))(np.arange(k_n * g_n))
             t0 = time.perf_counter()
             out_t, out_lp, lengths = sampler.generate_tokens(toks, mask, params, keys)
             out_t, out_lp, lengths = (np.asarray(x) for x in jax.device_get((out_t, out_lp, lengths)))

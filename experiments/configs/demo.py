@@ -21,4 +21,15 @@ def get_config():
     c.temperature = 0.7
     c.top_p = 0.95
     c.dtype = "float32"            # policy compute dtype on the CPU; bfloat16 on GPUs is fine
+    return _method(c)
+
+
+def _method(c):
+    c.zero_shot = True             # stage 2: the zero-shot run of the policy on the suite
+    c.sft_steps = 4                # stage 3 (cudaperf_jax.sft; skipped with a message where absent); 0: off
+    c.rl_steps = 2                 # stage 4: multi-turn GRPO steps on the suite; 0: off
+    c.rl_lr = 1e-5
+    c.rl_kl_beta = 0.02
+    c.eval_families = "scan,nbody"  # stage 5: held-out families (the test split)
+    c.eval_tasks = 2               # 0: no evaluation
     return c

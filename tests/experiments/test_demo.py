@@ -26,7 +26,8 @@ def _demo(workdir, *overrides, env_extra=None):
 def test_demo_runs_end_to_end_and_resumes(tmp_path):
     model = _tiny_policy_dir(tmp_path / "policy")
     args = [f"--config.model={model}", "--config.max_tasks=1", "--config.samples_per_task=2",
-            "--config.turns=2", "--config.max_new_tokens=24", "--config.backend=cpu"]
+            "--config.turns=2", "--config.max_new_tokens=24", "--config.backend=cpu", "--config.rl_steps=1",
+            "--config.eval_tasks=1", "--config.max_prompt_tokens=2048"]
     proc = _demo(tmp_path / "run", *args)
     assert proc.returncode == 0, proc.stderr[-4000:]
     work = tmp_path / "run"
@@ -40,11 +41,20 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path):
     assert [m["step"] for m in metrics] == [0] and "turn1/compiled" in metrics[0]
     summary = json.loads((work / "summary.json").read_text())
     assert summary["candidates"] == 4 and (work / "verdicts.png").stat().st_size > 1000
+    # the method's stages: RL over 2 turns (metrics per turn, curves) and the held-out evaluation per turn
+    rl = [json.loads(x) for x in (work / "rl" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in rl] == [0] and "turn1/reward/total" in rl[0] and rl[0]["notes/ranker"] == "off"
+    assert (work / "rl" / "rl_curves.png").stat().st_size > 1000 and (work / "eval.png").stat().st_size > 1000
+    ev = json.loads((work / "eval.json").read_text())
+    assert len(ev["tasks"]) == 1 and ev["tasks"][0].startswith(("scan", "nbody"))
+    assert set(ev["per_turn"]) == {"start/turn0", "start/turn1", "rl/turn0", "rl/turn1"}
+    assert "SFT stage skipped" in proc.stderr or (work / "sft").exists()
     # a second launch into the finished workdir resumes: no step is redone, outputs unchanged
     again = _demo(work, *args)
     assert again.returncode == 0, again.stderr[-3000:]
     assert [json.loads(x)["step"] for x in (work / "metrics.jsonl").read_text().splitlines()] == [0]
     assert len((work / "candidates.jsonl").read_text().splitlines()) == 4
+    assert [json.loads(x)["step"] for x in (work / "rl" / "metrics.jsonl").read_text().splitlines()] == [0]
 
 
 def test_demo_reports_a_bad_suite_in_one_line(tmp_path):
@@ -68,6 +78,6 @@ def test_demo_with_the_default_policy(tmp_path):
     import os
     env = {"CUDAPERF_CACHE": os.environ.get("CUDAPERF_CACHE", str(Path.home() / ".cache" / "cudaperf_jax"))}
     proc = _demo(tmp_path / "run", "--config.max_tasks=1", "--config.turns=1", "--config.max_new_tokens=64",
-                 env_extra=env)
+                 "--config.rl_steps=0", "--config.eval_tasks=0", "--config.sft_steps=0", env_extra=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["candidates"] == 2

@@ -86,3 +86,20 @@ def test_unknown_loss_is_reported():
     graphdef, params, others = split_model(_tiny_model())
     with pytest.raises(ValueError, match="registered"):
         make_train_step(graphdef, others, optax.sgd(0.1), loss="ppo2")
+
+
+def test_multi_turn_advantages_discount_then_normalise_per_task_and_turn():
+    # T=2 turns, K=2 tasks, G=2 samples; task 1's rewards are all equal (no gradient) in both turns
+    r = np.array([[[1.0, 0.0], [0.5, 0.5]],
+                  [[0.0, 2.0], [0.5, 0.5]]], np.float32)
+    ret, adv, equal = grpo.multi_turn_advantages(r, gamma=0.4, estimator="dr_grpo")
+    np.testing.assert_allclose(ret[0, 0], [1.0 + 0.4 * 0.0, 0.0 + 0.4 * 2.0], rtol=1e-6)
+    np.testing.assert_allclose(ret[1], r[1])
+    np.testing.assert_allclose(adv[0, 0], [0.1, -0.1], atol=1e-6)     # mean 0.9 of (1.0, 0.8)
+    np.testing.assert_allclose(adv[1, 0], [-1.0, 1.0], atol=1e-6)
+    np.testing.assert_allclose(adv[:, 1], 0.0, atol=1e-6)
+    assert equal == 2
+    _, adv_g, _ = grpo.multi_turn_advantages(r, 0.4, "grpo")
+    np.testing.assert_allclose(adv_g[1, 0], [-1.0, 1.0], atol=1e-4)
+    with pytest.raises(ValueError, match="unknown advantage"):
+        grpo.multi_turn_advantages(r, 0.4, "ppo")

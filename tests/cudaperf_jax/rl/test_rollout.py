@@ -3,7 +3,6 @@ the sampler's ids, turn t+1's prompt is turn t's prompt + completion + the feedb
 log-probs match a teacher-forced forward pass over the batch the trainer builds."""
 from pathlib import Path
 
-import jax
 import numpy as np
 import pytest
 
@@ -43,9 +42,9 @@ class _Recorder:
 
 
 def test_multi_turn_ids_are_appended_never_retokenised(policy, smoke_tasks):
-    from kernels_harness.run.pool import HarnessPool
-    from cudaperf_jax.rl.train_step import make_logprob_fn, split_model
     from cudaperf_jax.rl.batch import build_batch
+    from cudaperf_jax.rl.train_step import make_logprob_fn, split_model
+    from kernels_harness.run.pool import HarnessPool
     model, sampler = policy
     cfg = RolloutConfig(samples_per_task=2, turns=2, max_new_tokens=12, max_prompt_tokens=2048, temperature=1.0)
     hooked = []

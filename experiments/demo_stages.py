@@ -1,0 +1,123 @@
+"""The demo's training stages after the zero-shot run (experiments/demo.py): SFT, RL over 2 turns, held-out eval."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def sft_stage(config, workdir, model_path: str) -> str:
+    """A few SFT steps into WORKDIR/sft; returns the policy path the RL stage starts from."""
+    if not config.sft_steps:
+        return model_path
+    try:
+        from cudaperf_jax.sft.train import train as sft_train
+
+        from experiments.configs import sft as sft_configs
+    except ImportError:
+        print("[demo] SFT stage skipped: cudaperf_jax.sft is not in this checkout; RL starts from the base policy",
+              file=sys.stderr)
+        return model_path
+    c = sft_configs.get_config()
+    for k, v in {"model": model_path, "steps": config.sft_steps, "seed": config.seed, "dtype": config.dtype}.items():
+        if k in c:
+            c[k] = v
+    out = Path(workdir) / "sft"
+    sft_train(c, out)
+    print(f"[demo] SFT: {config.sft_steps} steps into {out}", file=sys.stderr)
+    return str(out)
+
+
+def rl_config(config, policy: str):
+    from experiments.configs import rl_tiny
+    c = rl_tiny.get_config()
+    c.model, c.dtype, c.seed = policy, config.dtype, config.seed
+    c.steps, c.tasks_per_step, c.save_every = config.rl_steps, 1, 1
+    c.tasks.update(suite=config.suite, dataset="", split="", max_tasks=config.max_tasks)
+    c.rollout.update(samples_per_task=config.samples_per_task, turns=config.turns,
+                     max_new_tokens=config.max_new_tokens, max_prompt_tokens=config.max_prompt_tokens,
+                     temperature=config.temperature, top_p=config.top_p)
+    c.grpo.update(lr=config.rl_lr, micro_batch=config.samples_per_task * config.turns, kl_beta=config.rl_kl_beta)
+    c.harness.update(backend=config.backend, workers=config.workers, compile_workers=config.workers)
+    return c
+
+
+def rl_stage(config, workdir, policy: str) -> dict:
+    if not config.rl_steps:
+        return {}
+    from cudaperf_jax.rl.trainer import train
+    summary = train(rl_config(config, policy), Path(workdir) / "rl")
+    print(f"[demo] RL: {config.rl_steps} steps over {config.turns} turns into {Path(workdir) / 'rl'} "
+          "(rl_curves.png)", file=sys.stderr)
+    return {k: v for k, v in summary["final"].items() if k.startswith(("turn", "reward/"))}
+
+
+def held_out_tasks(config) -> list:
+    """`eval_tasks` tasks of the test split's families (never trained on)."""
+    from kernels_harness.datasets import registry
+    fams = [f for f in config.eval_families.split(",") if f]
+    return [t for t in registry.generate(families=fams, limit_per_family=8 * config.eval_tasks) if t.split == "test"]
+
+
+def eval_stage(config, workdir, policy: str) -> dict:
+    """Multi-turn rollouts of the base (SFT) policy and the RL policy on held-out tasks, per turn."""
+    if not config.eval_tasks:
+        return {}
+    from cudaperf_jax.generation.sampler import Sampler
+    from cudaperf_jax.models.loading import load_policy
+    from cudaperf_jax.rewards.unified import RewardConfig, UnifiedReward
+    from cudaperf_jax.rl.rollout import RolloutConfig, rollout
+    from cudaperf_jax.rl.trainer import trained_policy
+    from kernels_harness.run.pool import HarnessPool
+    path = Path(workdir) / "eval.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    from cudaperf_jax.models.loading import load_tokenizer
+    from cudaperf_jax.rl.conversation import ChatTokens
+    conv = ChatTokens(load_tokenizer(policy))
+    tasks = [t for t in held_out_tasks(config) if len(conv.first_prompt(t)) <= config.max_prompt_tokens - 64]
+    tasks = tasks[:config.eval_tasks]
+    if not tasks:
+        print("[demo] evaluation skipped: no held-out task's prompt fits max_prompt_tokens", file=sys.stderr)
+        return {}
+    rcfg = RolloutConfig(samples_per_task=config.samples_per_task, turns=config.turns,
+                         max_new_tokens=config.max_new_tokens, max_prompt_tokens=config.max_prompt_tokens,
+                         temperature=config.temperature, top_p=config.top_p)
+    policies = {"start": lambda: load_policy(policy, dtype=config.dtype)}
+    if config.rl_steps:
+        policies["rl"] = lambda: trained_policy(rl_config(config, policy), Path(workdir) / "rl")
+    reward = UnifiedReward(RewardConfig())
+    table = {}
+    with HarnessPool(backend=config.backend, workers=config.workers, seed=config.seed) as pool:
+        for name, load in policies.items():
+            model, tok = load()
+            ro = rollout(Sampler(model, tok), pool, tasks, rcfg, seed=config.seed + 7, reward=reward)
+            for t in range(rcfg.turns):
+                rs = [c.result for c in ro.turn(t)]
+                table[f"{name}/turn{t}"] = {
+                    "compiled": float(np.mean([r.compiled for r in rs])),
+                    "correct": float(np.mean([r.status == "ok" for r in rs])),
+                    "reward": float(ro.rewards()[t].mean())}
+    out = {"tasks": [t.id for t in tasks], "per_turn": table}
+    path.write_text(json.dumps(out, indent=2))
+    print(f"\n{'held-out eval':<16} {'compiled':>8} {'correct':>8} {'reward':>8}", file=sys.stderr)
+    for k, v in table.items():
+        print(f"{k:<16} {v['compiled']:>8.2f} {v['correct']:>8.2f} {v['reward']:>8.3f}", file=sys.stderr)
+    _plot(table, Path(workdir) / "eval.png")
+    return out
+
+
+def _plot(table: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+    for j, key in enumerate(("reward", "correct")):
+        axes[j].bar(list(table), [v[key] for v in table.values()])
+        axes[j].set_title(f"held-out {key} per policy and turn")
+        axes[j].tick_params(axis="x", labelsize=7, rotation=30)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

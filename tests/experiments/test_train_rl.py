@@ -1,0 +1,73 @@
+"""experiments.train_rl on a tiny random policy and the cpu harness: a run killed with SIGKILL at any point
+resumes to the metrics of an uninterrupted run; the memory fraction is set from the config and recorded."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _policy(path: Path) -> Path:
+    from tests.cudaperf_jax.models import tiny
+    tiny.hf_model("llama").save_pretrained(path)
+    tiny.tokenizer().save_pretrained(path)
+    return path
+
+
+def _cmd(workdir, model, *over):
+    return [sys.executable, "-m", "experiments.train_rl", "--config=experiments/configs/rl_tiny.py",
+            f"--config.model={model}", f"--workdir={workdir}", *over]
+
+
+ENV = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
+
+
+def _rows(workdir):
+    p = Path(workdir) / "metrics.jsonl"
+    rows = [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+    return [{k: v for k, v in r.items() if not k.startswith(("time/", "_"))} for r in rows]
+
+
+@pytest.mark.slow
+def test_sigkilled_run_resumes_to_the_same_metrics(tmp_path):
+    model = _policy(tmp_path / "policy")
+    full = subprocess.run(_cmd(tmp_path / "full", model), cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**ENV, "HOME": str(tmp_path)})
+    assert full.returncode == 0, full.stderr[-3000:]
+    ref = _rows(tmp_path / "full")
+    assert [r["step"] for r in ref] == [0, 1, 2] and ref[-1]["kl"] > 0 and "turn1/reward/total" in ref[0]
+    assert ref[0]["notes/ranker"] == "off" and ref[0]["notes/speed"].startswith("off: the cpu backend")
+    # kill -9 in the middle of step 1 (after step 0's checkpoint), then once more right after a checkpoint
+    work = tmp_path / "killed"
+    for wait_rows in (1, 2):
+        proc = subprocess.Popen(_cmd(work, model), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env={**ENV, "HOME": str(tmp_path)}, start_new_session=True)
+        deadline = time.time() + 400
+        while len(_rows(work)) < wait_rows and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        time.sleep(1.0 if wait_rows == 1 else 0.0)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    again = subprocess.run(_cmd(work, model), cwd=REPO, capture_output=True, text=True, timeout=600,
+                           env={**ENV, "HOME": str(tmp_path)})
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _rows(work) == ref
+    meta = json.loads((work / "config.json").read_text())
+    assert len(meta["resumes"]) == 2 and (work / "rl_curves.png").stat().st_size > 1000
+
+
+def test_memory_fraction_is_set_from_the_config_and_recorded(tmp_path):
+    code = ("import os, sys; from ml_collections import ConfigDict; from experiments.train_rl import set_memory_fraction;"
+            f"set_memory_fraction(ConfigDict({{'memory_fraction': 0.4}}), {str(tmp_path)!r});"
+            "print(os.environ['XLA_PYTHON_CLIENT_MEM_FRACTION'], 'jax' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
+                         env={**ENV, "HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["0.400", "False"]       # set before JAX was imported
+    assert json.loads((tmp_path / "environment.json").read_text())["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.400"
