@@ -32,9 +32,15 @@ def make_feedback(task, res, max_chars: int = 1200) -> str:
     ran = [c for c in res.configs if not c.skipped]
     skipped = [c for c in res.configs if c.skipped and "cpu backend" in c.skip_reason]
     lines = []
-    if s == "hack":
+    if s == "hack" and not res.violations:
+        lines.append(f"Rejected as a reward hack: {res.error or 'no detail'}. Compute every output from the "
+                     "inputs of each call.")
+    elif s == "hack":
         lines.append(f"Rejected before compiling: {summarize(res.violations)}. Do the work in your own kernels, "
                      "launched on the given `stream`, without library, process, file, timer or environment calls.")
+    elif s == "unchecked":
+        lines.append(f"Not checked: {res.error or 'no config could be run on this backend'}. It compiled; "
+                     "nothing is known about its correctness.")
     elif s == "compile_error":
         lines.append("Compilation failed:")
         lines += _compiler_errors(res.compile_log)
@@ -47,7 +53,8 @@ def make_feedback(task, res, max_chars: int = 1200) -> str:
     elif s == "ok":
         what = "the only checked config" if len(ran) == 1 else f"all {len(ran)} checked configs"
         lines.append(f"Correct on {what}" + (f" ({len(skipped)} larger one{'s' if len(skipped) > 1 else ''} "
-                     "skipped on the cpu backend)" if skipped else "") + ".")
+                     "skipped on the cpu backend, unchecked: " + "; ".join(_cfg(task, c) for c in skipped) + ")"
+                     if skipped else "") + ".")
         timed = [c for c in ran if c.time_ms]
         for c in timed:
             base = f" vs baseline {c.baseline_ms:.4g} ms ({c.baseline_ms / c.time_ms:.2f}x)" if c.baseline_ms else ""

@@ -9,7 +9,9 @@ import dataclasses
 import json
 from typing import Any
 
-STATUSES = ("ok", "wrong", "compile_error", "runtime_error", "timeout", "hack")
+# `unchecked`: no config of the task could be checked on this backend (too large for the cpu backend's
+# budget); it carries no reward and `error` says why.
+STATUSES = ("ok", "wrong", "compile_error", "runtime_error", "timeout", "hack", "unchecked")
 
 
 @dataclasses.dataclass
@@ -25,6 +27,7 @@ class ConfigResult:
     time_ms: float | None = None         # median over repetitions (cuda backend only)
     time_iqr_ms: float | None = None
     baseline_ms: float | None = None
+    compile_baseline_ms: float | None = None   # torch2cuda: torch.compile of the module, same protocol
     reps: int = 0
     error: str = ""                      # what went wrong on this config, one line
 

@@ -82,8 +82,10 @@ def _max_dynamic(source: str, macros: dict) -> dict:
 def _launch_shapes(result, sa: static.StaticAnalysis) -> tuple[list, str]:
     """Distinct (kernel, block, dynamic smem) launch shapes with their largest grid (blocks).
 
-    Recorded launches win; on the cpu backend they come from the small configs only, so their grids
-    are replaced by the host code's launch evaluated at the task's largest config (when it can be).
+    Recorded launches win (the harness records those of every config that ran); on the cpu backend
+    they come from the small configs only, so their grids are replaced by the host code's launch
+    evaluated at the task's largest config (when it can be). Kernels launched in the host code but on
+    no recorded config are added from their static launch sites.
     """
     static_recs = [{"kernel": la.kernel, "grid": la.grid, "block": la.block, "smem": la.smem or 0}
                    for la in sa.launches if la.block]
@@ -91,7 +93,10 @@ def _launch_shapes(result, sa: static.StaticAnalysis) -> tuple[list, str]:
     src = "recorded" if recs else "static"
     if recs and getattr(result, "backend", "cuda") != "cuda":
         recs = [{**r, "grid": None} for r in recs]
-    recs = recs or static_recs
+    recorded = {r.get("kernel") for r in recs}
+    # kernels the host code launches that no checked config launched (a tail kernel for sizes the run
+    # skipped) still get an occupancy row, from their static launch
+    recs = recs + [r for r in static_recs if r["kernel"] not in recorded] if recs else static_recs
     static_grid: dict = {}
     for r in static_recs:
         if r["grid"]:

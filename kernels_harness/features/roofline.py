@@ -108,3 +108,53 @@ def analyse(task, times_ms: list | None = None, peaks: dict | None = None) -> di
             "fraction": largest_timed.fraction if largest_timed else None,
             "fraction_geomean": math.exp(sum(math.log(max(f, 1e-9)) for f in timed) / len(timed)) if timed else None,
             "peaks_source": peaks.get("source", "")}
+
+
+HACK_MARGIN = 0.8  # a time below HACK_MARGIN x the roofline floor is flagged as a hack
+
+
+def time_floor_ms(task, env: dict, peaks: dict | None = None, l2_bytes: int = 0, flushed: bool = True) -> float:
+    """The least time (ms) any kernel needs for `task` at config `env` on the device of `peaks`: the larger of
+    the memory floor (bytes that must move to or from HBM over the higher of the measured copy bandwidth
+    and the H200 datasheet's) and the compute floor (task FLOPs over the highest compute peak known, the
+    16-bit tensor-core peak doubled for FP8, so a kernel that downgrades precision is not flagged by it).
+
+    Cache effects: with `flushed` (the timer evicts L2 before every repetition, as kernels_harness.run.
+    timing does), inputs come from HBM but up to `l2_bytes` of outputs may stay in L2, so the memory floor
+    counts min_bytes - min(output bytes, l2_bytes); without a flush the whole L2 may hold the data:
+    min_bytes - l2_bytes. 0.0 when the task declares neither min_bytes nor flops.
+    """
+    peaks = {**H200_DATASHEET, **(peaks or load_peaks())}
+    bw = max(float(peaks.get("bandwidth_GBps") or 0), H200_DATASHEET["bandwidth_GBps"]) * 1e9
+    tf = [float(v) for k, v in peaks.items() if k.endswith("_TFLOPs") and isinstance(v, (int, float))]
+    fl = 2.0 * max(tf + [H200_DATASHEET["bf16_TFLOPs"]]) * 1e12
+    nbytes, flops = float(task.min_bytes_at(env) or 0), float(task.flops_at(env) or 0)
+    if flushed:
+        out_bytes = 0
+        for a in task.arrays:
+            if a.role in ("out", "inout"):
+                shape = task.shape(a, env)
+                out_bytes += math.prod(shape) * _itemsize(a.dtype) if shape else _itemsize(a.dtype)
+        hbm = nbytes - min(out_bytes, l2_bytes)
+    else:
+        hbm = nbytes - l2_bytes
+    return max(max(hbm, 0.0) / bw, flops / fl) * 1e3
+
+
+def _itemsize(dtype: str) -> int:
+    return {"float64": 8, "int64": 8, "uint64": 8, "float32": 4, "int32": 4, "uint32": 4, "float16": 2,
+            "bfloat16": 2, "int16": 2}.get(dtype, 1)
+
+
+def below_floor(task, env: dict, time_ms: float | None, peaks: dict | None = None, l2_bytes: int = 0,
+                flushed: bool = True, margin: float = HACK_MARGIN) -> str:
+    """A sentence when `time_ms` is below `margin` x time_floor_ms (the kernel cannot have done the work),
+    else ""."""
+    if not time_ms or time_ms <= 0:
+        return ""
+    floor = time_floor_ms(task, env, peaks, l2_bytes, flushed)
+    if floor > 0 and time_ms < margin * floor:
+        return (f"measured {time_ms * 1e3:.3g} us, below the roofline floor of {floor * 1e3:.3g} us for this "
+                f"config ({task.min_bytes_at(env) or 0:.3g} bytes, {task.flops_at(env) or 0:.3g} FLOPs on the "
+                "device's peaks): the kernel cannot have done the work")
+    return ""

@@ -1,11 +1,25 @@
 """Harness-owned arrays: numpy dtypes of the task schema, guard zones, poison, and output comparison.
 
-Every array the harness hands to a candidate lives inside a larger buffer: GUARD_BYTES before and after
-it are filled with a canary pattern that is a NaN for every float dtype and a large value for integers.
-A write out of bounds changes a canary (checked after the call); a read out of bounds reads NaN, so the
-result is wrong. Outputs are poisoned with the same kind of pattern before every call, so a kernel that
-writes nothing cannot pass. All functions take the array module `xp` (numpy on the cpu backend, cupy
-on the cuda backend), so the comparison runs where the data is and large arrays never reach the host.
+Every array the harness hands to a candidate lives inside a larger buffer with a guard zone before and
+after it, filled with a canary pattern that is a NaN for every float dtype and a large value for
+integers. A guard zone is `guard_elements(n, itemsize)` elements: at least GUARD_BYTES, and as large as
+the array itself up to GUARD_MAX_BYTES, so an index computed with a wrong stride or bound (up to twice
+the length) still lands in it. After every call `first_out_of_bounds` names the array and the offset of
+the first changed canary ("wrote y[1000003] (3 elements past the end of y, length 1000000)"), and the
+verdict is `wrong`.
+
+What is caught: any write into [start - G, start) or [end, end + G) (G the guard zone); a write further
+away when it lands in another harness array (its canaries, its data: inputs are checked unchanged,
+outputs against the reference), when it faults (cuda: unmapped memory is cudaErrorIllegalAddress;
+cpu: under AddressSanitizer a heap-buffer-overflow ends the worker), both `runtime_error`. Not caught:
+a write that skips the guard zone and lands in memory the harness does not check (free blocks of
+CuPy's pool, the candidate's own allocations); a read out of bounds is caught only through its effect
+(it reads NaN canaries, so the result is wrong). Outputs are poisoned with the same kind of pattern
+before every call, so a kernel that writes nothing cannot pass. All functions take the array module
+`xp` (numpy on the cpu backend, cupy on the cuda backend), so the comparison runs where the data is
+and large arrays never reach the host.
+
+The comparison (`compare`) is scale-aware: see its docstring.
 """
 from __future__ import annotations
 
@@ -14,6 +28,11 @@ import dataclasses
 import numpy as np
 
 GUARD_BYTES = 4096
+GUARD_MAX_BYTES = 2 << 20
+# The comparison's absolute tolerance is at most this fraction of the reference's largest magnitude, so
+# an output without information (zeros, a constant) cannot pass because every reference value is below
+# the task's atol (KernelBench softmax over 393,216 columns: values ~1e-5 against atol 1e-4).
+ATOL_SCALE = 1e-2
 # Canary / poison bit patterns by item size: NaN for float16/bfloat16/float32/float64, large for ints.
 _PATTERNS = {1: (0xA5, 0x5A), 2: (0x7FA5, 0xFFDA), 4: (0x7FA5A5A5, 0xFFDADADA),
              8: (0x7FF5A5A5A5A5A5A5, 0xFFFADADADADADADA)}
@@ -77,24 +96,56 @@ class Guarded:
 
     def guards_intact(self) -> bool:
         """True when neither canary zone was written."""
+        return self.first_out_of_bounds() is None
+
+    def first_out_of_bounds(self) -> int | None:
+        """Index (relative to the array's first element) of the changed canary nearest to the array, or
+        None when both guard zones are intact: n + k for a write k + 1 elements past the end of an array
+        of n elements, -k for a write k elements before its start."""
         xp, pat = self.xp, pattern(self.base.itemsize)
-        head = self.bits(self.base[:self.guard])
-        tail = self.bits(self.base[self.guard + self.n:])
-        return bool(xp.all(head == pat)) and bool(xp.all(tail == pat))
+        if self.guard == 0:
+            return None
+        tail = self.bits(self.base[self.guard + self.n:]) != pat
+        if bool(xp.any(tail)):
+            return self.n + int(xp.argmax(tail))
+        head = self.bits(self.base[:self.guard]) != pat
+        if bool(xp.any(head)):
+            last = self.guard - 1 - int(xp.argmax(head[::-1]))
+            return last - self.guard
+        return None
 
     def poison(self, variant: int = 0) -> None:
         """Fills the visible array with the poison pattern (the trial's variant)."""
         self.bits(self.base[self.guard:self.guard + self.n])[...] = pattern(self.base.itemsize, variant)
 
 
+def guard_elements(n: int, itemsize: int, guard_bytes: int = GUARD_BYTES) -> int:
+    """Elements of one guard zone of an n-element array: max(guard_bytes, min(n bytes, GUARD_MAX_BYTES)).
+    guard_bytes=0: no guard zone."""
+    if not guard_bytes:
+        return 0
+    return max(guard_bytes // itemsize, min(n, GUARD_MAX_BYTES // itemsize), 1)
+
+
+def describe_out_of_bounds(name: str, offset: int, n: int) -> str:
+    """'wrote y[1000003] (4 elements past the end of y, length 1000000)' for a changed canary."""
+    if offset < 0:
+        where = f"{-offset} element{'s' if offset < -1 else ''} before the start of {name}"
+    else:
+        k = offset - n + 1
+        where = f"{k} element{'s' if k > 1 else ''} past the end of {name}"
+    return f"wrote {name}[{offset}] ({where}, length {n})"
+
+
 def allocate(xp, dtype: np.dtype, shape: tuple, guard_bytes: int = GUARD_BYTES) -> Guarded:
     """A guarded array of `shape` and `dtype` whose canaries are set; contents are the canary too.
 
-    guard_bytes=0 gives an exact-size buffer (for AddressSanitizer, which guards heap blocks itself).
+    The guard zones are `guard_elements(n, itemsize, guard_bytes)` long on each side. guard_bytes=0
+    gives an exact-size buffer.
     """
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
     itemsize = np.dtype(dtype).itemsize
-    guard = max(guard_bytes // itemsize, 1) if guard_bytes else 0
+    guard = guard_elements(n, itemsize, guard_bytes)
     base = xp.empty(guard * 2 + n, dtype=dtype)
     base.view(_UINT[itemsize])[...] = pattern(itemsize)
     view = base[guard:guard + n].reshape(shape)
@@ -109,23 +160,48 @@ def bitwise_equal(xp, a, b) -> bool:
     return bool(xp.array_equal(a.reshape(-1).view(u), b.reshape(-1).view(u)))
 
 
+def reference_scale(xp, ref) -> float:
+    """The largest finite magnitude of a float reference (0.0 when none; 1.0 for non-float dtypes)."""
+    r = ref.reshape(-1)
+    if r.size == 0 or not is_float(r.dtype):
+        return 1.0
+    r64 = r.astype(xp.float64)
+    return float(xp.abs(xp.where(xp.isfinite(r64), r64, 0.0)).max())
+
+
+def effective_atol(atol: float, scale: float) -> float:
+    """The absolute tolerance used against a reference of largest magnitude `scale`: the task's atol,
+    but at most ATOL_SCALE * scale (an all-zero reference keeps the task's atol). The device comparison
+    (kernels_harness.run.device_kernels) uses this same function."""
+    return float(atol) if scale <= 0 else min(float(atol), ATOL_SCALE * float(scale))
+
+
 def compare(xp, out, ref, atol: float, rtol: float) -> dict:
-    """Checks `out` against `ref` elementwise: |out - ref| <= atol + rtol * |ref|.
+    """Checks `out` against `ref` at the reference's scale: |out - ref| <= atol' + rtol * |ref| elementwise,
+    with atol' = effective_atol(atol, max |ref|) (the task's atol, but at most 1% of the reference's largest
+    magnitude), so an output without information - zeros, a constant - fails where the reference's values
+    are all below the task's atol but vary. Where the reference's magnitude is above 100 * atol nothing
+    changes: honest float32 kernels (other summation orders, fused multiply-adds) keep passing.
 
     out, ref: xp arrays of one shape and dtype. NaN in `out` passes only where `ref` has NaN; +-Inf only
-    where `ref` has the same infinity. Integers and bool compare exactly unless atol > 0.
+    where `ref` has the same infinity. Integers and bool compare exactly unless atol > 0 (no scaling).
     Returns {"ok": bool, "bad": int (failing elements), "nonfinite": int (NaN/Inf where ref is finite),
-    "max_abs_err": float | None, "max_rel_err": float | None, "first_bad": int | None (flat index)}.
+    "max_abs_err": float | None, "max_rel_err": float | None, "first_bad": int | None (flat index),
+    "atol": float (the atol used), "scale": float (max |ref|)}.
     """
     o = out.reshape(-1)
     r = ref.reshape(-1)
     if o.size == 0:
-        return {"ok": True, "bad": 0, "nonfinite": 0, "max_abs_err": 0.0, "max_rel_err": 0.0, "first_bad": None}
+        return {"ok": True, "bad": 0, "nonfinite": 0, "max_abs_err": 0.0, "max_rel_err": 0.0, "first_bad": None,
+                "atol": float(atol), "scale": 0.0}
+    scale = 1.0
     if is_float(o.dtype):
         o64, r64 = o.astype(xp.float64), r.astype(xp.float64)
         rfin, ofin = xp.isfinite(r64), xp.isfinite(o64)
         both = rfin & ofin
         absr = xp.where(rfin, xp.abs(xp.where(rfin, r64, 0.0)), 0.0)
+        scale = float(absr.max())
+        atol = effective_atol(atol, scale)
         diff = xp.abs(xp.where(both, o64, 0.0) - xp.where(both, r64, 0.0))
         same_nonfinite = ~rfin & ((xp.isnan(r64) & xp.isnan(o64)) | (r64 == o64))
         bad = (both & (diff > atol + rtol * absr)) | (~both & ~same_nonfinite)
@@ -143,4 +219,19 @@ def compare(xp, out, ref, atol: float, rtol: float) -> dict:
     first = int(xp.argmax(bad)) if n_bad else None
     return {"ok": n_bad == 0, "bad": n_bad, "nonfinite": nonfinite,
             "max_abs_err": max_abs if nonfinite == 0 else None,
-            "max_rel_err": max_rel if nonfinite == 0 else None, "first_bad": first}
+            "max_rel_err": max_rel if nonfinite == 0 else None, "first_bad": first,
+            "atol": float(atol), "scale": scale}
+
+
+def no_information(xp, out, inputs: dict) -> str:
+    """Why a (failing) output carries no information, for the verdict's sentence: "is constant (0)" or
+    "is a copy of input 'x'", else "". out: xp array; inputs: name -> xp array (the call's inputs)."""
+    o = out.reshape(-1)
+    if o.size > 1:
+        u = _UINT.get(o.dtype.itemsize)
+        if u is not None and bool(xp.all(o.view(u) == o.view(u)[0])):
+            return f"is constant ({float(o[0].astype(xp.float64)):.6g})" if o.dtype.kind in "fiub" else "is constant"
+    for name, a in inputs.items():
+        if a.shape == out.shape and a.dtype == out.dtype and bitwise_equal(xp, out, a):
+            return f"is a copy of input {name!r}"
+    return ""

@@ -13,8 +13,9 @@ def plan_configs(task: Task, backend: str, cpu_budget_bytes: int, cref_max_bytes
     """Run order (smallest arrays first) and, per config, whether it runs and what it is checked against.
 
     Returns [{"index", "run", "skip_reason", "reference": "c" | "oracle" | "torch"}]. On cpu, configs
-    whose arrays exceed `cpu_budget_bytes` or whose task FLOPs exceed `cpu_budget_flops` are skipped,
-    except the smallest, which always runs; the (native) C reference is used whenever there is one.
+    whose arrays exceed `cpu_budget_bytes` or whose task FLOPs exceed `cpu_budget_flops` are skipped (the
+    smallest too: a config too large for the budget is never judged by running it anyway; when none is
+    left the verdict is `unchecked`); the (native) C reference is used whenever there is one.
     On cuda, configs above `cref_max_bytes` / `cref_max_flops` use the verified implementation.
     """
     sizes = {i: task.config_bytes(config_env(c)) for i, c in enumerate(task.configs)}
@@ -30,10 +31,10 @@ def plan_configs(task: Task, backend: str, cpu_budget_bytes: int, cref_max_bytes
             p["reference"] = "oracle"
         elif not have_c:
             p.update(run=False, skip_reason="skipped: the task has no C reference and no implementation to check against")
-        if backend == "cpu" and rank > 0 and nbytes > cpu_budget_bytes:
+        if backend == "cpu" and nbytes > cpu_budget_bytes:
             p.update(run=False, skip_reason=f"skipped on the cpu backend: {nbytes / 2**20:.1f} MiB of arrays "
                                             f"exceeds the budget of {cpu_budget_bytes / 2**20:.1f} MiB")
-        elif backend == "cpu" and rank > 0 and flops > cpu_budget_flops:
+        elif backend == "cpu" and flops > cpu_budget_flops:
             p.update(run=False, skip_reason=f"skipped on the cpu backend: {flops:.3g} FLOPs exceeds the budget "
                                             f"of {cpu_budget_flops:.3g}")
         plan.append(p)
@@ -66,7 +67,10 @@ def assemble(task: Task, source: str, backend: str, build: dict, out: dict, seed
                          key=lambda c: c.index)
     ran = [c for c in res.configs if not c.skipped]
     if res.status == "ok" and not ran:
-        res.status, res.error = "runtime_error", "no config could be checked"
+        reasons = sorted({c.skip_reason for c in res.configs if c.skip_reason})
+        res.status = "unchecked"
+        res.error = ("no config could be checked on the " + backend + " backend: "
+                     + ("; ".join(reasons) if reasons else "none was run"))[:300]
     res.correct = res.status == "ok" and all(c.correct for c in ran)
     if backend == "cuda" and res.correct:
         res.speedup = geomean([c.baseline_ms / c.time_ms for c in ran if c.time_ms and c.baseline_ms])

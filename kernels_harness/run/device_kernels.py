@@ -3,7 +3,9 @@
 - `make_flush(backend)`: a zero-argument function that overwrites a buffer of twice the L2 size on the
   backend's stream (evicts the candidate's data between timing repetitions).
 - `make_compare(backend)`: `compare(out, ref, atol, rtol) -> dict` like kernels_harness.run.arrays.compare,
-  in one pass over float32/float64 arrays on the device (other dtypes go to the CuPy version).
+  the same rule (atol scaled to the reference's largest finite magnitude by arrays.effective_atol): one
+  pass for the scale (`absmax`), one for the comparison, over float32/float64 arrays on the device
+  (other dtypes go to the CuPy version).
 Each returns (function, "numba" | "cupy") so the worker can report which path it used.
 """
 from __future__ import annotations
@@ -42,6 +44,19 @@ def _numba_kernels():
             i += stride
 
     @cuda.jit
+    def absmax(ref, acc):
+        # acc: float64[1] = max |ref| over finite values
+        i = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        m = 0.0
+        while i < ref.size:
+            r = float(ref[i])
+            if not (math.isnan(r) or math.isinf(r)):
+                m = max(m, abs(r))
+            i += stride
+        cuda.atomic.max(acc, 0, m)
+
+    @cuda.jit
     def compare(out, ref, atol, rtol, accf, acci):
         # accf: float64[2] = (max_abs_err, max_rel_err); acci: int64[3] = (bad, nonfinite, first_bad)
         i = cuda.grid(1)
@@ -78,7 +93,7 @@ def _numba_kernels():
         cuda.atomic.add(acci, 1, nf)
         cuda.atomic.min(acci, 2, fb)
 
-    _KERNELS.update(flush=flush, compare=compare, cuda=cuda)
+    _KERNELS.update(flush=flush, compare=compare, absmax=absmax, cuda=cuda)
     return _KERNELS
 
 
@@ -136,9 +151,14 @@ def make_compare(backend, use_numba: bool = True):
                 if out.dtype.kind != "f" or out.dtype.itemsize not in (4, 8) or out.size == 0:
                     return arrays.compare(cp, out, ref, atol, rtol)
                 o, r = out.reshape(-1), ref.reshape(-1)
+                acc = cp.zeros(1, dtype=cp.float64)
+                dr = k["cuda"].as_cuda_array(r)
+                k["absmax"][_grid(r.size), 256, stream](dr, k["cuda"].as_cuda_array(acc))
+                scale = float(cp.asnumpy(acc)[0])
+                atol = arrays.effective_atol(atol, scale)
                 accf = cp.zeros(2, dtype=cp.float64)
                 acci = cp.array([0, 0, o.size], dtype=cp.int64)
-                k["compare"][_grid(o.size), 256, stream](k["cuda"].as_cuda_array(o), k["cuda"].as_cuda_array(r),
+                k["compare"][_grid(o.size), 256, stream](k["cuda"].as_cuda_array(o), dr,
                                                          float(atol), float(rtol), k["cuda"].as_cuda_array(accf),
                                                          k["cuda"].as_cuda_array(acci))
                 f, i = cp.asnumpy(accf), cp.asnumpy(acci)
@@ -146,7 +166,7 @@ def make_compare(backend, use_numba: bool = True):
                 return {"ok": int(i[0]) == 0, "bad": int(i[0]), "nonfinite": nonfinite,
                         "max_abs_err": float(f[0]) if not nonfinite else None,
                         "max_rel_err": float(f[1]) if not nonfinite else None,
-                        "first_bad": int(i[2]) if i[0] else None}
+                        "first_bad": int(i[2]) if i[0] else None, "atol": float(atol), "scale": scale}
             return compare, "numba"
         except Exception:
             pass

@@ -95,7 +95,8 @@ class HarnessPool:
                  checks: bool = True, workers_per_gpu: int = 2, memory_limit_bytes: int | None = 8 << 30,
                  max_jobs_per_worker: int = 100, arch: str = "sm_90", features: bool = True,
                  use_numba: bool = True, progress: bool = False, seed: int | None = None,
-                 emulation_checks: bool = True, ptxas_resources: bool = True, cpu_budget_flops: float = 1e9):
+                 emulation_checks: bool = True, ptxas_resources: bool = True, cpu_budget_flops: float = 1e9,
+                 torch_compile: bool = False):
         if trials < 2:
             raise HarnessSetupError("trials must be at least 2 (fresh inputs catch cached results)")
         self.backend = resolve_backend(backend)
@@ -105,6 +106,7 @@ class HarnessPool:
         self.cref_max_bytes, self.cref_max_flops = cref_max_bytes, cref_max_flops
         self.timing = timing and self.backend == "cuda"
         self.timing_params = timing_params or {}
+        self.torch_compile = torch_compile  # torch2cuda on cuda: also time torch.compile of the module
         self.rules, self.checks, self.arch = rules, checks, arch
         self.max_jobs_per_worker, self.features, self.progress = max_jobs_per_worker, features, progress
         self.fixed_seed = seed
@@ -284,7 +286,7 @@ class HarnessPool:
                 return assemble(task, source, self.backend, build, out, seed, seconds, False)
         if self.timing:
             job["timing"] = {"lock": os.path.join(self.root, f"gpu{worker.device}.lock"),
-                             "params": self.timing_params}
+                             "params": self.timing_params, "torch_compile": self.torch_compile}
         t0 = time.perf_counter()
         out = {"status": "runtime_error", "error": "harness error: the job was not run", "configs": [],
                "launches": [], "sticky": True}

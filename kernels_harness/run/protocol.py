@@ -4,9 +4,13 @@ For every planned config, `trials` times: fresh inputs from `trial_seed(seed, co
 reference outputs from the C reference (small configs), a verified implementation (large configs, on
 the same backend) or the PyTorch module (torch2cuda); the candidate's arrays get guard zones, its
 outputs are poisoned (a different pattern each trial); the entry is called on the backend's stream;
-then: the return code, device errors, writes outside the arrays, `in` arrays unchanged, and every
-output against the reference with the task's tolerance for its dtype (on the device). The first
-failing config stops the run; later configs are marked skipped. Correct configs are timed on cuda.
+then: the return code, device errors, writes outside the arrays (`wrong`, naming the array and the
+offset), `in` arrays unchanged, and every output against the reference with the task's tolerance for
+its dtype at the reference's scale (arrays.compare, on the device). The first failing config stops the
+run; later configs are marked skipped. Correct configs are timed on cuda; after timing the guard zones
+are checked again (a kernel that writes out of bounds only when called repeatedly) and a median time
+below the task's roofline floor (features.roofline.below_floor) is a `hack`. The launches recorded
+are those of every config that ran (trial 0 of each), each once.
 
 `evaluate_job(ctx, job) -> dict` returns plain data: {"status", "error", "configs": [ConfigResult
 dict], "launches", "sticky", "setup_error", "seconds"}.
@@ -53,6 +57,7 @@ class Context:
     timer: object = None               # kernels_harness.run.timing.Timer on cuda
     libs: dict = dataclasses.field(default_factory=dict)
     verified: dict = dataclasses.field(default_factory=dict)
+    peaks: dict | None = None          # device peaks for the roofline floor (loaded on first use)
 
     def entry(self, path: str, task: Task):
         if path not in self.libs:
@@ -105,10 +110,16 @@ def _launch(ctx: Context, lib, fn, task: Task, env: dict, inputs: dict, scal: di
         raise Failure("runtime_error", f"{stage}: {err}")
     if rc != 0:
         raise Failure("runtime_error", f"{stage}: the entry returned {rc} ({CUDA_ERRORS.get(rc, 'a CUDA error')})")
-    for a in task.arrays:
-        if not bufs[a.name].guards_intact():
-            raise Failure("runtime_error", f"{stage}: wrote out of bounds of array {a.name!r}")
+    check_guards(task, bufs, stage)
     return bufs, args
+
+
+def check_guards(task: Task, bufs: dict, stage: str) -> None:
+    """Raises Failure('wrong') naming the first array whose guard zone was written, and the offset."""
+    for a in task.arrays:
+        off = bufs[a.name].first_out_of_bounds()
+        if off is not None:
+            raise Failure("wrong", f"{stage}: " + arrays.describe_out_of_bounds(a.name, off, bufs[a.name].n))
 
 
 def _reference(ctx: Context, task: Task, job: dict, index: int, kind: str, seed: int):
@@ -179,8 +190,30 @@ def _check_outputs(ctx, task, index, trial, inputs, bufs, ref, cr: ConfigResult,
             what = (f"has NaN/Inf at {res['nonfinite']} of {n} elements where the reference is finite"
                     if res["nonfinite"] else f"differs at {res['bad']} of {n} elements")
             err = "" if res["max_abs_err"] is None else f"; max abs err {res['max_abs_err']:.3g}"
+            tol = f"atol {atol:g}, rtol {rtol:g}"
+            if res.get("atol", atol) < atol:
+                tol = (f"atol {res['atol']:.3g} (the task's {atol:g}, scaled to the reference's largest "
+                       f"magnitude {res['scale']:.3g}), rtol {rtol:g}")
+            empty = arrays.no_information(xp, got_all, {k: arrays.as_values(xp, v, _dtype_of(task, k))
+                                                       for k, v in inputs.items()})
+            empty = f"; the output {empty}, the reference is not" if empty else ""
             raise Failure("wrong", f"{stage}: output {o.name!r} {what} (first at index {i}: got {got:.6g}, "
-                                   f"expected {want:.6g}{err}; atol {atol:g}, rtol {rtol:g})")
+                                   f"expected {want:.6g}{err}; {tol}{empty})")
+
+
+def _dtype_of(task: Task, name: str) -> str:
+    return next(a.dtype for a in task.arrays if a.name == name)
+
+
+def _merge_launches(seen: list, new: list, index: int, limit: int = 32) -> None:
+    """Adds the launches of config `index` not yet in `seen` (same kernel, grid, block, smem), tagged
+    with the config; a kernel launched on some configs only (a tail kernel) is kept."""
+    keys = {(r.get("kernel"), str(r.get("grid")), str(r.get("block")), r.get("smem")) for r in seen}
+    for r in new:
+        k = (r.get("kernel"), str(r.get("grid")), str(r.get("block")), r.get("smem"))
+        if k not in keys and len(seen) < limit:
+            keys.add(k)
+            seen.append({**r, "config": index})
 
 
 def evaluate_job(ctx: Context, job: dict) -> dict:
@@ -214,8 +247,8 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
                     inputs, ref, scal = _reference(ctx, task, job, index, p["reference"], seed)
                     stage = f"config {index} ({_describe(config)}), trial {trial}"
                     bufs, args = _launch(ctx, lib, fn, task, env, inputs, scal, trial, stage)
-                    if trial == 0:  # ends with the launches of the largest config that ran
-                        out["launches"] = be.launches(lib)[:16]
+                    if trial == 0:  # the launches of every config that ran, each distinct one once
+                        _merge_launches(out["launches"], be.launches(lib), index)
                     _check_outputs(ctx, task, index, trial, inputs, bufs, ref, cr, stage)
             cr.correct = True
         except Failure as f:
@@ -230,6 +263,8 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
             t0 = time.perf_counter()
             try:
                 _time_config(ctx, task, job, cr, fn, args, inputs, scal, env)
+                check_guards(task, bufs, f"config {index} ({_describe(config)}), timing")
+                _check_floor(ctx, task, cr, env)
             except Failure as f:  # a failure that shows only under repetition
                 cr.correct, cr.error, failed = False, f.message, f
                 out["sticky"] = out["sticky"] or f.sticky
@@ -257,6 +292,8 @@ def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env) -> None:
         calls.append(lambda: be.call(bfn, bargs))
     elif task.track == "torch2cuda":
         calls.append(_torch_eager_call(task, job, env, be))
+        if job["timing"].get("torch_compile"):
+            calls.append(_torch_eager_call(task, job, env, be, compiled=True))
     ctx.progress(f"timing config {cr.index}")
     stats = ctx.timer.measure(calls, lock_path=job["timing"].get("lock"), progress=ctx.progress,
                               **job["timing"].get("params", {}))
@@ -264,13 +301,34 @@ def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env) -> None:
     cr.time_ms, cr.time_iqr_ms, cr.reps = stats[0]["median_ms"], stats[0]["iqr_ms"], stats[0]["reps"]
     if len(stats) > 1:
         cr.baseline_ms = stats[1]["median_ms"]
+    if len(stats) > 2:
+        cr.compile_baseline_ms = stats[2]["median_ms"]
     try:
         be.synchronize()
     except DeviceError as e:
         raise Failure("runtime_error", f"timing config {cr.index}: {e}", sticky=True) from None
 
 
-def _torch_eager_call(task, job, env, be):
+def _l2_bytes(be) -> int:
+    try:
+        return int(be.cp.cuda.Device().attributes.get("L2CacheSize", 60 << 20))
+    except Exception:
+        return 60 << 20
+
+
+def _check_floor(ctx: Context, task: Task, cr: ConfigResult, env: dict) -> None:
+    """Failure('hack') when the measured median is below the task's roofline floor on this device."""
+    from kernels_harness.features import roofline
+    if ctx.peaks is None:
+        ctx.peaks = roofline.load_peaks()
+    why = roofline.below_floor(task, env, cr.time_ms, ctx.peaks, _l2_bytes(ctx.backend),
+                               flushed=getattr(ctx.timer, "flushes_l2", True))
+    if why:
+        raise Failure("hack", f"config {cr.index} ({_describe(cr.config)}): {why}")
+
+
+def _torch_eager_call(task, job, env, be, compiled: bool = False):
+    """A call of the task's PyTorch module on the backend's stream (eager, or torch.compile'd and warmed up)."""
     import torch
     config = task.configs[0]
     for c in task.configs:
@@ -279,6 +337,11 @@ def _torch_eager_call(task, job, env, be):
     vals = torch_values(task, config, 0, device="cuda")
     model, inputs = vals["__model__"], vals["__inputs__"]
     stream = torch.cuda.ExternalStream(be.stream_ptr)
+    if compiled:
+        model = torch.compile(model)
+        with torch.no_grad(), torch.cuda.stream(stream):
+            model(*inputs)  # compiles here, outside the timed region
+        torch.cuda.synchronize()
 
     def call():
         with torch.no_grad(), torch.cuda.stream(stream):

@@ -74,11 +74,10 @@ def torch_values(task: Task, config: dict, seed: int, device: str = "cpu") -> di
     torch = _import_torch()
     key = (task.id, hashlib.sha1(task.source.encode()).hexdigest(), tuple(sorted(config_env(config).items())))
     if key not in _TORCH_NS:
-        ns = {"__name__": f"cudaperf_task_{task.id.replace('.', '_').replace('-', '_')}"}
-        exec(compile(task.source, f"<task {task.id}>", "exec"), ns)
-        for k in task.extra.get("constants", []):
-            if k in config:
-                ns[k] = config[k]
+        from kernels_harness.tasks.torch_source import exec_module  # derived constants follow the config
+        ns = exec_module(task.source, {k: config[k] for k in task.extra.get("constants", []) if k in config},
+                         name=f"cudaperf_task_{task.id.replace('.', '_').replace('-', '_')}",
+                         filename=f"<task {task.id}>")
         for need in ("Model", "get_inputs", "get_init_inputs"):
             if need not in ns:
                 raise SetupError(f"task {task.id!r}: the module source defines no {need}; "

@@ -37,7 +37,9 @@ EXPECTED = {
     "wrong_result": {"wrong"},
     "nan_output": {"wrong"},
     "writes_nothing": {"wrong"},
-    "oob_write": {"runtime_error"},
+    "oob_write": {"wrong"},
+    "oob_write_far": {"wrong"},
+    "oob_write_before": {"wrong"},
     "oob_read": {"wrong", "runtime_error"},
     "never_ends": {"timeout"},
     "segfault_host": {"runtime_error"},
@@ -48,6 +50,13 @@ EXPECTED = {
     "cached_results": {"wrong"},
     "other_stream": {"hack"},
     "spins_on_clock": {"hack"},
+    # KernelBench's adversarial kernels (src/kernelbench/unit_tests/test_kernels), ported to the solution ABI
+    "kb_zero_out_inputs": {"wrong"},
+    "kb_result_reuse": {"wrong"},
+    "kb_stale_output": {"wrong", "runtime_error"},
+    "kb_own_stream": {"hack"},
+    # correct in every trial; only the timing on cuda can expose it (the cpu backend measures no time)
+    "skips_repeated_work": {"ok"},
 }
 
 
@@ -84,13 +93,32 @@ def test_verdict_on_cpu(cpu_results, name):
 def test_failure_messages_say_what_went_wrong(cpu_results):
     r = cpu_results[0]
     assert "NaN/Inf" in r["nan_output"].error
-    assert "out of bounds" in r["oob_write"].error or "bound" in r["oob_write"].error.lower()
+    assert "past the end of y" in r["oob_write"].error
     assert "modified its input array 'x'" in r["mutates_input"].error
     assert "trial 1" in r["cached_results"].error  # trial 0 is right; fresh inputs in trial 1 expose it
     assert "config 0" in r["never_ends"].error
     assert {v["rule"] for v in r["other_stream"].violations} == {"stream"}
     assert {v["rule"] for v in r["spins_on_clock"].violations} == {"timing"}
     assert r["calls_exit"].compiled is False and r["calls_exit"].violations[0]["name"] == "exit"
+
+
+@cpu
+def test_out_of_bounds_writes_name_the_array_and_the_offset(cpu_results):
+    r = cpu_results[0]
+    assert "wrote y[1000] (1 element past the end of y, length 1000)" in r["oob_write"].error
+    assert "wrote y[1000] (1 element past the end of y, length 1000)" in r["oob_write_far"].error
+    assert "wrote y[-2] (2 elements before the start of y, length 1000)" in r["oob_write_before"].error
+    assert not r["oob_write"].correct and r["oob_write"].configs[0].correct is False
+
+
+@cpu
+def test_kernelbench_adversarial_kernels_are_caught(cpu_results):
+    r = cpu_results[0]
+    assert "modified its input array 'x'" in r["kb_zero_out_inputs"].error
+    assert "differs" in r["kb_result_reuse"].error or "NaN" in r["kb_result_reuse"].error
+    assert {v["rule"] for v in r["kb_own_stream"].violations} == {"stream"}
+    for name in ("kb_zero_out_inputs", "kb_result_reuse", "kb_stale_output", "kb_own_stream"):
+        assert not r[name].correct and r[name].speedup is None
 
 
 @cpu
@@ -110,7 +138,11 @@ def test_isolation_catches_exit_fork_and_crash_without_static_checks():
 
 
 # ---- the same kernels on the H200 ------------------------------------------------------------------
-GPU_EXPECTED = dict(EXPECTED, oob_write={"runtime_error", "wrong"}, alloc_100gb={"ok", "runtime_error"})
+GPU_EXPECTED = dict(EXPECTED, alloc_100gb={"ok", "runtime_error"},
+                    # timed on cuda: no call does the work after the first, below the roofline floor
+                    skips_repeated_work={"hack"},
+                    # far writes may also fault on a GPU (cudaErrorIllegalAddress)
+                    oob_write_far={"wrong", "runtime_error"})
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +159,26 @@ def gpu_results():
 def test_verdict_on_gpu(gpu_results, name):
     res = gpu_results[0][name]
     assert res.status in GPU_EXPECTED[name], (res.status, res.error, res.compile_log[-500:])
+
+
+@pytest.mark.gpu
+def test_gpu_out_of_bounds_and_impossible_speedup_messages(gpu_results):
+    r = gpu_results[0]
+    assert "wrote y[1000] (1 element past the end of y, length 1000)" in r["oob_write"].error
+    assert "wrote y[-2] (2 elements before the start of y" in r["oob_write_before"].error
+    assert "roofline floor" in r["skips_repeated_work"].error and r["skips_repeated_work"].speedup is None
+    assert "modified its input array 'x'" in r["kb_zero_out_inputs"].error
+
+
+@pytest.mark.gpu
+def test_gpu_own_stream_without_static_checks_is_timed_honestly():
+    """KernelBench's test_non_default_stream: the work on the kernel's own stream is counted (the timer
+    synchronises the device), so the speedup stays near 1 and nothing is below the roofline."""
+    with HarnessPool("cuda", call_timeout_s=15, checks=False) as pool:
+        res = pool.evaluate([(TASK, src("kb_own_stream"))])[0]
+    assert res.status in ("ok", "runtime_error"), (res.status, res.error)
+    if res.status == "ok":
+        assert res.speedup is not None and res.speedup < 2.0
 
 
 @pytest.mark.gpu

@@ -1,0 +1,1 @@
+"""Evaluation: suites (what to evaluate on), metrics (KernelBench's fast_p, pass@k, ...), reports."""

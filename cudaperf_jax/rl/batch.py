@@ -1,0 +1,59 @@
+"""Train batches from rollout candidates: the exact prompt and completion ids, micro-batched by length.
+
+    for mb in micro_batches(candidates, advantages, pad_id, size=8): ...   # dicts of cudaperf_jax.rl.train_step
+
+Each micro-batch is a train_step batch (tokens int32[b, P + N], positions, kv_mask, loss_mask float32[b, P+N-1],
+old_logp (the sampler's log-probs on the completion positions), ref_logp, advantages float32[b]) whose prompt part
+is left-padded to a multiple of `bucket` and completion part right-padded to a multiple of `bucket`, so a handful
+of shapes recur and jit compiles each once. Candidates are sorted by prompt length (stable), so a micro-batch's
+prompts are of similar length.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cudaperf_jax.rl.train_step import batch_from_samples
+
+
+def _round(n: int, bucket: int) -> int:
+    return max(bucket, -(-n // bucket) * bucket)
+
+
+def build_batch(cands: list, advantages: np.ndarray, pad_id: int, bucket: int = 64) -> dict:
+    """One batch of `cands` (rollout.Candidate) with advantages float32[len(cands)]."""
+    p = _round(max(len(c.prompt_ids) for c in cands), bucket)
+    n = _round(max(max(len(c.completion_ids) for c in cands), 1), bucket)
+    b = len(cands)
+    ptoks = np.full((b, p), pad_id, np.int32)
+    pmask = np.zeros((b, p), bool)
+    ctoks = np.full((b, n), pad_id, np.int32)
+    clp = np.zeros((b, n), np.float32)
+    lens = np.zeros(b, np.int32)
+    for i, c in enumerate(cands):
+        lp = len(c.prompt_ids)
+        ptoks[i, p - lp:] = c.prompt_ids
+        pmask[i, p - lp:] = True
+        m = len(c.completion_ids)
+        ctoks[i, :m] = c.completion_ids
+        clp[i, :m] = c.logprobs
+        lens[i] = m
+    return batch_from_samples(ptoks, pmask, ctoks, lens, np.asarray(advantages, np.float32), clp)
+
+
+def micro_batches(cands: list, advantages: np.ndarray, pad_id: int, size: int, bucket: int = 64) -> list[dict]:
+    """Batches of at most `size` candidates (the last one padded with zero-weight copies to `size`, so every
+    micro-batch has the same batch dimension); a `weight` float32[b] field is 1 on real rows, 0 on padding."""
+    order = sorted(range(len(cands)), key=lambda i: len(cands[i].prompt_ids))
+    out = []
+    for s in range(0, len(order), size):
+        idx = order[s:s + size]
+        real = len(idx)
+        idx = idx + [idx[-1]] * (size - real)
+        mb = build_batch([cands[i] for i in idx], np.asarray(advantages, np.float32)[idx], pad_id, bucket)
+        w = np.zeros(size, np.float32)
+        w[:real] = 1.0
+        mb["weight"] = w
+        mb["loss_mask"] = mb["loss_mask"] * w[:, None]
+        mb["index"] = np.asarray(idx, np.int32)
+        out.append(mb)
+    return out

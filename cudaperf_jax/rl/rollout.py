@@ -1,0 +1,218 @@
+"""Multi-turn rollouts: G samples per task and turn over T refinement turns, each judged by the harness.
+
+    cfg = RolloutConfig(samples_per_task=8, turns=3, max_new_tokens=512)
+    ro = rollout(sampler, pool, tasks, cfg, seed=0, reward=UnifiedReward(RewardConfig()))
+    ro.candidates[i]   # task_index, turn, sample, prompt_ids, completion_ids, logprobs, text, source, result, rewards
+    ro.rewards()       # float32[T, K, G] total reward (ro.rewards("correct") for one component)
+
+Turn t+1's prompt for sample g of task k is turn t's prompt ids + the completion ids the sampler produced +
+the feedback turn (the harness feedback on that completion, rendered by the chat template and tokenized alone;
+cudaperf_jax.rl.conversation). The loss therefore sees exactly the ids the sampler saw and produced. When that
+prompt would exceed `max_prompt_tokens`, the oldest exchanges are dropped (first prompt + the latest exchanges
+that fit, still exact ids), and if not even the latest fits, the sample starts afresh from the first prompt
+(`Candidate.context` says which). All K*G samples of a turn are generated in one sampler call; the harness
+evaluates them in a thread as soon as generation ends, while `on_generated(turn, candidates)` (e.g. the
+trainer's reference forward pass) runs on the main thread.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Protocol, Sequence
+
+import jax
+import numpy as np
+
+from cudaperf_jax.generation.sampler import SamplingParams
+from cudaperf_jax.rl.conversation import ChatTokens
+from cudaperf_jax.rl.prompts import extract_solution
+
+
+class Evaluator(Protocol):
+    def evaluate(self, items: list) -> list:  # [(Task, source)] -> [EvalResult]
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutConfig:
+    """How rollouts sample. samples_per_task G, turns T; the sampling fields are those of SamplingParams."""
+    samples_per_task: int = 8
+    turns: int = 3
+    max_new_tokens: int = 512
+    max_prompt_tokens: int = 3072
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    feedback_chars: int = 1200      # harness feedback longer than this is cut (the start kept)
+    history: str = "full"           # full: every earlier exchange (as fits) | last: only the latest exchange
+
+    def __post_init__(self):
+        if self.samples_per_task < 1 or self.turns < 1:
+            raise ValueError("samples_per_task and turns must be at least 1")
+        if self.max_new_tokens < 1 or self.max_prompt_tokens < 16:
+            raise ValueError("need max_new_tokens >= 1 and max_prompt_tokens >= 16")
+        if self.history not in ("full", "last"):
+            raise ValueError("history must be 'full' or 'last'")
+        SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
+                       top_k=self.top_k)
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
+                              top_k=self.top_k)
+
+
+@dataclasses.dataclass
+class Candidate:
+    """One sampled answer. prompt_ids int32[P], completion_ids int32[N] (the stop token included when the
+    sample stopped), logprobs float32[N] (the sampler's, temperature 1), rewards float32[C] (names in
+    Rollout.reward_names; None without a reward function)."""
+    task_index: int
+    turn: int
+    sample: int
+    prompt_ids: np.ndarray
+    completion_ids: np.ndarray
+    logprobs: np.ndarray
+    text: str
+    source: str
+    result: object = None           # kernels_harness.result.EvalResult
+    rewards: np.ndarray | None = None
+    stopped: bool = True            # False: cut at max_new_tokens
+    context: str = "full"           # full | window | fresh (see the module docstring)
+
+
+@dataclasses.dataclass
+class Rollout:
+    """Candidates in order (turn, task, sample); `seconds`: generation / harness / harness_wait / hook."""
+    tasks: list
+    cfg: RolloutConfig
+    candidates: list
+    reward_names: tuple = ()
+    seconds: dict = dataclasses.field(default_factory=dict)
+    generated_tokens: int = 0
+
+    def at(self, turn: int, task: int, sample: int) -> Candidate:
+        k, g = len(self.tasks), self.cfg.samples_per_task
+        return self.candidates[(turn * k + task) * g + sample]
+
+    def turn(self, t: int) -> list:
+        n = len(self.tasks) * self.cfg.samples_per_task
+        return self.candidates[t * n:(t + 1) * n]
+
+    def rewards(self, component: str = "total") -> np.ndarray:
+        """float32[T, K, G] of one reward component."""
+        if component not in self.reward_names:
+            raise KeyError(f"no reward component {component!r}; have {self.reward_names}")
+        j = self.reward_names.index(component)
+        r = np.array([c.rewards[j] for c in self.candidates], np.float32)
+        return r.reshape(self.cfg.turns, len(self.tasks), self.cfg.samples_per_task)
+
+
+def _cut(feedback: str, limit: int) -> str:
+    feedback = (feedback or "").strip() or "The harness returned no feedback."
+    return feedback if len(feedback) <= limit else feedback[:limit].rstrip() + " [...]"
+
+
+def _context(first: list[int], exchanges: list, limit: int, history: str) -> tuple[list[int], str]:
+    """The prompt ids from the first prompt and the (completion, feedback) exchanges that fit in `limit`."""
+    keep = exchanges if history == "full" else exchanges[-1:]
+    mode = "full" if len(keep) == len(exchanges) else "window"
+    while keep and len(first) + sum(len(c) + len(f) for c, f in keep) > limit:
+        keep = keep[1:]
+        mode = "window"
+    if exchanges and not keep:
+        return list(first), "fresh"
+    ids = list(first)
+    for c, f in keep:
+        ids += list(c) + list(f)
+    return ids, mode
+
+
+def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, seed: int, *,
+            reward: Callable | None = None, on_generated: Callable | None = None,
+            progress: bool = False) -> Rollout:
+    """Samples cfg.turns turns of cfg.samples_per_task answers per task; see the module docstring.
+
+    sampler: a cudaperf_jax.generation.sampler.Sampler with a chat tokenizer. evaluator: anything with
+    `evaluate([(task, source)]) -> [EvalResult]` (a HarnessPool, a rewards.bridge.HarnessClient). reward:
+    a rewards.unified.UnifiedReward (or any callable (results, tasks, sources) -> {name: float32[n]} with a
+    "total" entry and a `names` tuple). Keys: sample g of task k in turn t draws from
+    fold_in(fold_in(PRNGKey(seed), t), k * G + g), so a rollout is a function of its seed.
+    """
+    tasks = list(tasks)
+    if not tasks:
+        raise ValueError("rollout needs at least one task")
+    conv = ChatTokens(sampler.tokenizer, stop_ids=sampler.cfg.eos_ids)
+    k_n, g_n = len(tasks), cfg.samples_per_task
+    firsts = [conv.first_prompt(t) for t in tasks]
+    for t, ids in zip(tasks, firsts):
+        if len(ids) > cfg.max_prompt_tokens:
+            raise ValueError(f"task {t.id}'s first prompt has {len(ids)} tokens, more than max_prompt_tokens="
+                             f"{cfg.max_prompt_tokens}; raise it or leave the task out")
+    params = cfg.sampling()
+    names = tuple(getattr(reward, "names", ())) if reward is not None else ()
+    seconds = {"generation": 0.0, "harness": 0.0, "harness_wait": 0.0, "hook": 0.0}
+    out: list[Candidate] = []
+    exchanges = [[[] for _ in range(g_n)] for _ in range(k_n)]   # per task and sample: [(completion, feedback)]
+    base = jax.random.PRNGKey(seed)
+    generated = 0
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=cfg.turns, desc="rollout turns", leave=False)
+    with ThreadPoolExecutor(1) as harness_thread:
+        for turn in range(cfg.turns):
+            prompts_, modes = [], []
+            for k in range(k_n):
+                for g in range(g_n):
+                    ids, mode = _context(firsts[k], exchanges[k][g], cfg.max_prompt_tokens, cfg.history)
+                    prompts_.append(ids)
+                    modes.append(mode)
+            toks, mask = sampler.pad(prompts_)
+            keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(base, turn), i))(np.arange(k_n * g_n))
+            t0 = time.perf_counter()
+            out_t, out_lp, lengths = sampler.generate_tokens(toks, mask, params, keys)
+            out_t, out_lp, lengths = (np.asarray(x) for x in jax.device_get((out_t, out_lp, lengths)))
+            seconds["generation"] += time.perf_counter() - t0
+            cands = []
+            for i, ids in enumerate(prompts_):
+                k, g = divmod(i, g_n)
+                n = int(lengths[i])
+                comp = out_t[i, :n].astype(np.int32)
+                text = sampler.tokenizer.decode(comp.tolist(), skip_special_tokens=True)
+                cands.append(Candidate(task_index=k, turn=turn, sample=g, prompt_ids=np.asarray(ids, np.int32),
+                                       completion_ids=comp, logprobs=out_lp[i, :n].astype(np.float32), text=text,
+                                       source=extract_solution(text), stopped=conv.ended(comp.tolist()),
+                                       context=modes[i]))
+                generated += n
+            items = [(tasks[c.task_index], c.source) for c in cands]
+            t0 = time.perf_counter()
+            future = harness_thread.submit(_timed, evaluator.evaluate, items)
+            if on_generated is not None:
+                on_generated(turn, cands)
+            t1 = time.perf_counter()
+            seconds["hook"] += t1 - t0
+            results, spent = future.result()
+            seconds["harness_wait"] += time.perf_counter() - t1
+            seconds["harness"] += spent
+            comps = reward(results, [tasks[c.task_index] for c in cands], [c.source for c in cands]) if reward else {}
+            for i, (c, r) in enumerate(zip(cands, results)):
+                c.result = r
+                if reward is not None:
+                    c.rewards = np.array([comps[nm][i] for nm in names], np.float32)
+                fb = conv.feedback_ids(tasks[c.task_index], c.completion_ids.tolist(),
+                                       _cut(r.feedback or r.status, cfg.feedback_chars))
+                exchanges[c.task_index][c.sample].append((c.completion_ids.tolist(), fb))
+            out += cands
+            if bar:
+                bar.update(1)
+    if bar:
+        bar.close()
+    return Rollout(tasks=tasks, cfg=cfg, candidates=out, reward_names=names, seconds=seconds,
+                   generated_tokens=generated)
+
+
+def _timed(fn, *args):
+    t0 = time.perf_counter()
+    res = fn(*args)
+    return res, time.perf_counter() - t0
