@@ -19,7 +19,7 @@ from flax import nnx
 from cudaperf_jax.rl.train_step import split_model
 from cudaperf_jax.sft.config import OptimConfig
 
-__all__ = ["split_model", "token_nll", "make_optimizer", "make_train_step", "make_eval_step"]
+__all__ = ["make_eval_step", "make_optimizer", "make_train_step", "split_model", "token_nll"]
 
 
 def token_nll(model, batch: dict, remat: bool = False) -> tuple[jax.Array, jax.Array]:

@@ -28,7 +28,7 @@ def test_responses_modes_pick_verified_implementations(tasks, times):
         r = rows[t.id]
         i = times.index["impls"][r].index(fastest[0].name)
         ms = times.time_ms[r, i, :len(times.index["configs"][r])]
-        assert dict((impl.name, g) for impl, g in ok)[fastest[0].name] == pytest.approx(np.exp(np.log(ms).mean()))
+        assert {impl.name: g for impl, g in ok}[fastest[0].name] == pytest.approx(np.exp(np.log(ms).mean()))
         assert len(data.pick_implementations(t, times, "all_correct", rows)) == len(ok)
         base = data.pick_implementations(t, times, "baseline", rows)
         assert len(base) == 1 and base[0].baseline
@@ -37,8 +37,8 @@ def test_responses_modes_pick_verified_implementations(tasks, times):
 
 def test_examples_are_the_rl_prompt_and_a_cuda_block(tasks, times):
     from cudaperf_jax.generation.sampler import Sampler
-    from tests.cudaperf_jax.sft.test_packing import _tiny_decoder
     from tests.cudaperf_jax.models import tiny
+    from tests.cudaperf_jax.sft.test_packing import _tiny_decoder
     tok = tiny.tokenizer()
     sampler = Sampler(_tiny_decoder(), tok)
     examples, stats = data.build_examples(tasks[:2], times, "fastest", lambda m: sampler.encode(m, chat=True), tok, 2)
