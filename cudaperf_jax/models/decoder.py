@@ -162,6 +162,12 @@ class Block(nnx.Module):
         return x + self.mlp(x, norm=self.mlp_norm), kv
 
 
+@nnx.remat
+def _remat_layer(layer: Block, x, cos, sin, mask):
+    """One cache-free block whose activations are recomputed in the backward pass: x [B, T, D] -> [B, T, D]."""
+    return layer(x, cos, sin, mask, None, 0)[0]
+
+
 class Decoder(nnx.Module):
     """The policy LLM. `dtype` is the compute dtype, `param_dtype` the storage dtype of weights."""
 
@@ -178,15 +184,21 @@ class Decoder(nnx.Module):
         self._inv_freq, self._att_factor = tuple(float(f) for f in inv), float(att)
 
     def hidden(self, tokens: jax.Array, positions: jax.Array | None = None, *, kv_mask: jax.Array | None = None,
-               cache: KVCache | None = None, cache_index=0) -> tuple[jax.Array, KVCache | None]:
+               cache: KVCache | None = None, cache_index=0, segment_ids: jax.Array | None = None,
+               remat: bool = False) -> tuple[jax.Array, KVCache | None]:
         """Final-normed hidden states [B, T, D] (compute dtype) and the updated cache.
 
         tokens, positions: int32[B, T] (positions default to 0..T-1). Without a cache the keys are
         this call's T tokens (causal). With a cache (buffers [B, Hkv, S, Dh]) the new keys are
         written at slots cache_index..cache_index+T-1 and queries see slots <= their own.
         kv_mask: bool[B, S] (S = T without a cache) marks real (non-padding) key slots.
+        segment_ids: int32[B, T], without a cache only: packed rows, a query sees only keys of its own
+        segment (pass positions that restart at 0 in each segment).
+        remat: without a cache, recompute each layer's activations in the backward pass (training memory).
         """
         b, t = tokens.shape
+        if cache is not None and (segment_ids is not None or remat):
+            raise ValueError("segment_ids and remat are for cache-free (training) calls; pass cache=None")
         if cache is not None and decode_fused.applies(self.cfg, b, t):  # one token: the fused decode layers
             gemv._state["used"] = True  # an auto-mode failure falls back to XLA (gemv.fall_back)
             return decode_fused.hidden_step(self, tokens, positions, kv_mask, cache, cache_index)
@@ -198,10 +210,15 @@ class Decoder(nnx.Module):
         mask = jnp.broadcast_to(mask[None], (b, t, s))
         if kv_mask is not None:
             mask = mask & kv_mask[:, None, :]
+        if segment_ids is not None:
+            mask = mask & (segment_ids[:, :, None] == segment_ids[:, None, :])
         cos, sin = cos_sin(positions, jnp.asarray(self._inv_freq, jnp.float32), self._att_factor)
         x = jnp.take(self.embed[...], tokens, axis=0).astype(self.dtype)
         new_k, new_v = [], []
         for i, layer in enumerate(self.layers):
+            if remat:
+                x = _remat_layer(layer, x, cos, sin, mask)
+                continue
             ckv = None if cache is None else (cache.k[i], cache.v[i])
             x, (k, v) = layer(x, cos, sin, mask, ckv, cache_index)
             new_k.append(k)
@@ -216,8 +233,10 @@ class Decoder(nnx.Module):
         return gemv.matmul(h, self.lm_head[...].astype(self.dtype), out_dtype=jnp.float32)
 
     def __call__(self, tokens: jax.Array, positions: jax.Array | None = None, *,
-                 kv_mask: jax.Array | None = None, cache: KVCache | None = None, cache_index=0):
+                 kv_mask: jax.Array | None = None, cache: KVCache | None = None, cache_index=0,
+                 segment_ids: jax.Array | None = None, remat: bool = False):
         """float32 logits [B, T, V] (and the updated cache when one is given); see `hidden`."""
-        h, new_cache = self.hidden(tokens, positions, kv_mask=kv_mask, cache=cache, cache_index=cache_index)
+        h, new_cache = self.hidden(tokens, positions, kv_mask=kv_mask, cache=cache, cache_index=cache_index,
+                                   segment_ids=segment_ids, remat=remat)
         out = self.logits(h)
         return out if cache is None else (out, new_cache)

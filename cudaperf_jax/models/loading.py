@@ -1,13 +1,24 @@
 """One entry point for every checkpoint source: `load_policy(path)` -> (Decoder, tokenizer).
 
 PATH may be a Hugging Face model directory (config.json + safetensors, e.g. one written by
-experiments/export.py), a .gguf file, or "default" (the SmolLM2-135M-Instruct GGUF of cudaperf_jax.assets).
+experiments/export.py), a .gguf file, "default" (the SmolLM2-135M-Instruct GGUF of cudaperf_jax.assets),
+or a training run directory (or its checkpoints/ directory, or one step's directory in it).
+
+A training run directory (experiments.train_sft; any trainer may write one) holds
+    policy.json         {"format": "cudaperf_jax.policy/1", "model_config": ModelConfig.to_hf(), "param_dtype"}
+    tokenizer/          the tokenizer files (absent when the policy has no tokenizer)
+    checkpoints/<step>/ Orbax checkpoints whose state has "params": the Decoder's nnx.Param state
+                        (nnx.split(model, nnx.Param, ...)[1]); the newest step is loaded
+written by `write_run_policy(workdir, model, tokenizer)` when the run starts.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 
 from cudaperf_jax.models.config import ModelConfig
@@ -15,6 +26,8 @@ from cudaperf_jax.models.decoder import Decoder
 from cudaperf_jax.models.hf_io import CheckpointError, model_from_hf_state, read_hf_dir
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+POLICY_META = "policy.json"
+POLICY_FORMAT = "cudaperf_jax.policy/1"
 
 
 def resolve_path(path: str | Path) -> Path:
@@ -35,6 +48,11 @@ def load_tokenizer(path: str | Path):
     """The transformers tokenizer of a checkpoint (None when the directory has no tokenizer files)."""
     from transformers import AutoTokenizer
     p = resolve_path(path)
+    run = run_directory(p)
+    if run is not None:
+        p = run / "tokenizer"
+        if not p.is_dir():
+            return None
     try:
         if p.is_file():
             return AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
@@ -44,6 +62,96 @@ def load_tokenizer(path: str | Path):
     except (OSError, ValueError, KeyError) as e:
         raise CheckpointError(f"could not load the tokenizer of {p} ({e}); check that the tokenizer "
                               "files are complete") from None
+
+
+def run_directory(path: str | Path) -> Path | None:
+    """The training run directory PATH names (the run, its checkpoints/ or a step in it), or None."""
+    p = Path(path)
+    if not p.is_dir():
+        return None
+    if (p / POLICY_META).is_file():
+        return p
+    if p.name == "checkpoints" and (p.parent / POLICY_META).is_file():
+        return p.parent
+    if p.name.isdigit() and p.parent.name == "checkpoints" and (p.parent.parent / POLICY_META).is_file():
+        return p.parent.parent
+    return None
+
+
+def write_run_policy(workdir: str | Path, model: Decoder, tokenizer=None) -> Path:
+    """Writes policy.json (and tokenizer/) into a training run directory, so load_policy can read its checkpoints."""
+    workdir = Path(workdir)
+    meta = {"format": POLICY_FORMAT, "model_config": model.cfg.to_hf(),
+            "param_dtype": jnp.dtype(model.embed[...].dtype).name}
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(workdir / "tokenizer"))
+    tmp = workdir / (POLICY_META + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
+    os.replace(tmp, workdir / POLICY_META)
+    return workdir / POLICY_META
+
+
+def _checkpoint_step(path: Path, run: Path) -> Path:
+    """The step directory to load: PATH itself when it is one, else the newest finished step."""
+    ckpts = run / "checkpoints"
+    if path.parent == ckpts:
+        return path
+    # Orbax writes a step under a temporary name and renames it when complete: digit names are finished steps.
+    steps = sorted((int(d.name), d) for d in ckpts.iterdir() if d.name.isdigit()) if ckpts.is_dir() else []
+    if not steps:
+        raise CheckpointError(f"the run directory {run} holds no checkpoint yet; let its training save one "
+                              "(it saves every checkpoint_every steps) or pass another policy")
+    return steps[-1][1]
+
+
+def load_run_policy(path: str | Path, *, dtype=jnp.float32, param_dtype=jnp.float32, mesh=None) -> Decoder:
+    """The Decoder of a training run directory's newest (or the named) checkpoint."""
+    import orbax.checkpoint as ocp
+    from flax import nnx
+
+    from cudaperf_jax.models.hf_io import abstract_model
+    p = Path(path)
+    run = run_directory(p)
+    if run is None:
+        raise CheckpointError(f"{p} is not a training run directory (no {POLICY_META}); pass a run directory, "
+                              "a Hugging Face directory, a .gguf file or 'default'")
+    try:
+        meta = json.loads((run / POLICY_META).read_text())
+        if meta.get("format") != POLICY_FORMAT:
+            raise ValueError(f"format {meta.get('format')!r}")
+        cfg = ModelConfig.from_hf(meta["model_config"])
+        stored = DTYPES[meta.get("param_dtype", "float32")]
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{run / POLICY_META} is unreadable ({e}); it should be the file a training run "
+                              "writes when it starts: rerun the training into a new workdir") from None
+    step_dir = _checkpoint_step(p, run)
+    model = abstract_model(cfg, dtype=dtype, param_dtype=stored)
+    abstract = nnx.state(model, nnx.Param)
+    try:
+        with ocp.PyTreeCheckpointer() as ckptr:
+            restored = ckptr.restore(step_dir.resolve() / "default",
+                                     args=ocp.args.PyTreeRestore(item={"params": abstract}, partial_restore=True))
+        params = restored["params"]
+        _check_params(abstract, params)
+    except Exception as e:  # noqa: BLE001 - Orbax/tensorstore raise many types for a damaged checkpoint
+        raise CheckpointError(f"the checkpoint {step_dir} could not be read ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0][:200] if str(e) else 'no detail'}); it is incomplete or "
+                              "damaged: delete that step directory to fall back to the previous one") from None
+    nnx.update(model, jax.tree.map(lambda x: jnp.asarray(x, param_dtype), params))
+    if mesh is not None:
+        from cudaperf_jax.models.sharding import shard_model
+        shard_model(model, mesh)
+    return model
+
+
+def _check_params(abstract, params):
+    """Raises ValueError when restored params differ from the model's in structure or shapes."""
+    a, b = jax.tree.structure(abstract), jax.tree.structure(params)
+    if a != b:
+        raise ValueError("the checkpoint's parameters do not match policy.json's model")
+    for x, y in zip(jax.tree.leaves(abstract), jax.tree.leaves(params)):
+        if tuple(x.shape) != tuple(y.shape):
+            raise ValueError(f"a parameter has shape {tuple(y.shape)} where policy.json implies {tuple(x.shape)}")
 
 
 def read_checkpoint(path: str | Path, progress: bool = False) -> tuple[ModelConfig, dict]:
@@ -64,6 +172,10 @@ def load_policy(path: str | Path, *, dtype: str = "float32", param_dtype: str | 
     """(Decoder, tokenizer or None) from PATH; dtype names the compute dtype, param_dtype the storage one."""
     if dtype not in DTYPES or (param_dtype or dtype) not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}")
+    p = resolve_path(path)
+    if run_directory(p) is not None:
+        model = load_run_policy(p, dtype=DTYPES[dtype], param_dtype=DTYPES[param_dtype or dtype], mesh=mesh)
+        return model, (load_tokenizer(p) if tokenizer else None)
     cfg, tensors = read_checkpoint(path, progress=progress)
     tok = load_tokenizer(path) if tokenizer else None
     if tok is not None and resolve_path(path).is_file():

@@ -1,0 +1,144 @@
+"""SFT examples: (the task's first-turn prompt, a verified implementation as the answer) in token ids.
+
+    tasks = load_tasks(cfg.data, "train")
+    times = load_times(cfg.data.times)
+    examples, stats = build_examples(tasks, times, "fastest", encode_prompts, tokenizer, eos_id)
+
+The prompt is exactly what the RL rollout's first turn feeds the sampler: `rl.prompts.messages(task)`
+through the tokenizer's chat template, encoded by `Sampler.encode(..., chat=True)` (the caller passes that
+function as `encode_prompts`), so SFT prompts are token-identical to RL's. The answer is the implementation
+in one ```cuda block (what `rl.prompts.extract_solution` reads back) followed by the end-of-turn token.
+
+Which implementation answers (`responses`), among those verified on the H200 (labelled correct, and
+agreeing with the baseline's output on every measured config of data/times/h200):
+  fastest      the one with the smallest geometric-mean time over the task's configs
+  all_correct  every verified one (one example each)
+  baseline     the task's baseline implementation (when verified)
+Tasks without a verified implementation are skipped and counted.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from cudaperf_jax.rl import prompts
+from cudaperf_jax.sft.config import DataConfig, SFTConfigError
+from kernels_harness.datasets import registry
+from kernels_harness.datasets.times import MeasuredTimes
+from kernels_harness.datasets.times import load as load_times_store
+from kernels_harness.tasks.schema import Implementation, Task
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class NoExamples(SFTConfigError):
+    """The data selection gives no usable example; the message says what to change."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One supervised example: prompt int32[P] (chat-templated), response int32[R] (answer + end token)."""
+    task_id: str
+    implementation: str
+    prompt: np.ndarray
+    response: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.prompt) + len(self.response)
+
+
+def resolve(path: str) -> Path:
+    """An absolute path as is; a relative one from the working directory if it exists there, else from the repo."""
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    return REPO / p
+
+
+def load_times(path: str) -> MeasuredTimes:
+    return load_times_store(resolve(path))
+
+
+def load_tasks(data: DataConfig, split: str, limit: int = 0) -> list[Task]:
+    """The dataset's tasks of `split` (train | val | test) for the configured tracks/families, in registry order."""
+    tasks = [t for t in registry.generate(seed=data.dataset_seed, families=data.families or None,
+                                          tracks=data.tracks) if t.split == split]
+    return tasks[:limit] if limit else tasks
+
+
+def answer_text(source: str) -> str:
+    """The assistant answer for a solution: one ```cuda block (rl.prompts.extract_solution returns `source`)."""
+    return f"```cuda\n{source.strip()}\n```"
+
+
+def task_rows(times: MeasuredTimes) -> dict[str, int]:
+    """Task id -> row of the times arrays."""
+    return {tid: k for k, tid in enumerate(times.index["task"])}
+
+
+def verified_implementations(task: Task, times: MeasuredTimes, rows: dict[str, int] | None = None,
+                             ) -> list[tuple[Implementation, float]]:
+    """(implementation, geometric-mean H200 ms over the task's configs) for each verified implementation.
+
+    rows: task_rows(times), computed once by callers that look up many tasks."""
+    index = times.index
+    row = (rows if rows is not None else task_rows(times)).get(task.id)
+    if row is None:
+        return []
+    names = index["impls"][row]
+    n_cfg = len(index["configs"][row])
+    out = []
+    for impl in task.implementations:
+        if impl.expected != "correct" or impl.name not in names:
+            continue
+        i = names.index(impl.name)
+        if index["expected"][row][i] != "correct":
+            continue
+        agrees = times.agrees[row, i, :n_cfg]
+        ms = times.time_ms[row, i, :n_cfg]
+        if not (agrees == 1).all() or not np.isfinite(ms).all() or (ms <= 0).any():
+            continue
+        out.append((impl, float(math.exp(np.mean(np.log(ms))))))
+    return out
+
+
+def pick_implementations(task: Task, times: MeasuredTimes, responses: str,
+                         rows: dict[str, int] | None = None) -> list[Implementation]:
+    """The answer implementation(s) of `task` for the `responses` mode (see the module docstring)."""
+    ok = verified_implementations(task, times, rows)
+    if responses == "all_correct":
+        return [impl for impl, _ in ok]
+    if responses == "baseline":
+        return [impl for impl, _ in ok if impl.baseline][:1]
+    if responses == "fastest":
+        return [min(ok, key=lambda x: x[1])[0]] if ok else []
+    raise ValueError(f"unknown responses mode {responses!r}")
+
+
+def build_examples(tasks: Sequence[Task], times: MeasuredTimes, responses: str,
+                   encode_prompts: Callable[[list], list[list[int]]], tokenizer, eos_id: int,
+                   ) -> tuple[list[Example], dict]:
+    """Examples for `tasks` and counts {tasks, examples, skipped_unverified, prompt_tokens, response_tokens}.
+
+    encode_prompts: list of chat message lists -> token ids per prompt (the sampler's encode with chat=True).
+    eos_id: the token that ends the answer (the one the sampler stops on).
+    """
+    rows = task_rows(times)
+    picked = [(t, impl) for t in tasks for impl in pick_implementations(t, times, responses, rows)]
+    skipped = len({t.id for t in tasks} - {t.id for t, _ in picked})
+    prompt_ids = {}
+    unique = list({t.id: t for t, _ in picked}.values())
+    for t, ids in zip(unique, encode_prompts([prompts.messages(t) for t in unique]) if unique else []):
+        prompt_ids[t.id] = np.asarray(ids, np.int32)
+    answers = [answer_text(impl.source) for _, impl in picked]
+    encoded = tokenizer(answers, add_special_tokens=False)["input_ids"] if answers else []
+    examples = [Example(t.id, impl.name, prompt_ids[t.id], np.asarray([*ids, eos_id], np.int32))
+                for (t, impl), ids in zip(picked, encoded)]
+    stats = {"tasks": len(tasks), "examples": len(examples), "skipped_unverified": skipped,
+             "prompt_tokens": int(sum(len(e.prompt) for e in examples)),
+             "response_tokens": int(sum(len(e.response) for e in examples))}
+    return examples, stats

@@ -1,0 +1,193 @@
+"""The SFT warm start as a library call: `train(config, workdir) -> summary dict`.
+
+    from cudaperf_jax.sft.train import train
+    summary = train(ml_collections_config, "runs/sft")     # experiments/configs/sft.py's fields
+
+Writes into the run directory (cudaperf_jax.experiment.workdir): config.json, policy.json + tokenizer/
+(so `models.loading.load_policy(workdir)` returns the trained policy), sft_data/ (the packed rows, built
+once), metrics.jsonl and tensorboard/ (loss, accuracy, grad_norm, lr, tokens, tokens_per_s; val_loss and
+val_accuracy every eval_every steps), checkpoints/ (params + Adam state every checkpoint_every steps),
+loss.png, summary.json and export/ (a Hugging Face directory). Calling it again on the same workdir and
+config resumes after the last checkpoint (kill -9 included) and writes the same metrics.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+from tqdm.auto import tqdm
+
+from cudaperf_jax.experiment import open_run
+from cudaperf_jax.sft import data as data_lib
+from cudaperf_jax.sft import packing, report
+from cudaperf_jax.sft import step as step_lib
+from cudaperf_jax.sft.config import SFTConfig
+
+RUN_NAME = "train_sft"
+
+
+def load_model(cfg: SFTConfig):
+    """(Decoder, tokenizer) of cfg.model ("default" is fetched once into the cache when missing)."""
+    from cudaperf_jax.models.loading import load_policy
+    path = cfg.model
+    if path == "default":
+        from cudaperf_jax.assets import default_model_path
+        path = default_model_path(download=True)
+    model, tok = load_policy(path, dtype=cfg.dtype, param_dtype=cfg.param_dtype, progress=cfg.progress)
+    if tok is None:
+        from cudaperf_jax.models.hf_io import CheckpointError
+        raise CheckpointError(f"{cfg.model} has no tokenizer files; SFT needs the tokenizer (and its chat template) "
+                              "to pose the prompts")
+    return model, tok
+
+
+def _save_packed(path: Path, packed: packing.Packed, stats: dict):
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, **packed._asdict(), stats=np.asarray(json.dumps(stats)))
+    os.replace(tmp, path)
+
+
+def _load_packed(path: Path) -> tuple[packing.Packed, dict] | None:
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path) as z:
+            return packing.Packed(*(z[k] for k in packing.FIELDS)), json.loads(str(z["stats"]))
+    except (OSError, ValueError, KeyError):  # a damaged cache is rebuilt
+        return None
+
+
+def build_data(cfg: SFTConfig, model, tokenizer, workdir: Path) -> dict[str, tuple[packing.Packed, dict]]:
+    """{"train": (packed rows, stats), "val": ...}, read from <workdir>/sft_data/ when built before (the workdir's
+    config is fixed, so the cache is too)."""
+    from cudaperf_jax.generation.sampler import Sampler
+    out_dir = workdir / "sft_data"
+    out_dir.mkdir(exist_ok=True)
+    sampler = Sampler(model, tokenizer)   # its encode is the RL rollout's prompt path
+    eos = model.cfg.eos_ids[0] if model.cfg.eos_ids else tokenizer.eos_token_id
+    times = None
+    out = {}
+    for split, limit in (("train", cfg.data.max_train_tasks), ("val", cfg.data.max_val_tasks)):
+        path = out_dir / f"{split}.npz"
+        cached = _load_packed(path)
+        if cached is None:
+            times = times or data_lib.load_times(cfg.data.times)
+            tasks = data_lib.load_tasks(cfg.data, split, limit)
+            examples, stats = data_lib.build_examples(
+                tasks, times, cfg.data.responses, lambda msgs: sampler.encode(msgs, chat=True), tokenizer, eos)
+            examples = packing.shuffled(examples, cfg.data.shuffle_seed)
+            packed, pstats = packing.pack(examples, cfg.data.seq_len, sampler.pad_id)
+            cached = (packed, {**stats, **pstats})
+            _save_packed(path, *cached)
+        out[split] = cached
+    if out["train"][0].rows == 0:
+        raise data_lib.NoExamples(f"no train example fits in data.seq_len={cfg.data.seq_len} tokens "
+                                  f"({json.dumps(out['train'][1])}); raise data.seq_len or select other tasks")
+    return out
+
+
+def evaluate(eval_step, params, packed: packing.Packed, cfg: SFTConfig) -> dict:
+    """val_loss (mean nll per weighted token), val_accuracy, val_tokens over the first data.val_rows rows."""
+    nll = correct = count = 0.0
+    for batch in packing.eval_batches(packed, cfg.data.batch_rows, cfg.data.val_rows):
+        a, b, c = eval_step(params, batch)
+        nll, correct, count = nll + float(a), correct + float(b), count + float(c)
+    if count == 0:
+        return {}
+    return {"val_loss": nll / count, "val_accuracy": correct / count, "val_tokens": int(count)}
+
+
+def export(model, tokenizer, workdir: Path, dtype: str) -> Path:
+    """Writes <workdir>/export (a Hugging Face directory) via a temporary directory, replaced at the end."""
+    from cudaperf_jax.models.hf_io import save_hf_dir
+    final, tmp = workdir / "export", workdir / "export.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_hf_dir(model, tmp, tokenizer=tokenizer, dtype=dtype)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
+
+
+def train(config, workdir: str | Path) -> dict:
+    """Runs (or resumes) the SFT run of `config` (ml_collections / dict, see experiments/configs/sft.py) in
+    `workdir`; returns the summary (also in summary.json)."""
+    cfg = SFTConfig.from_config(config)
+    workdir = Path(workdir)
+    run = open_run(workdir, config, name=RUN_NAME)
+    try:
+        return _train(cfg, run, workdir)
+    finally:
+        run.close()
+
+
+def _train(cfg: SFTConfig, run, workdir: Path) -> dict:
+    from flax import nnx
+
+    from cudaperf_jax.models.loading import write_run_policy
+    t_start = time.perf_counter()
+    log = (lambda msg: print(f"[sft] {msg}", file=sys.stderr)) if cfg.progress else (lambda msg: None)
+    model, tok = load_model(cfg)
+    write_run_policy(workdir, model, tok)
+    log(f"policy {cfg.model}: {model.cfg.model_type}, {model.cfg.num_params / 1e6:.1f}M parameters, "
+        f"compute {cfg.dtype}, weights {cfg.param_dtype}")
+    data = build_data(cfg, model, tok, workdir)
+    (train_rows, train_stats), (val_rows, val_stats) = data["train"], data["val"]
+    log(f"train: {json.dumps(train_stats)}")
+    log(f"val: {json.dumps(val_stats)}")
+
+    graphdef, params, others = step_lib.split_model(model)
+    del model
+    optimizer, schedule = step_lib.make_optimizer(cfg.optim, cfg.steps)
+    state = {"params": params, "opt_state": optimizer.init(params)}
+    restored = run.restore(state)
+    state = restored if restored is not None else state
+    start = run.restore_step()
+    if start:
+        log(f"resuming at step {start} of {cfg.steps}")
+    train_step = step_lib.make_train_step(graphdef, others, optimizer, remat=cfg.remat)
+    eval_step = step_lib.make_eval_step(graphdef, others)
+
+    initial = {}
+    if start == 0 and val_rows.rows:
+        initial = {f"{k}_initial": v for k, v in evaluate(eval_step, state["params"], val_rows, cfg).items()}
+    bar = tqdm(total=cfg.steps, initial=min(start, cfg.steps), desc="sft", unit="step", disable=not cfg.progress,
+               dynamic_ncols=True)
+    for s in range(start, cfg.steps):
+        idx = packing.batch_rows(train_rows.rows, s, cfg.data.batch_rows, cfg.data.shuffle_seed)
+        batch = train_rows.take(idx)
+        t0 = time.perf_counter()
+        params, opt_state, m = train_step(state["params"], state["opt_state"], batch)
+        m = jax.device_get(m)
+        dt = time.perf_counter() - t0
+        state = {"params": params, "opt_state": opt_state}
+        row = {k: float(v) for k, v in m.items()}
+        row.update(lr=float(schedule(s)), epoch=(s + 1) * cfg.data.batch_rows / train_rows.rows,
+                   tokens_per_s=float((batch["segment_ids"] > 0).sum() / dt), step_s=dt)
+        if s == 0:
+            row.update(initial)
+        if val_rows.rows and ((s + 1) % cfg.eval_every == 0 or s == cfg.steps - 1):
+            row.update(evaluate(eval_step, state["params"], val_rows, cfg))
+        run.log(s, row)
+        if (s + 1) % cfg.checkpoint_every == 0 or s == cfg.steps - 1:
+            run.save(s, state)
+        bar.update(1)
+        bar.set_postfix(loss=f"{row['loss']:.3f}", **({"val": f"{row['val_loss']:.3f}"} if "val_loss" in row else {}))
+    bar.close()
+
+    rows = run.metrics()
+    png = report.plot_losses(rows, workdir / "loss.png")
+    final = nnx.merge(graphdef, state["params"], others)
+    exported = export(final, tok, workdir, cfg.export_dtype) if cfg.export else None
+    summary = report.summarize(rows, {"train": train_stats, "val": val_stats}, {
+        "workdir": str(workdir), "checkpoint_step": run.latest_checkpoint(),
+        "export": str(exported) if exported else None, "loss_png": str(png) if png else None,
+        "seconds_this_call": round(time.perf_counter() - t_start, 1), "resumed_at": start})
+    run.write_json("summary.json", summary)
+    log("summary: " + json.dumps({k: v for k, v in summary.items() if k != "data"}))
+    return summary
