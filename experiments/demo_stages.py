@@ -15,15 +15,18 @@ def sft_stage(config, workdir, model_path: str) -> str:
     try:
         from cudaperf_jax.sft.train import train as sft_train
 
-        from experiments.configs import sft as sft_configs
+        from experiments.configs import sft_cpu as sft_configs
     except ImportError:
         print("[demo] SFT stage skipped: cudaperf_jax.sft is not in this checkout; RL starts from the base policy",
               file=sys.stderr)
         return model_path
     c = sft_configs.get_config()
-    for k, v in {"model": model_path, "steps": config.sft_steps, "seed": config.seed, "dtype": config.dtype}.items():
+    # the CPU-sized SFT config (a few short rows of a few tasks), whatever the backend: the demo is a miniature
+    for k, v in {"model": model_path, "steps": config.sft_steps, "seed": config.seed, "dtype": config.dtype,
+                 "eval_every": config.sft_steps, "checkpoint_every": config.sft_steps}.items():
         if k in c:
             c[k] = v
+    c.data.seq_len = max(c.data.seq_len, config.max_prompt_tokens + config.max_new_tokens)   # a whole turn fits
     out = Path(workdir) / "sft"
     sft_train(c, out)
     print(f"[demo] SFT: {config.sft_steps} steps into {out}", file=sys.stderr)

@@ -26,7 +26,7 @@ def get_config():
 
 def _method(c):
     c.zero_shot = True             # stage 2: the zero-shot run of the policy on the suite
-    c.sft_steps = 4                # stage 3 (cudaperf_jax.sft; skipped with a message where absent); 0: off
+    c.sft_steps = 2                # stage 3: SFT steps of experiments/configs/sft_cpu.py (1024-token rows); 0: off
     c.rl_steps = 2                 # stage 4: multi-turn GRPO steps on the suite; 0: off
     c.rl_lr = 1e-5
     c.rl_kl_beta = 0.02
