@@ -96,6 +96,16 @@ class EmulatedLibrary:
         stderr naming the kernel (0: off; also settable with $CUDAPERF_EMU_WATCHDOG_S). For worker processes."""
         self._lib.cudaperf_emu_set_watchdog(float(seconds))
 
+    def threads_started(self) -> int | None:
+        """OS threads this library's runtime has started (its block pool, the watchdog); None for a library
+        built before the runtime counted them."""
+        try:
+            fn = self._lib.cudaperf_emu_threads_started
+        except AttributeError:
+            return None
+        fn.restype = ctypes.c_int
+        return int(fn())
+
     def set_threads(self, n: int) -> None:
         """How many host threads run blocks in parallel (0: the default, all cores)."""
         self._lib.cudaperf_emu_set_threads(int(n))

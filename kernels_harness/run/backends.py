@@ -66,9 +66,12 @@ class CpuBackend:
         # guard zones under AddressSanitizer too: a write just past an array changes a canary and is named
         # ("wrote y[1000]"), one beyond the guard zone is ASan's heap-buffer-overflow (the worker ends)
         self.guard_bytes = GUARD_BYTES
+        self.runner = None  # kernels_harness.run.sandbox.CandidateThread: loads and calls happen there
 
     def load(self, path: str):
-        return self._emulation.EmulatedLibrary(path)
+        if self.runner is None:
+            return self._emulation.EmulatedLibrary(path)
+        return self.runner.run(self._emulation.EmulatedLibrary, path)
 
     def entry(self, lib, name: str, task, with_stream: bool = True):
         try:
@@ -79,7 +82,20 @@ class CpuBackend:
         return set_signature(fn, task, with_stream)
 
     def call(self, fn, args: list) -> int:
-        return int(fn(*args, self.stream_ptr))
+        if self.runner is None:
+            return int(fn(*args, self.stream_ptr))
+        return self.runner.run(lambda: int(fn(*args, self.stream_ptr)))
+
+    def thread_mark(self, lib):
+        """(threads of this process, threads the library's runtime started), or None if it does not say."""
+        own = lib.threads_started() if hasattr(lib, "threads_started") else None
+        return None if own is None else (_thread_count(), own)
+
+    def threads_left(self, lib, mark) -> int:
+        """Threads started since `mark` that are still running and are not the emulation runtime's."""
+        if mark is None:
+            return 0
+        return max(0, (_thread_count() - mark[0]) - (lib.threads_started() - mark[1]))
 
     def synchronize(self) -> None:
         return None
@@ -134,6 +150,12 @@ class CudaBackend:
     def call(self, fn, args: list) -> int:
         return int(fn(*args, self.stream_ptr))
 
+    def thread_mark(self, lib):
+        return None  # the CUDA runtime starts threads of its own: not counted on this backend
+
+    def threads_left(self, lib, mark) -> int:
+        return 0
+
     def synchronize(self) -> None:
         try:
             self.cp.cuda.runtime.deviceSynchronize()
@@ -159,6 +181,13 @@ class CudaBackend:
     def free_memory(self) -> int:
         """Free device memory plus what CuPy's pool holds (drops only when something else keeps memory)."""
         return int(self.cp.cuda.runtime.memGetInfo()[0]) + int(self.cp.get_default_memory_pool().total_bytes())
+
+
+def _thread_count() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
 
 
 def make_backend(name: str, device: int = 0):

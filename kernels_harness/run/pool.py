@@ -157,6 +157,8 @@ class HarnessPool:
                                      checks=self.emulation_checks, resources=self.ptxas_resources,
                                      timeout_s=compile_timeout_s, batch_size=config.batch_size, cache=cache,
                                      workers=n_compile)
+        # what a sandboxed worker may read besides libraries: the builds (here, and in the shared cache)
+        self._readable = (self.cache_dir,) + ((str(cache.root),) if cache is not None else ())
         self._gate = SharedGate()
         self._lock = threading.Lock()
         self._free: queue.Queue = queue.Queue()
@@ -174,7 +176,8 @@ class HarnessPool:
     def _new_worker(self, device: int) -> ExecWorker:
         try:
             return ExecWorker(self.backend, device, self.root, self.limits, use_numba=self.use_numba,
-                              asan_memory_mb=self.asan_memory_mb).start()
+                              asan_memory_mb=self.asan_memory_mb, sandbox=self.config.sandbox,
+                              readable=self._readable, allow_processes=self.torch_compile).start()
         except RuntimeError as e:
             raise HarnessSetupError(str(e)) from None
 

@@ -18,6 +18,8 @@ class PoolConfig:
     oom_recheck: a check that ran out of memory while others shared the device is run again alone.
     reload_retry: a worker lost while loading a shared library of several candidates is blamed on the
       library, not the candidate: the candidate is rebuilt alone and run again.
+    sandbox: execution workers run candidates under kernels_harness.run.sandbox (Landlock file and network
+      rules, seccomp against processes and sockets, on cpu a candidate thread that may not write files).
     """
     batch_size: int = 16
     cache: bool = True
@@ -26,6 +28,7 @@ class PoolConfig:
     workers_per_gpu: int = 6
     oom_recheck: bool = True
     reload_retry: bool = True
+    sandbox: bool = True
 
     def __post_init__(self):
         if not 1 <= self.batch_size <= 256:

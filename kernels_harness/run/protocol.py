@@ -101,7 +101,12 @@ def _launch(ctx: Context, lib, fn, task: Task, env: dict, inputs: dict, scal: di
     except DeviceError as e:
         raise Failure("runtime_error", f"{stage}: {e}", sticky=e.sticky) from None
     ctx.progress(stage)
+    mark = be.thread_mark(lib)
     rc = be.call(fn, args)
+    left = be.threads_left(lib, mark)
+    if left:
+        raise Failure("runtime_error", f"{stage}: the solution left {left} thread(s) running after it returned; "
+                                       "solutions may not start threads", sticky=True)
     try:
         be.synchronize()
     except DeviceError as e:

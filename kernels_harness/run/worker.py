@@ -2,8 +2,9 @@
 
 Started by kernels_harness.run.pool in a private temporary directory with a scrubbed environment. It
 limits itself (kernels_harness.run.limits), sends its stdout/stderr to worker.log (a candidate's
-printf cannot corrupt the protocol), becomes a child subreaper, and then answers messages on the
-socket `fd` (pickled tuples, multiprocessing.connection framing):
+printf cannot corrupt the protocol), becomes a child subreaper, imports every harness module it may need, installs the sandbox
+(kernels_harness.run.sandbox: Landlock, seccomp, on cpu a candidate thread) and then answers messages on
+the socket `fd` (pickled tuples, multiprocessing.connection framing):
   ("eval", job) -> ("progress", stage)* then ("result", dict from protocol.evaluate_job)
   ("exit",)     -> exits
 With `--role compile` it is a compile worker instead: ("build" | "build_batch", args) -> ("result", dict).
@@ -68,6 +69,37 @@ def _setup(backend_name: str, device: int, progress, use_numba: bool):
     return ctx, info
 
 
+def _preload(backend_name: str, ctx) -> None:
+    """Imports the harness modules a job may need and reads its data files, before the sandbox hides them."""
+    import importlib
+    import pkgutil
+    for pkg in ("kernels_harness.run", "kernels_harness.tasks", "kernels_harness.features",
+                "kernels_harness.emulation"):
+        mod = importlib.import_module(pkg)
+        for info in pkgutil.iter_modules(mod.__path__):
+            try:
+                importlib.import_module(f"{pkg}.{info.name}")
+            except Exception:  # an optional dependency missing: that module is not needed then
+                pass
+    if backend_name == "cuda":
+        from kernels_harness.features import roofline
+        ctx.peaks = roofline.load_peaks()
+
+
+def _sandbox(args, ctx, info: dict) -> None:
+    from kernels_harness.run import sandbox
+    _preload(args.backend, ctx)
+    writable = []
+    if args.backend == "cuda":
+        writable.append(os.environ.get("CUPY_CACHE_DIR", ""))
+    info["sandbox"] = sandbox.install(args.backend, os.getcwd(), json.loads(args.readable), writable,
+                                      allow_processes=args.allow_processes)
+    if args.backend == "cpu":
+        runner = sandbox.CandidateThread(args.fd)
+        ctx.backend.runner = runner
+        info["sandbox"]["candidate_thread"] = runner.status
+
+
 def _compile_loop(conn) -> int:
     """("build", args of compile.build) -> ("result", build dict);
     ("build_batch", args of compile.build_batch) -> ("result", {"built", "alone", "seconds"})."""
@@ -113,6 +145,9 @@ def main(argv=None) -> int:
     ap.add_argument("--limits", default="{}")
     ap.add_argument("--no-numba", action="store_true")
     ap.add_argument("--role", default="exec", choices=("exec", "compile"))
+    ap.add_argument("--sandbox", action="store_true", help="install kernels_harness.run.sandbox before jobs")
+    ap.add_argument("--readable", default="[]", help="JSON list of extra readable directories (the builds)")
+    ap.add_argument("--allow-processes", action="store_true", help="the sandbox lets jobs start processes")
     args = ap.parse_args(argv)
     conn = Connection(args.fd)
     _exit_with_parent()
@@ -127,6 +162,8 @@ def main(argv=None) -> int:
     except Exception as e:
         conn.send(("fatal", f"the {args.backend} backend could not start: {type(e).__name__}: {e}"))
         return 1
+    if args.sandbox:
+        _sandbox(args, ctx, info)
     conn.send(("ready", info))
     from kernels_harness.run.protocol import evaluate_job
     while True:

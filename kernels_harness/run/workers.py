@@ -47,10 +47,13 @@ class ExecWorker:
 
     def __init__(self, backend: str, device: int, root: str, limits: limits_lib.Limits,
                  startup_timeout_s: float = 180.0, use_numba: bool = True, role: str = "exec",
-                 asan_memory_mb: int | None = None):
+                 asan_memory_mb: int | None = None, sandbox: bool = False, readable: tuple = (),
+                 allow_processes: bool = False):
         self.backend, self.device, self.root, self.limits, self.role = backend, device, root, limits, role
         self.asan_memory_mb = asan_memory_mb  # cpu backend with checks: preload ASan, cap its allocations
         self.startup_timeout_s, self.use_numba = startup_timeout_s, use_numba
+        # kernels_harness.run.sandbox in the worker; readable: the build directories its candidates load from
+        self.sandbox, self.readable, self.allow_processes = sandbox, tuple(readable), allow_processes
         self.proc = None
         self.conn = None
         self.tmp = None
@@ -81,6 +84,10 @@ class ExecWorker:
             cmd.append("--no-numba")
         if self.role != "exec":
             cmd += ["--role", self.role]
+        elif self.sandbox:
+            cmd += ["--sandbox", "--readable", json.dumps(list(self.readable))]
+            if self.allow_processes:
+                cmd.append("--allow-processes")
         with open(os.path.join(self.tmp, "stderr.log"), "wb") as err:
             self.proc = subprocess.Popen(cmd, pass_fds=[child.fileno()], cwd=self.tmp, env=env,
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
@@ -124,6 +131,10 @@ class ExecWorker:
             tail = self._log_tail()
             if rc == 86 and tail:  # kernels_harness.emulation.ASAN_EXIT_CODE: a memory error report
                 return "died", f"memory error during {stage}: {tail}"
+            if rc == -signal.SIGSYS:  # kernels_harness.run.sandbox killed it
+                from kernels_harness.run.sandbox import FORBIDDEN
+                return "died", (f"the sandbox stopped the solution during {stage}: it made a system call that "
+                                f"solutions may not make ({FORBIDDEN})")
             return "died", f"the worker died ({_signal_name(rc)}) during {stage}" + (f": {tail}" if tail else "")
 
     def run(self, job, call_timeout_s: float, job_timeout_s: float, op: str = "eval") -> dict:

@@ -34,6 +34,7 @@ std::vector<LaunchRec> g_launches;
 const size_t kMaxLaunchRecords = 100000;
 int g_max_dyn_smem = 48 * 1024;
 std::atomic<int> g_threads{0};
+std::atomic<int> g_threads_started{0};  // OS threads this runtime created (its pool, the watchdog)
 
 // ---- the pool of OS threads -------------------------------------------------------------------
 struct Pool {
@@ -48,6 +49,7 @@ struct Pool {
     while ((int)threads.size() < k) {
       int index = (int)threads.size();
       threads.emplace_back([this, index] { loop(index); });
+      ++g_threads_started;
       threads.back().detach();
     }
   }
@@ -109,6 +111,7 @@ void start_watchdog_if_enabled() {
   static std::once_flag once;
   if (g_watchdog_s.load() <= 0) return;
   std::call_once(once, [] {
+    ++g_threads_started;
     std::thread([] {
       for (;;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -455,6 +458,8 @@ CUDAPERF_EMU_EXPORT const char* cudaperf_emu_last_error(void) {
 }
 CUDAPERF_EMU_EXPORT void cudaperf_emu_set_threads(int n) { cudaperf_emu::g_threads = n > 0 ? n : 0; }
 CUDAPERF_EMU_EXPORT int cudaperf_emu_get_threads(void) { return cudaperf_emu::host_threads(); }
+// OS threads the runtime itself has started (the worker tells them from threads a solution left running).
+CUDAPERF_EMU_EXPORT int cudaperf_emu_threads_started(void) { return cudaperf_emu::g_threads_started.load(); }
 // Seconds a single launch may run before the process exits with code 87 and a message (0: off).
 CUDAPERF_EMU_EXPORT void cudaperf_emu_set_watchdog(double seconds) {
   cudaperf_emu::g_watchdog_s = seconds > 0 ? seconds : 0.0;
