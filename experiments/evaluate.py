@@ -30,6 +30,8 @@ def _validate(config) -> None:
                          "(a policy)")
     if config.samples_per_task < 1 or config.turns < 1:
         raise ValueError("samples_per_task and turns must be at least 1")
+    if config.select not in ("first", "spread"):
+        raise ValueError("select must be 'first' or 'spread'")
     if config.group_by not in ("level", "family"):
         raise ValueError("group_by must be 'level' or 'family'")
 
@@ -80,7 +82,7 @@ def main(config, workdir):
         sys.exit(2)
     run = open_run(workdir, config, name="evaluate")
     tasks = suites.load_suite(_path(config.suite), split=config.split, max_tasks=config.max_tasks,
-                              kernelbench_cache=_path(config.kernelbench_cache) if config.kernelbench_cache else None)
+                              select=config.select, kernelbench_cache=_path(config.kernelbench_cache) if config.kernelbench_cache else None)
     print(f"[evaluate] {len(tasks)} tasks from {config.suite}", file=sys.stderr)
     kw = {"workers": config.workers} if config.workers else {}
     with HarnessPool(backend=config.backend, trials=config.trials, progress=True, seed=config.seed,

@@ -28,8 +28,20 @@ def suite_kind(path: str | Path) -> str:
                     "JSON files or a KernelBench-layout directory (levelN/<id>_<Name>.py)")
 
 
-def load_suite(path: str | Path, split: str = "", max_tasks: int = 0, kernelbench_cache: str | Path | None = None):
-    """The tasks of a suite (see the module docstring). max_tasks > 0 keeps the first ones.
+def spread(tasks: list) -> list:
+    """The tasks reordered round-robin over their families (first task of each family, then the second, ...),
+    each family's own order kept: the first n of the result are a family-balanced subset."""
+    by_family: dict[str, list] = {}
+    for t in tasks:
+        by_family.setdefault(getattr(t, "family", "") or "", []).append(t)
+    columns = list(by_family.values())
+    return [col[i] for i in range(max(map(len, columns), default=0)) for col in columns if i < len(col)]
+
+
+def load_suite(path: str | Path, split: str = "", max_tasks: int = 0, kernelbench_cache: str | Path | None = None,
+               select: str = "first"):
+    """The tasks of a suite (see the module docstring). max_tasks > 0 keeps the first ones (select="first") or
+    a family-balanced subset (select="spread": round-robin over families, see `spread`).
 
     kernelbench_cache: a directory of imported task JSON files reused for KernelBench problems (the
     import runs each module a few times; the cache makes a second evaluation start at once)."""
@@ -46,7 +58,7 @@ def load_suite(path: str | Path, split: str = "", max_tasks: int = 0, kernelbenc
         tasks = [load_task(f) for f in files]
     else:
         from kernels_harness.tasks import kernelbench as kb
-        files = kb.find_problems(p)[:max_tasks or None]
+        files = kb.find_problems(p)[:max_tasks or None] if select == "first" else kb.find_problems(p)
         cache = Path(kernelbench_cache) if kernelbench_cache else None
         tasks = []
         for f in files:
@@ -62,7 +74,9 @@ def load_suite(path: str | Path, split: str = "", max_tasks: int = 0, kernelbenc
                 if cache is not None:
                     kb.write_tasks([task], cache)
             tasks.append(task)
-    return tasks[:max_tasks or None]
+    if select not in ("first", "spread"):
+        raise ValueError(f"select must be 'first' or 'spread', not {select!r}")
+    return (spread(tasks) if select == "spread" else tasks)[:max_tasks or None]
 
 
 def load_solutions(root: str | Path, tasks) -> dict[str, list[str]]:

@@ -12,6 +12,7 @@ def get_config():
     c.suite = "experiments/suites/smoke"  # a built dataset | a directory of task JSON files | a KernelBench-layout dir
     c.split = ""                   # for a built dataset: the split to evaluate ("" = all)
     c.max_tasks = 0                # 0 = every task of the suite
+    c.select = "first"             # with max_tasks: "first" tasks | "spread" (round-robin over families, balanced)
     c.kernelbench_cache = "data/kernelbench/tasks"  # imported KernelBench tasks reused when their source matches
     c.solutions = ""               # a directory of <task_id>.cu / <task_id>/<name>.cu (instead of a policy)
     c.model = ""                   # a policy: an SFT run dir's export, a GGUF file, a HF directory, or "default"
