@@ -16,12 +16,16 @@ that apply the protocol of kernels_harness.run.protocol. A worker that hangs, cr
 device error is killed and replaced, and the candidate gets `timeout` or `runtime_error`; the pool
 keeps serving. A candidate whose check ran out of memory while other checks shared the GPU is checked
 again alone; one whose worker died loading a shared library is rebuilt alone and run again.
+Exact repeats of a (task, source) pair in one `evaluate` call are judged once (PoolConfig.judge_duplicates_once);
+compile workers run at a lower priority (PoolConfig.compile_nice), so checks and timing never wait for a core.
 `PoolConfig.legacy()` is the pool before batching: one build per candidate, no disk cache, 2 workers
 per GPU.
 """
 from __future__ import annotations
 
+import copy
 import importlib.util
+import json
 import os
 import queue
 import shutil
@@ -146,7 +150,7 @@ class HarnessPool:
         self.emulation_checks = emulation_checks and self.backend == "cpu" and _asan_available()
         self.asan_memory_mb = (memory_limit_bytes or (8 << 30)) >> 20 if self.emulation_checks else None
         n_compile = compile_workers or cores
-        self.compile_pool = CompilePool(n_compile, self.root, self.backend, compile_timeout_s)
+        self.compile_pool = CompilePool(n_compile, self.root, self.backend, compile_timeout_s, nice=config.compile_nice)
         cache = None
         if config.cache:
             try:
@@ -244,7 +248,10 @@ class HarnessPool:
         pending: dict[Future, list] = {}  # one build may serve several items (the same source twice)
         support: dict[int, dict] = {}
         t_static = {}
+        copies = _duplicates(items) if self.config.judge_duplicates_once else {}
         for i, (task, source) in enumerate(items):  # the support builds first: every candidate needs them
+            if i in copies:
+                continue
             t0 = time.perf_counter()
             violations = hacks.check_source(source, self.rules) if self.checks else []
             t_static[i] = time.perf_counter() - t0
@@ -270,6 +277,11 @@ class HarnessPool:
         for r in running:
             r.result()
         runner.shutdown()
+        for i, first in copies.items():  # the same task and source: the same verdict, judged once
+            results[i] = copy.deepcopy(results[first])
+            results[i].seconds["duplicate"] = 1.0
+            if bar:
+                bar.update(1)
         if bar:
             bar.close()
         return results
@@ -366,6 +378,19 @@ class HarnessPool:
             except HarnessSetupError:
                 time.sleep(1.0)
         return None
+
+
+def _duplicates(items: list) -> dict[int, int]:
+    """{i: the first index j < i with the same task and source} for the exact repeats in `items`."""
+    first: dict[tuple, int] = {}
+    out = {}
+    for i, (task, source) in enumerate(items):
+        key = (json.dumps(task.to_dict(), sort_keys=True, default=str), source)
+        if key in first:
+            out[i] = first[key]
+        else:
+            first[key] = i
+    return out
 
 
 def _lost_configs(task: Task, plan: list, lost: WorkerLost) -> list:

@@ -120,3 +120,45 @@ def test_cache_is_atomic_and_bounded(tmp_path):
     assert cache.get("f" * 64, tmp_path) is None
     with pytest.raises(ValueError):
         PoolConfig(batch_size=0)
+
+
+def test_duplicates_are_built_once_and_judged_once(tmp_path):
+    """An RL group repeats samples: each distinct source is built once and run once; every copy gets its
+    own EvalResult with the same verdict, a broken one its own compile log."""
+    good, wrong = member("1.0f"), member("2.0f")
+    items = [(TASK, good), (TASK, BROKEN), (TASK, good), (TASK, wrong), (TASK, BROKEN), (TASK, good)]
+    with _pool(tmp_path) as pool:
+        res = pool.evaluate(items)
+        stats = dict(pool.builds.stats)
+        worker = pool._free.get()
+        jobs = worker.jobs
+        pool._free.put(worker)
+    assert [r.status for r in res] == ["ok", "compile_error", "ok", "wrong", "compile_error", "ok"]
+    assert jobs == 2  # good and wrong ran; the copies did not, the broken one never reaches a worker
+    assert stats["batches"] == 1 and stats["batched_members"] == 3 and stats["batch_rejects"] == 1
+    assert [r.seconds.get("duplicate") for r in res] == [None, None, 1.0, None, 1.0, 1.0]
+    assert res[4].compile_log == res[1].compile_log and "undeclared_thing" in res[4].compile_log
+    assert res[2] is not res[0] and res[2].configs[0].correct is True
+    with _pool(tmp_path, judge_duplicates_once=False) as pool:  # every copy judged (the old behaviour)
+        again = pool.evaluate(items)
+        worker = pool._free.get()
+        jobs = worker.jobs
+        pool._free.put(worker)
+    assert [r.status for r in again] == [r.status for r in res] and jobs == 4
+
+
+def test_compile_workers_run_below_the_execution_workers(tmp_path):
+    import os
+
+    from kernels_harness.run.workers import CompilePool
+    base = os.nice(0)
+    pool = CompilePool(1, str(tmp_path), "cpu", 60.0, nice=7)
+    try:
+        rec = pool.submit("c_reference", "cpu", "int f(int x) { return x + 1; }\n", str(tmp_path / "f.so")).result()
+        w = pool.free.get()
+        assert rec["ok"] and w.info["nice"] == min(19, base + 7)
+        pool.free.put(w)
+    finally:
+        pool.close()
+    with pytest.raises(ValueError, match="compile_nice"):
+        PoolConfig(compile_nice=25)
