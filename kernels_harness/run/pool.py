@@ -16,14 +16,15 @@ that apply the protocol of kernels_harness.run.protocol. A worker that hangs, cr
 device error is killed and replaced, and the candidate gets `timeout` or `runtime_error`; the pool
 keeps serving. A candidate whose check ran out of memory while other checks shared the GPU is checked
 again alone; one whose worker died loading a shared library is rebuilt alone and run again.
-Exact repeats of a (task, source) pair in one `evaluate` call are judged once (PoolConfig.judge_duplicates_once);
+An exact repeat of a (task, source) pair in one `evaluate` call is checked on its own inputs but timed
+once (PoolConfig.time_duplicates_once);
 compile workers run at a lower priority (PoolConfig.compile_nice), so checks and timing never wait for a core.
 `PoolConfig.legacy()` is the pool before batching: one build per candidate, no disk cache, 2 workers
 per GPU.
 """
 from __future__ import annotations
 
-import copy
+import functools
 import importlib.util
 import json
 import os
@@ -248,10 +249,9 @@ class HarnessPool:
         pending: dict[Future, list] = {}  # one build may serve several items (the same source twice)
         support: dict[int, dict] = {}
         t_static = {}
-        copies = _duplicates(items) if self.config.judge_duplicates_once else {}
+        twins = _duplicates(items) if self.config.time_duplicates_once and self.timing else {}
+        judged = {i: threading.Event() for i in set(twins.values())}  # set when a first copy's result is in
         for i, (task, source) in enumerate(items):  # the support builds first: every candidate needs them
-            if i in copies:
-                continue
             t0 = time.perf_counter()
             violations = hacks.check_source(source, self.rules) if self.checks else []
             t_static[i] = time.perf_counter() - t0
@@ -273,20 +273,25 @@ class HarnessPool:
         running = []
         for fut in as_completed(list(pending)):
             for i in pending[fut]:
-                running.append(runner.submit(self._finish, i, items[i], fut, support[i], t_static[i], results, bar))
+                # a repeat is submitted after its first copy (same build, lower index): waiting cannot deadlock
+                twin = functools.partial(_result_when_set, judged[twins[i]], results, twins[i]) if i in twins else None
+                running.append(runner.submit(self._finish, i, items[i], fut, support[i], t_static[i], results, bar,
+                                             twin, judged.get(i)))
         for r in running:
             r.result()
         runner.shutdown()
-        for i, first in copies.items():  # the same task and source: the same verdict, judged once
-            results[i] = copy.deepcopy(results[first])
-            results[i].seconds["duplicate"] = 1.0
-            if bar:
-                bar.update(1)
         if bar:
             bar.close()
         return results
 
-    def _finish(self, i, item, fut, sup, t_static, results, bar) -> None:
+    def _finish(self, i, item, fut, sup, t_static, results, bar, twin=None, judged=None) -> None:
+        try:
+            self._finish_one(i, item, fut, sup, t_static, results, bar, twin)
+        finally:
+            if judged is not None:  # its copies may now take its times
+                judged.set()
+
+    def _finish_one(self, i, item, fut, sup, t_static, results, bar, twin) -> None:
         task, source = item
         build = self._built(fut)
         seconds = {"static": t_static, "compile": build.get("seconds", 0.0)}
@@ -297,7 +302,7 @@ class HarnessPool:
                 results[i] = failed_before_run(task, self.backend, "compile_error", compile_log=build["log"],
                                                seconds=seconds)
             else:
-                results[i] = self._judge(task, source, build, sup, seconds)
+                results[i] = self._judge(task, source, build, sup, seconds, twin)
         except Exception as e:  # a harness bug must not cost the caller the other results
             results[i] = EvalResult(task_id=task.id, backend=self.backend, status="runtime_error",
                                     compiled=bool(build["ok"]), compile_log=build.get("log", ""),
@@ -306,8 +311,14 @@ class HarnessPool:
         if bar:
             bar.update(1)
 
-    def _judge(self, task: Task, source: str, build: dict, sup: dict, seconds: dict) -> EvalResult:
-        """Runs the candidate; retries it alone where a shared library or a shared device may be to blame."""
+    def _judge(self, task: Task, source: str, build: dict, sup: dict, seconds: dict, twin=None) -> EvalResult:
+        """Runs the candidate; retries it alone where a shared library or a shared device may be to blame.
+        `twin`: () -> the EvalResult of the first copy of the same (task, source), whose times it takes."""
+        if twin is not None:
+            with self._gate.shared():
+                res, lost = self._execute(task, source, build, sup, dict(seconds), twin=twin)
+            if res is not None:
+                return res
         with self._gate.shared():
             res, lost = self._execute(task, source, build, sup, seconds)
         if (lost is not None and lost.stage == "loading the solution" and build.get("batch_size", 1) > 1
@@ -326,8 +337,9 @@ class HarnessPool:
             res.seconds["rechecked_alone"] = 1.0
         return res
 
-    def _execute(self, task: Task, source: str, build: dict, sup: dict, seconds: dict):
-        """(EvalResult, WorkerLost or None)."""
+    def _execute(self, task: Task, source: str, build: dict, sup: dict, seconds: dict, twin=None):
+        """(EvalResult, WorkerLost or None). With `twin`: checked untimed, then given the twin's times
+        when both are `ok`; (None, None) when they cannot be (the caller runs it again, timed)."""
         paths, symbols = {}, {"solution": build.get("symbol")}
         for k in ("c_reference", "oracle", "baseline"):
             b = self._built(sup[k]) if sup.get(k) is not None else None
@@ -349,9 +361,10 @@ class HarnessPool:
                 out = {"status": "runtime_error", "error": "no execution worker could be started",
                        "configs": [], "launches": []}
                 return assemble(task, source, self.backend, build, out, seed, seconds, False), None
-        if self.timing:
+        if self.timing:  # a repeat (`twin`) is checked under the GPU lock like any job, but not timed
             job["timing"] = {"lock": os.path.join(self.root, f"gpu{worker.device}.lock"),
-                             "params": self.timing_params, "torch_compile": self.torch_compile}
+                             "params": self.timing_params, "torch_compile": self.torch_compile,
+                             "check_only": twin is not None}
         t0 = time.perf_counter()
         out = {"status": "runtime_error", "error": "harness error: the job was not run", "configs": [],
                "launches": [], "sticky": True}
@@ -369,6 +382,10 @@ class HarnessPool:
                 worker = self._replace(device)
                 worker = device if worker is None else worker
             self._free.put(worker)
+        if twin is not None and lost is None and out.get("status") == "ok":
+            if not _take_times(out, twin()):
+                return None, None
+            seconds["timed_once"] = 1.0
         return assemble(task, source, self.backend, build, out, seed, dict(seconds), self.features), lost
 
     def _replace(self, device: int) -> ExecWorker | None:
@@ -378,6 +395,28 @@ class HarnessPool:
             except HarnessSetupError:
                 time.sleep(1.0)
         return None
+
+
+def _result_when_set(event: threading.Event, results: list, i: int) -> EvalResult | None:
+    event.wait()
+    return results[i]
+
+
+def _take_times(out: dict, first: EvalResult | None) -> bool:
+    """Copies the first copy's times into a repeat's (untimed) protocol result; False if it has none to give
+    (it was not `ok`, or not timed on the same configs)."""
+    if first is None or first.status != "ok":
+        return False
+    times = {c.index: c for c in first.configs if c.time_ms is not None}
+    ran = [c for c in out["configs"] if c.get("correct")]
+    if not ran or any(c["index"] not in times for c in ran):
+        return False
+    for c in ran:
+        t = times[c["index"]]
+        c.update(time_ms=t.time_ms, time_iqr_ms=t.time_iqr_ms, baseline_ms=t.baseline_ms,
+                 compile_baseline_ms=t.compile_baseline_ms, reps=t.reps)
+    out.setdefault("seconds", {})["time"] = 0.0
+    return True
 
 
 def _duplicates(items: list) -> dict[int, int]:

@@ -20,8 +20,9 @@ class PoolConfig:
       library, not the candidate: the candidate is rebuilt alone and run again.
     sandbox: execution workers run candidates under kernels_harness.run.sandbox (Landlock file and network
       rules, seccomp against processes and sockets, on cpu a candidate thread that may not write files).
-    judge_duplicates_once: within one `evaluate` call, an exact repeat of a (task, source) pair (common in
-      RL groups) is judged once and its copies get the same EvalResult (seconds["duplicate"] = 1).
+    time_duplicates_once: within one `evaluate` call, an exact repeat of a (task, source) pair (common in
+      RL groups; built once in any case) is checked on its own fresh inputs, but not timed again: when it
+      and the first copy are both `ok`, it takes the first copy's times (seconds["timed_once"] = 1).
     compile_nice: niceness added to the compile workers (and their compilers), so that the execution
       workers' timing and checks get a core at once while every other core compiles (0: off).
     """
@@ -33,7 +34,7 @@ class PoolConfig:
     oom_recheck: bool = True
     reload_retry: bool = True
     sandbox: bool = True
-    judge_duplicates_once: bool = True
+    time_duplicates_once: bool = True
     compile_nice: int = 10
 
     def __post_init__(self):
@@ -50,7 +51,7 @@ class PoolConfig:
     def legacy(cls) -> PoolConfig:
         """The pool as it was before batching: one build per candidate, no disk cache, 2 workers a GPU."""
         return cls(batch_size=1, cache=False, workers_per_gpu=2, oom_recheck=False, reload_retry=False,
-                   judge_duplicates_once=False, compile_nice=0)
+                   time_duplicates_once=False, compile_nice=0)
 
 
 class SharedGate:

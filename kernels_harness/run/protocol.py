@@ -8,8 +8,9 @@ then: the return code, device errors, writes outside the arrays (`wrong`, naming
 offset), `in` arrays unchanged, and every output against the reference with the task's tolerance for
 its dtype at the reference's scale (arrays.compare, on the device). The first failing config stops the
 run; later configs are marked skipped. A C reference's host work (inputs, outputs) is done before the trial
-takes its share of the GPU lock. Correct configs are timed on cuda; after timing the guard zones
-are checked again (a kernel that writes out of bounds only when called repeatedly) and a median time
+takes its share of the GPU lock. When every config is correct, they are timed on cuda, all in one
+exclusive turn of the GPU lock (each config's last-trial arrays are kept until then; a candidate that
+fails a config is not timed); after timing the guard zones are checked again (a kernel that writes out of bounds only when called repeatedly) and a median time
 below the task's roofline floor (features.roofline.below_floor) is a `hack`. The launches recorded
 are those of every config that ran (trial 0 of each), each once.
 
@@ -245,6 +246,7 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
     except (LookupError, OSError, RuntimeError) as e:
         out.update(status="runtime_error", error=(str(e).splitlines() or ["cannot load the solution"])[0][:300])
         return out
+    to_time = []  # (ConfigResult, args, inputs, scalars, env, bufs) of the correct configs, timed at the end
     for p in job["plan"]:
         index = p["index"]
         config = task.configs[index]
@@ -279,19 +281,26 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
             cr.correct, cr.error, failed = False, str(e), e
             out["setup_error"] = str(e)
             continue
-        if be.can_time and job.get("timing") and ctx.timer is not None:
-            t0 = time.perf_counter()
-            try:
-                _time_config(ctx, task, job, cr, fn, args, inputs, scal, env)
-                check_guards(task, bufs, f"config {index} ({_describe(config)}), timing")
-                _check_floor(ctx, task, cr, env)
-            except Failure as f:  # a failure that shows only under repetition
-                cr.correct, cr.error, failed = False, f.message, f
-                out["sticky"] = out["sticky"] or f.sticky
-            except Exception as e:  # the measurement itself failed: keep the verdict, drop the time
-                cr.error = f"timing failed: {type(e).__name__}: {e}"[:300]
-                out["sticky"] = True
-            out["seconds"]["time"] += time.perf_counter() - t0
+        if be.can_time and job.get("timing") and not job["timing"].get("check_only") and ctx.timer is not None:
+            to_time.append((cr, args, inputs, scal, env, bufs))  # its arrays stay alive until timed
+        ref = None  # the expected outputs are not needed for timing
+    if to_time and failed is None:  # every config is correct: time them all in one turn of the GPU lock
+        t0 = time.perf_counter()
+        with gpu_lock(lock, progress=ctx.progress):
+            for cr, args, inputs, scal, env, bufs in to_time:
+                try:
+                    _time_config(ctx, task, job, cr, fn, args, inputs, scal, env, lock_path=None)
+                    check_guards(task, bufs, f"config {cr.index} ({_describe(cr.config)}), timing")
+                    _check_floor(ctx, task, cr, env)
+                except Failure as f:  # a failure that shows only under repetition
+                    cr.correct, cr.error, failed = False, f.message, f
+                    out["sticky"] = out["sticky"] or f.sticky
+                    break
+                except Exception as e:  # the measurement itself failed: keep the verdict, drop the time
+                    cr.error = f"timing failed: {type(e).__name__}: {e}"[:300]
+                    out["sticky"] = True
+        out["seconds"]["time"] += time.perf_counter() - t0
+    del to_time
     out["seconds"]["run"] = time.perf_counter() - t_start - out["seconds"]["time"]
     out["seconds"].update(job.pop("_timing_seconds", {}))
     if out["setup_error"]:
@@ -302,8 +311,9 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
     return out
 
 
-def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env) -> None:
-    """Times the candidate and the baseline interleaved on the config's last trial inputs."""
+def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env, lock_path: str | None = None) -> None:
+    """Times the candidate and the baseline interleaved on the config's last trial inputs (`lock_path`:
+    the GPU lock to take, None when the caller holds it)."""
     be = ctx.backend
     calls = [lambda: be.call(fn, args)]
     keep_alive = None  # the baseline's arrays must outlive the measurement (args hold raw pointers)
@@ -316,7 +326,7 @@ def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env) -> None:
         if job["timing"].get("torch_compile"):
             calls.append(_torch_eager_call(task, job, env, be, compiled=True))
     ctx.progress(f"timing config {cr.index}")
-    stats = ctx.timer.measure(calls, lock_path=job["timing"].get("lock"), progress=ctx.progress,
+    stats = ctx.timer.measure(calls, lock_path=lock_path, progress=ctx.progress,
                               **job["timing"].get("params", {}))
     del keep_alive
     cr.time_ms, cr.time_iqr_ms, cr.reps = stats[0]["median_ms"], stats[0]["iqr_ms"], stats[0]["reps"]

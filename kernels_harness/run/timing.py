@@ -33,12 +33,14 @@ def summarize(samples: list) -> dict:
 
 
 def _flock(f, mode: int, progress, last: list) -> None:
+    pause = 0.0001  # short waits (a check finishing) end within ~0.1 ms; long ones back off to 2 ms polls
     while True:
         try:
             fcntl.flock(f, mode | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            time.sleep(0.002)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.002)
             if progress is not None and time.monotonic() - last[0] > 1.0:
                 progress("waiting for the GPU")
                 last[0] = time.monotonic()
