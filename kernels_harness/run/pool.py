@@ -314,13 +314,21 @@ class HarnessPool:
     def _judge(self, task: Task, source: str, build: dict, sup: dict, seconds: dict, twin=None) -> EvalResult:
         """Runs the candidate; retries it alone where a shared library or a shared device may be to blame.
         `twin`: () -> the EvalResult of the first copy of the same (task, source), whose times it takes."""
-        if twin is not None:
+        res = lost = None
+        if twin is not None:  # checked on its own inputs, untimed; then (outside the gate) the first's times
+            raw: dict = {}
             with self._gate.shared():
-                res, lost = self._execute(task, source, build, sup, dict(seconds), twin=twin)
-            if res is not None:
-                return res
-        with self._gate.shared():
-            res, lost = self._execute(task, source, build, sup, seconds)
+                res, lost = self._execute(task, source, build, sup, dict(seconds), raw=raw)
+            if lost is None and res.status == "ok":
+                first = twin()
+                res = None
+                if _take_times(raw["out"], first):
+                    raw["seconds"]["timed_once"] = 1.0
+                    return assemble(task, source, self.backend, build, raw["out"], raw["seed"], raw["seconds"],
+                                    self.features)
+        if res is None:  # (a repeat whose first copy had no times to give is timed itself)
+            with self._gate.shared():
+                res, lost = self._execute(task, source, build, sup, seconds)
         if (lost is not None and lost.stage == "loading the solution" and build.get("batch_size", 1) > 1
                 and self.config.reload_retry):
             alone = self._built(self.builds.rebuild_alone("solution", source, task.entry))
@@ -337,9 +345,9 @@ class HarnessPool:
             res.seconds["rechecked_alone"] = 1.0
         return res
 
-    def _execute(self, task: Task, source: str, build: dict, sup: dict, seconds: dict, twin=None):
-        """(EvalResult, WorkerLost or None). With `twin`: checked untimed, then given the twin's times
-        when both are `ok`; (None, None) when they cannot be (the caller runs it again, timed)."""
+    def _execute(self, task: Task, source: str, build: dict, sup: dict, seconds: dict, raw: dict | None = None):
+        """(EvalResult, WorkerLost or None). With `raw` (a dict): checked but not timed, and `raw` gets the
+        protocol's output, the seed and the seconds (for _judge to add a first copy's times)."""
         paths, symbols = {}, {"solution": build.get("symbol")}
         for k in ("c_reference", "oracle", "baseline"):
             b = self._built(sup[k]) if sup.get(k) is not None else None
@@ -361,10 +369,10 @@ class HarnessPool:
                 out = {"status": "runtime_error", "error": "no execution worker could be started",
                        "configs": [], "launches": []}
                 return assemble(task, source, self.backend, build, out, seed, seconds, False), None
-        if self.timing:  # a repeat (`twin`) is checked under the GPU lock like any job, but not timed
+        if self.timing:  # a repeat (`raw`) is checked under the GPU lock like any job, but not timed
             job["timing"] = {"lock": os.path.join(self.root, f"gpu{worker.device}.lock"),
                              "params": self.timing_params, "torch_compile": self.torch_compile,
-                             "check_only": twin is not None}
+                             "check_only": raw is not None}
         t0 = time.perf_counter()
         out = {"status": "runtime_error", "error": "harness error: the job was not run", "configs": [],
                "launches": [], "sticky": True}
@@ -382,10 +390,8 @@ class HarnessPool:
                 worker = self._replace(device)
                 worker = device if worker is None else worker
             self._free.put(worker)
-        if twin is not None and lost is None and out.get("status") == "ok":
-            if not _take_times(out, twin()):
-                return None, None
-            seconds["timed_once"] = 1.0
+        if raw is not None:
+            raw.update(out=out, seed=seed, seconds=dict(seconds))
         return assemble(task, source, self.backend, build, out, seed, dict(seconds), self.features), lost
 
     def _replace(self, device: int) -> ExecWorker | None:
