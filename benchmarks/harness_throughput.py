@@ -16,15 +16,16 @@
    built once). Every candidate is checked (3 configs x 2 trials, fresh inputs) and, when correct,
    timed against its baseline (events, L2 flush, adaptive repetitions, `--budget-s` a config; `--join`:
    the stream-joined times of kernels_harness.run.timing, or `device` for the legacy run's protocol);
-   exact repeats of a candidate are built once and judged once (PoolConfig.judge_duplicates_once).
+   an exact repeat of a candidate is built once, checked on its own inputs and takes its first copy's
+   times (PoolConfig.time_duplicates_once).
    Candidates per minute = candidates / wall time of `evaluate` (pool start-up reported apart; `phases`:
-   when the builds were done, candidates judged and copied, timing seconds per timed candidate);
+   when the builds were done, repeats that took a first copy's times, timing seconds per timed candidate);
    every verdict is compared with the expected one, and between the runs.
 4. load_inline (the KernelBench path): `--inline` correct candidates, each built with
    torch.utils.cpp_extension.load_inline, checked on the same configs against a PyTorch reference and
    timed with CUDA events (100 repetitions per config); candidates per minute extrapolated.
 5. Repeatability: per (kernel, config) timed in run1 and run2 with time >= 20 us: the ratio run2/run1
-   (median, p10-p90, fraction within 3%); also legacy vs run1 on the shared candidates.
+   (median, p10-p90, fraction within 3%; repeats that took a first copy's times left out); also legacy vs run1.
 Writes harness_throughput.json and harness_repeatability.png under `--out` (default $OUT, else ./out);
 prints a table last. Each
 phase is guarded: a failure is recorded and the rest still runs.
@@ -309,17 +310,16 @@ def harness_run(cands: list[dict], label: str, timing_params: dict, backend: str
                                   "baseline_ms": x.baseline_ms, "correct": x.correct} for x in r.configs]})
     ok = sum(r.status == "ok" for r in results)
     stage = {k: float(sum(r.seconds.get(k, 0.0) for r in results)) for k in ("compile", "execute", "run", "time")}
-    timed = [x for r in results for x in r.configs if x.time_ms]
+    timed = [x for r in results if "timed_once" not in r.seconds for x in r.configs if x.time_ms]
     phases = {  # where the wall time went (seconds from the start of `evaluate`; sums over candidates)
         "first_build_done_s": min(done) if done else None, "last_build_done_s": max(done) if done else None,
-        "judged": sum("duplicate" not in r.seconds for r in results),
-        "duplicates_copied": sum("duplicate" in r.seconds for r in results),
+        "timed_once": sum("timed_once" in r.seconds for r in results),
         "timed_configs": len(timed),
-        "timed_joined": int(sum(r.seconds.get("timed_joined", 0.0) for r in results if "duplicate" not in r.seconds)),
+        "timed_joined": int(sum(r.seconds.get("timed_joined", 0.0) for r in results if "timed_once" not in r.seconds)),
         "sync_gap_ms_median": float(np.median([r.seconds["sync_gap_ms"] for r in results if "sync_gap_ms" in r.seconds]))
         if any("sync_gap_ms" in r.seconds for r in results) else None,
         "time_s_per_timed_candidate": stage["time"] / max(1, sum(bool(r.configs and any(x.time_ms for x in r.configs))
-                                                                 and "duplicate" not in r.seconds for r in results)),
+                                                                 and "timed_once" not in r.seconds for r in results)),
     }
     as_expected = sum(x["status"] == x["expect"] for x in rows)
     return {"label": label, "pool_start_s": t_start, "wall_s": wall, "candidates": len(cands), "ok": ok,
@@ -461,8 +461,8 @@ def repeatability(r1: dict, r2: dict, min_ms: float = 0.02) -> dict:
     by_name = {r["name"]: r for r in r2["rows"]}
     for a in r1["rows"]:
         b = by_name.get(a["name"])
-        if not b:
-            continue
+        if not b or "timed_once" in (a.get("seconds") or {}) or "timed_once" in (b.get("seconds") or {}):
+            continue  # (a repeat that took its first copy's times would count that kernel twice)
         for ca, cb in zip(a["configs"], b["configs"]):
             if ca["time_ms"] and cb["time_ms"] and min(ca["time_ms"], cb["time_ms"]) >= min_ms:
                 pairs.append((a["name"], ca["index"], ca["time_ms"], cb["time_ms"]))
@@ -598,7 +598,7 @@ def main(argv=None) -> int:
     for r in runs:
         ph = r.get("phases") or {}
         print(f"  {r['label']}: builds done {ph.get('first_build_done_s') or 0:.1f}-{ph.get('last_build_done_s') or 0:.1f} s, "
-              f"judged {ph.get('judged')} (+{ph.get('duplicates_copied')} copies), stage sums {r['stage_seconds_sum']}, "
+              f"{ph.get('timed_once')} repeats took their first copy's times, stage sums {r['stage_seconds_sum']}, "
               f"timing {ph.get('time_s_per_timed_candidate', 0):.3f} s/timed candidate, "
               f"{ph.get('timed_joined')}/{ph.get('timed_configs')} configs stream-joined, "
               f"sync gap median {ph.get('sync_gap_ms_median')} ms")
