@@ -15,7 +15,8 @@
    cache, `--workers-per-gpu` workers), each with a fresh empty cache (cold; repeats within a run are
    built once). Every candidate is checked (3 configs x 2 trials, fresh inputs) and, when correct,
    timed against its baseline (events, L2 flush, adaptive repetitions, `--budget-s` a config; `--join`:
-   the stream-joined times of kernels_harness.run.timing, or `device` for the legacy run's protocol);
+   the stream-joined times of kernels_harness.run.timing, or `device` for the legacy run's protocol;
+   `--min-iqr-ms`: the IQR at which a few-microsecond call counts as stable, 0 in the legacy run);
    an exact repeat of a candidate is built once, checked on its own inputs and takes its first copy's
    times (PoolConfig.time_duplicates_once).
    Candidates per minute = candidates / wall time of `evaluate` (pool start-up reported apart; `phases`:
@@ -530,6 +531,8 @@ def main(argv=None) -> int:
     ap.add_argument("--join", default="auto", choices=("auto", "device"),
                     help="timing of the new pool: auto (stream join, device-wide when work ran elsewhere) or "
                          "device (a device synchronisation inside every repetition: the legacy pool's timing)")
+    ap.add_argument("--min-iqr-ms", type=float, default=0.0005,
+                    help="timing of the new pool: a call is stable at this IQR too (the event timer's resolution)")
     ap.add_argument("--out", default=None, help="output directory (default: $OUT, else ./out)")
     args = ap.parse_args(argv)
     out_dir = Path(args.out or os.environ.get("OUT", "out"))
@@ -538,8 +541,10 @@ def main(argv=None) -> int:
     t_all = time.perf_counter()
     cands = make_candidates(args.kernels)
     report["kernels"] = len(cands)
-    timing = {"budget_s": args.budget_s, "target_rel_iqr": 0.02, "min_reps": 10, "join": args.join}
-    legacy_timing = {"budget_s": args.legacy_budget_s, "target_rel_iqr": 0.02, "min_reps": 10, "join": "device"}
+    timing = {"budget_s": args.budget_s, "target_rel_iqr": 0.02, "min_reps": 10, "join": args.join,
+              "min_iqr_ms": args.min_iqr_ms}
+    legacy_timing = {"budget_s": args.legacy_budget_s, "target_rel_iqr": 0.02, "min_reps": 10, "join": "device",
+                     "min_iqr_ms": 0.0}  # the timing of the pool before 2026-12-06
     if not args.no_adversarial:
         try:
             report["adversarial"] = adversarial_run(args.backend)

@@ -11,8 +11,9 @@ reported unless the candidate's median gap between the two exceeds the gap an em
 (calibrated once per Timer, `gap_limit_ms`): then work ran on some other stream, and the synced times
 (every stream drained inside the timed region) are reported instead.
 Calls are interleaved (candidate, baseline, then baseline, candidate on the next round), after a
-warm-up. Repetitions continue until every call has at least `min_reps` and a relative IQR below
-`target_rel_iqr`, or `budget_s` is spent, or `max_reps` is reached. A cross-process file lock
+warm-up. Repetitions continue until every call has at least `min_reps` and an IQR below
+`target_rel_iqr` of its median (or below `min_iqr_ms`, the event timer's resolution), or `budget_s` is
+spent, or `max_reps` is reached. A cross-process file lock
 (`lock_path`) is held exclusively while timing and shared by the other workers' correctness trials,
 so a timed candidate has the GPU to itself.
 """
@@ -130,10 +131,12 @@ class Timer:
 
     def measure(self, calls: list, lock_path: str | None = None, warmup: int = 3, min_reps: int = 10,
                 max_reps: int = 500, budget_s: float = 0.25, target_rel_iqr: float = 0.02,
-                progress=None, join: str | None = None) -> list[dict]:
+                progress=None, join: str | None = None, min_iqr_ms: float = 0.0005) -> list[dict]:
         """Times each zero-argument launcher in `calls`; returns one summarize() dict per call, with
         "join" ("stream" or "device": which times it reports) and "sync_gap_ms" (median synced - joined).
-        `join` overrides the Timer's mode for this call."""
+        `join` overrides the Timer's mode for this call. A call is stable when its IQR is at most
+        `target_rel_iqr` of its median or `min_iqr_ms` (0.5 us: the resolution of CUDA event times, below
+        which a few-microsecond kernel's IQR cannot be asked to go)."""
         mode = join or self.join
         if mode not in ("auto", "device"):
             raise ValueError(f"join must be 'auto' or 'device', not {mode!r}")
@@ -158,7 +161,7 @@ class Timer:
                     break
                 if rnd >= min_reps:
                     stats = [summarize(self._pick(j, s, mode)[0]) for j, s in zip(joined, synced)]
-                    stable = all(s["iqr_ms"] <= target_rel_iqr * max(s["median_ms"], 1e-9) for s in stats)
+                    stable = all(s["iqr_ms"] <= max(target_rel_iqr * s["median_ms"], min_iqr_ms) for s in stats)
                     if stable or time.perf_counter() - t0 > budget_s:
                         break
         out = []

@@ -106,6 +106,27 @@ def test_work_on_another_stream_falls_back_to_the_device_wide_time():
     assert res["median_ms"] >= 1.0 - 0.04 and res["sync_gap_ms"] > timer.gap_limit_ms
 
 
+def _jittery(dev, ms, jitter):
+    def call():
+        dev.stream_done = max(dev.stream_done, dev.now) + ms + dev.rng.uniform(0, jitter)
+        return 0
+    return call
+
+
+def test_a_few_microsecond_kernel_stops_at_the_event_resolution_not_the_budget():
+    dev = _Device()
+    timer = _timer(dev)
+    # 3 us with 0.4 us of jitter: its IQR (~0.2 us) is >2% of the median but under the 0.5 us resolution
+    fast = timer.measure([_jittery(dev, 0.003, 0.0004)], min_reps=10, max_reps=300, budget_s=10.0)[0]
+    assert fast["reps"] == 10 and 0.003 <= fast["median_ms"] <= 0.0034
+    strict = timer.measure([_jittery(dev, 0.003, 0.0004)], min_reps=10, max_reps=300, budget_s=10.0,
+                           min_iqr_ms=0.0)[0]
+    assert strict["reps"] == 300  # the relative target alone: never met, the budget or max_reps ends it
+    # a 50 us kernel with 3 us of jitter is held to 2% of its median, above the floor: more repetitions
+    slow = timer.measure([_jittery(dev, 0.050, 0.003)], min_reps=10, max_reps=300, budget_s=10.0)[0]
+    assert slow["reps"] > 10
+
+
 def test_join_mode_is_checked():
     with pytest.raises(ValueError, match="join"):
         _timer(_Device(), join="stream")
