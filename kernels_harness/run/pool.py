@@ -131,6 +131,9 @@ class HarnessPool:
         self.timing_params = timing_params or {}
         self.torch_compile = torch_compile  # torch2cuda on cuda: also time torch.compile of the module
         self.rules, self.checks, self.arch = rules, checks, arch
+        # the timer's stream join counts the candidate's stream and the legacy one; it is only as good as the
+        # static check that no other stream can be made: without it, every stream is drained in the timed region
+        self._streams_checked = checks and "stream" not in rules.disabled and not rules.allow
         self.max_jobs_per_worker, self.features, self.progress = max_jobs_per_worker, features, progress
         self.fixed_seed = seed
         self.ptxas_resources = ptxas_resources and features  # cpu: registers/smem for the features
@@ -370,8 +373,9 @@ class HarnessPool:
                        "configs": [], "launches": []}
                 return assemble(task, source, self.backend, build, out, seed, seconds, False), None
         if self.timing:  # a repeat (`raw`) is checked under the GPU lock like any job, but not timed
+            params = dict(self.timing_params) if self._streams_checked else {**self.timing_params, "join": "device"}
             job["timing"] = {"lock": os.path.join(self.root, f"gpu{worker.device}.lock"),
-                             "params": self.timing_params, "torch_compile": self.torch_compile,
+                             "params": params, "torch_compile": self.torch_compile,
                              "check_only": raw is not None}
         t0 = time.perf_counter()
         out = {"status": "runtime_error", "error": "harness error: the job was not run", "configs": [],

@@ -9,7 +9,9 @@ round trip in it) and `synced` (start -> end: everything on the device, plus the
 the device synchronisation, a few microseconds that vary with the host's load). The joined times are
 reported unless the candidate's median gap between the two exceeds the gap an empty call shows
 (calibrated once per Timer, `gap_limit_ms`): then work ran on some other stream, and the synced times
-(every stream drained inside the timed region) are reported instead.
+(every stream drained inside the timed region) are reported instead. The gap test cannot see short work
+on another stream that ends before the joined streams do, so the join is only used where the static
+checks reject stream creation (kernels_harness.hacks "stream"; HarnessPool passes join="device" otherwise).
 Calls are interleaved (candidate, baseline, then baseline, candidate on the next round), after a
 warm-up. Repetitions continue until every call has at least `min_reps` and an IQR below
 `target_rel_iqr` of its median (or below `min_iqr_ms`, the event timer's resolution), or `budget_s` is

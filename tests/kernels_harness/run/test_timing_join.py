@@ -132,3 +132,15 @@ def test_join_mode_is_checked():
         _timer(_Device(), join="stream")
     with pytest.raises(ValueError, match="join"):
         _timer(_Device()).measure([lambda: 0], join="none")
+
+
+def test_the_pool_joins_streams_only_where_stream_creation_is_rejected():
+    from kernels_harness import hacks
+    from kernels_harness.run import HarnessPool
+    kw = {"workers": 1, "compile_workers": 1, "features": False}
+    with HarnessPool("cpu", **kw) as pool:
+        assert pool._streams_checked
+    for extra in ({"checks": False}, {"rules": hacks.Rules.make(disabled=["stream"])},
+                  {"rules": hacks.Rules.make(allow=["cudaStreamCreate"])}):
+        with HarnessPool("cpu", **kw, **extra) as pool:  # every stream drained in the timed region
+            assert not pool._streams_checked
