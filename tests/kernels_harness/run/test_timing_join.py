@@ -87,7 +87,7 @@ def test_joined_times_drop_the_host_wake_up():
     dev = _Device()
     timer = _timer(dev)
     res = timer.measure([_on_stream(dev, 0.030), _on_legacy(dev, 0.050)], min_reps=20, budget_s=1.0)
-    assert timer.gap_limit_ms is not None and timer.gap_limit_ms < 0.1
+    assert timer.gap_limit_ms is not None and 0.02 < timer.gap_limit_ms < 0.15
     assert [r["join"] for r in res] == ["stream", "stream"]
     assert res[0]["median_ms"] == pytest.approx(0.030, abs=1e-9)  # exactly the kernel: no host jitter in it
     assert res[0]["iqr_ms"] == pytest.approx(0.0, abs=1e-9)
