@@ -312,13 +312,13 @@ def harness_run(cands: list[dict], label: str, timing_params: dict, backend: str
     ok = sum(r.status == "ok" for r in results)
     stage = {k: float(sum(r.seconds.get(k, 0.0) for r in results)) for k in ("compile", "execute", "run", "time")}
     timed = [x for r in results if "timed_once" not in r.seconds for x in r.configs if x.time_ms]
+    gaps = [r.seconds["sync_gap_ms"] for r in results if "sync_gap_ms" in r.seconds]
     phases = {  # where the wall time went (seconds from the start of `evaluate`; sums over candidates)
         "first_build_done_s": min(done) if done else None, "last_build_done_s": max(done) if done else None,
         "timed_once": sum("timed_once" in r.seconds for r in results),
         "timed_configs": len(timed),
         "timed_joined": int(sum(r.seconds.get("timed_joined", 0.0) for r in results if "timed_once" not in r.seconds)),
-        "sync_gap_ms_median": float(np.median([r.seconds["sync_gap_ms"] for r in results if "sync_gap_ms" in r.seconds]))
-        if any("sync_gap_ms" in r.seconds for r in results) else None,
+        "sync_gap_ms_median": float(np.median(gaps)) if gaps else None,
         "time_s_per_timed_candidate": stage["time"] / max(1, sum(bool(r.configs and any(x.time_ms for x in r.configs))
                                                                  and "timed_once" not in r.seconds for r in results)),
     }
@@ -602,7 +602,8 @@ def main(argv=None) -> int:
     print(f"\n== harness throughput ({args.backend}) ==")
     for r in runs:
         ph = r.get("phases") or {}
-        print(f"  {r['label']}: builds done {ph.get('first_build_done_s') or 0:.1f}-{ph.get('last_build_done_s') or 0:.1f} s, "
+        built = f"{ph.get('first_build_done_s') or 0:.1f}-{ph.get('last_build_done_s') or 0:.1f}"
+        print(f"  {r['label']}: builds done {built} s, "
               f"{ph.get('timed_once')} repeats took their first copy's times, stage sums {r['stage_seconds_sum']}, "
               f"timing {ph.get('time_s_per_timed_candidate', 0):.3f} s/timed candidate, "
               f"{ph.get('timed_joined')}/{ph.get('timed_configs')} configs stream-joined, "

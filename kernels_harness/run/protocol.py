@@ -10,9 +10,10 @@ its dtype at the reference's scale (arrays.compare, on the device). The first fa
 run; later configs are marked skipped. A C reference's host work (inputs, outputs) is done before the trial
 takes its share of the GPU lock. When every config is correct, they are timed on cuda, all in one
 exclusive turn of the GPU lock (each config's last-trial arrays are kept until then; a candidate that
-fails a config is not timed); after timing the guard zones are checked again (a kernel that writes out of bounds only when called repeatedly) and a median time
-below the task's roofline floor (features.roofline.below_floor) is a `hack`. The launches recorded
-are those of every config that ran (trial 0 of each), each once.
+fails a config is not timed); after timing the guard zones are checked again (a kernel that writes
+out of bounds only when called repeatedly) and a median time below the task's roofline floor
+(features.roofline.below_floor) is a `hack`. The launches recorded are those of every config that ran
+(trial 0 of each), each once.
 
 `evaluate_job(ctx, job) -> dict` returns plain data: {"status", "error", "configs": [ConfigResult
 dict], "launches", "sticky", "setup_error", "seconds"}.
