@@ -14,15 +14,21 @@
 3. `run1`, `run2`: the whole mix twice through the new pool (batches of `--batch-size`, the build
    cache, `--workers-per-gpu` workers), each with a fresh empty cache (cold; repeats within a run are
    built once). Every candidate is checked (3 configs x 2 trials, fresh inputs) and, when correct,
-   timed against its baseline (events, L2 flush, adaptive repetitions, `--budget-s` a config).
-   Candidates per minute = candidates / wall time of `evaluate` (pool start-up reported apart);
+   timed against its baseline (events, L2 flush, adaptive repetitions, `--budget-s` a config; `--join`:
+   the stream-joined times of kernels_harness.run.timing, or `device` for the legacy run's protocol;
+   `--min-iqr-ms`: the IQR at which a few-microsecond call counts as stable, 0 in the legacy run);
+   an exact repeat of a candidate is built once, checked on its own inputs and takes its first copy's
+   times (PoolConfig.time_duplicates_once).
+   Candidates per minute = candidates / wall time of `evaluate` (pool start-up reported apart; `phases`:
+   when the builds were done, repeats that took a first copy's times, timing seconds per timed candidate);
    every verdict is compared with the expected one, and between the runs.
 4. load_inline (the KernelBench path): `--inline` correct candidates, each built with
    torch.utils.cpp_extension.load_inline, checked on the same configs against a PyTorch reference and
    timed with CUDA events (100 repetitions per config); candidates per minute extrapolated.
 5. Repeatability: per (kernel, config) timed in run1 and run2 with time >= 20 us: the ratio run2/run1
-   (median, p10-p90, fraction within 3%); also legacy vs run1 on the shared candidates.
-Writes $OUT/harness_throughput.json and $OUT/harness_repeatability.png; prints a table last. Each
+   (median, p10-p90, fraction within 3%; repeats that took a first copy's times left out); also legacy vs run1.
+Writes harness_throughput.json and harness_repeatability.png under `--out` (default $OUT, else ./out);
+prints a table last. Each
 phase is guarded: a failure is recorded and the rest still runs.
 """
 from __future__ import annotations
@@ -293,6 +299,7 @@ def harness_run(cands: list[dict], label: str, timing_params: dict, backend: str
         wall = time.perf_counter() - t1
         info = pool.worker_info
         build_stats = dict(pool.builds.stats)
+        done = [t - t1 for t in pool.builds.done_at if t >= t1]
     finally:
         pool.close()
     rows = []
@@ -304,11 +311,22 @@ def harness_run(cands: list[dict], label: str, timing_params: dict, backend: str
                                   "baseline_ms": x.baseline_ms, "correct": x.correct} for x in r.configs]})
     ok = sum(r.status == "ok" for r in results)
     stage = {k: float(sum(r.seconds.get(k, 0.0) for r in results)) for k in ("compile", "execute", "run", "time")}
+    timed = [x for r in results if "timed_once" not in r.seconds for x in r.configs if x.time_ms]
+    gaps = [r.seconds["sync_gap_ms"] for r in results if "sync_gap_ms" in r.seconds]
+    phases = {  # where the wall time went (seconds from the start of `evaluate`; sums over candidates)
+        "first_build_done_s": min(done) if done else None, "last_build_done_s": max(done) if done else None,
+        "timed_once": sum("timed_once" in r.seconds for r in results),
+        "timed_configs": len(timed),
+        "timed_joined": int(sum(r.seconds.get("timed_joined", 0.0) for r in results if "timed_once" not in r.seconds)),
+        "sync_gap_ms_median": float(np.median(gaps)) if gaps else None,
+        "time_s_per_timed_candidate": stage["time"] / max(1, sum(bool(r.configs and any(x.time_ms for x in r.configs))
+                                                                 and "timed_once" not in r.seconds for r in results)),
+    }
     as_expected = sum(x["status"] == x["expect"] for x in rows)
     return {"label": label, "pool_start_s": t_start, "wall_s": wall, "candidates": len(cands), "ok": ok,
             "as_expected": as_expected, "statuses": {st: sum(x["status"] == st for x in rows) for st in
                                                      sorted({x["status"] for x in rows})},
-            "per_minute": 60.0 * len(cands) / wall, "stage_seconds_sum": stage, "workers": info,
+            "per_minute": 60.0 * len(cands) / wall, "stage_seconds_sum": stage, "phases": phases, "workers": info,
             "config": dataclasses_asdict(config), "builds": build_stats, "rows": rows}
 
 
@@ -444,8 +462,8 @@ def repeatability(r1: dict, r2: dict, min_ms: float = 0.02) -> dict:
     by_name = {r["name"]: r for r in r2["rows"]}
     for a in r1["rows"]:
         b = by_name.get(a["name"])
-        if not b:
-            continue
+        if not b or "timed_once" in (a.get("seconds") or {}) or "timed_once" in (b.get("seconds") or {}):
+            continue  # (a repeat that took its first copy's times would count that kernel twice)
         for ca, cb in zip(a["configs"], b["configs"]):
             if ca["time_ms"] and cb["time_ms"] and min(ca["time_ms"], cb["time_ms"]) >= min_ms:
                 pairs.append((a["name"], ca["index"], ca["time_ms"], cb["time_ms"]))
@@ -510,15 +528,23 @@ def main(argv=None) -> int:
     ap.add_argument("--no-adversarial", action="store_true", help="skip the adversarial-kernel verdicts")
     ap.add_argument("--total-budget-s", type=float, default=480.0,
                     help="no load_inline build starts when less than 60 s of this budget is left")
+    ap.add_argument("--join", default="auto", choices=("auto", "device"),
+                    help="timing of the new pool: auto (stream join, device-wide when work ran elsewhere) or "
+                         "device (a device synchronisation inside every repetition: the legacy pool's timing)")
+    ap.add_argument("--min-iqr-ms", type=float, default=0.0005,
+                    help="timing of the new pool: a call is stable at this IQR too (the event timer's resolution)")
+    ap.add_argument("--out", default=None, help="output directory (default: $OUT, else ./out)")
     args = ap.parse_args(argv)
-    out_dir = Path(os.environ.get("OUT", "out"))
+    out_dir = Path(args.out or os.environ.get("OUT", "out"))
     out_dir.mkdir(parents=True, exist_ok=True)
     report: dict = {"argv": sys.argv[1:], "errors": {}}
     t_all = time.perf_counter()
     cands = make_candidates(args.kernels)
     report["kernels"] = len(cands)
-    timing = {"budget_s": args.budget_s, "target_rel_iqr": 0.02, "min_reps": 10}
-    legacy_timing = {"budget_s": args.legacy_budget_s, "target_rel_iqr": 0.02, "min_reps": 10}
+    timing = {"budget_s": args.budget_s, "target_rel_iqr": 0.02, "min_reps": 10, "join": args.join,
+              "min_iqr_ms": args.min_iqr_ms}
+    legacy_timing = {"budget_s": args.legacy_budget_s, "target_rel_iqr": 0.02, "min_reps": 10, "join": "device",
+                     "min_iqr_ms": 0.0}  # the timing of the pool before 2026-12-06
     if not args.no_adversarial:
         try:
             report["adversarial"] = adversarial_run(args.backend)
@@ -574,6 +600,14 @@ def main(argv=None) -> int:
     save(report, out_dir, t_all)
     # ---- the table ----
     print(f"\n== harness throughput ({args.backend}) ==")
+    for r in runs:
+        ph = r.get("phases") or {}
+        built = f"{ph.get('first_build_done_s') or 0:.1f}-{ph.get('last_build_done_s') or 0:.1f}"
+        print(f"  {r['label']}: builds done {built} s, "
+              f"{ph.get('timed_once')} repeats took their first copy's times, stage sums {r['stage_seconds_sum']}, "
+              f"timing {ph.get('time_s_per_timed_candidate', 0):.3f} s/timed candidate, "
+              f"{ph.get('timed_joined')}/{ph.get('timed_configs')} configs stream-joined, "
+              f"sync gap median {ph.get('sync_gap_ms_median')} ms")
     for r in runs:
         bad = [x for x in r["rows"] if x["status"] != "ok"][:3]
         print(f"harness {r['label']}: {r['ok']}/{r['candidates']} ok, {r['as_expected']} as expected  "

@@ -19,6 +19,7 @@ import math
 import os
 import subprocess
 import threading
+import time
 from concurrent.futures import Future
 
 from kernels_harness.build import batch as batch_lib
@@ -71,6 +72,7 @@ class BuildScheduler:
         self._lock = threading.Lock()
         self._ids: dict[str, str] | None = None
         self._nbatch = 0
+        self.done_at: list[float] = []  # time.perf_counter() when each build's Future was answered
         self.stats = {"requests": 0, "memory_hits": 0, "disk_hits": 0, "alone_builds": 0, "batches": 0,
                       "batched_members": 0, "batch_rejects": 0}
 
@@ -132,6 +134,7 @@ class BuildScheduler:
             rec.setdefault("batch_size", 1)
             if store and self.cache is not None:
                 self.cache.put(key, rec)
+            self.done_at.append(time.perf_counter())
             fut.set_result(rec)
         job.add_done_callback(done)
 
@@ -175,6 +178,7 @@ class BuildScheduler:
                 key, _, _, fut = chunk[int(k)]
                 if self.cache is not None:
                     self.cache.put(key, rec)
+                self.done_at.append(time.perf_counter())
                 fut.set_result(rec)
             for k in alone:
                 key, source, entry, fut = chunk[k]

@@ -16,12 +16,17 @@ that apply the protocol of kernels_harness.run.protocol. A worker that hangs, cr
 device error is killed and replaced, and the candidate gets `timeout` or `runtime_error`; the pool
 keeps serving. A candidate whose check ran out of memory while other checks shared the GPU is checked
 again alone; one whose worker died loading a shared library is rebuilt alone and run again.
+An exact repeat of a (task, source) pair in one `evaluate` call is checked on its own inputs but timed
+once (PoolConfig.time_duplicates_once);
+compile workers run at a lower priority (PoolConfig.compile_nice), so checks and timing never wait for a core.
 `PoolConfig.legacy()` is the pool before batching: one build per candidate, no disk cache, 2 workers
 per GPU.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
 import os
 import queue
 import shutil
@@ -126,6 +131,9 @@ class HarnessPool:
         self.timing_params = timing_params or {}
         self.torch_compile = torch_compile  # torch2cuda on cuda: also time torch.compile of the module
         self.rules, self.checks, self.arch = rules, checks, arch
+        # the timer's stream join counts the candidate's stream and the legacy one; it is only as good as the
+        # static check that no other stream can be made: without it, every stream is drained in the timed region
+        self._streams_checked = checks and "stream" not in rules.disabled and not rules.allow
         self.max_jobs_per_worker, self.features, self.progress = max_jobs_per_worker, features, progress
         self.fixed_seed = seed
         self.ptxas_resources = ptxas_resources and features  # cpu: registers/smem for the features
@@ -146,7 +154,7 @@ class HarnessPool:
         self.emulation_checks = emulation_checks and self.backend == "cpu" and _asan_available()
         self.asan_memory_mb = (memory_limit_bytes or (8 << 30)) >> 20 if self.emulation_checks else None
         n_compile = compile_workers or cores
-        self.compile_pool = CompilePool(n_compile, self.root, self.backend, compile_timeout_s)
+        self.compile_pool = CompilePool(n_compile, self.root, self.backend, compile_timeout_s, nice=config.compile_nice)
         cache = None
         if config.cache:
             try:
@@ -244,6 +252,8 @@ class HarnessPool:
         pending: dict[Future, list] = {}  # one build may serve several items (the same source twice)
         support: dict[int, dict] = {}
         t_static = {}
+        twins = _duplicates(items) if self.config.time_duplicates_once and self.timing else {}
+        judged = {i: threading.Event() for i in set(twins.values())}  # set when a first copy's result is in
         for i, (task, source) in enumerate(items):  # the support builds first: every candidate needs them
             t0 = time.perf_counter()
             violations = hacks.check_source(source, self.rules) if self.checks else []
@@ -266,7 +276,10 @@ class HarnessPool:
         running = []
         for fut in as_completed(list(pending)):
             for i in pending[fut]:
-                running.append(runner.submit(self._finish, i, items[i], fut, support[i], t_static[i], results, bar))
+                # a repeat is submitted after its first copy (same build, lower index): waiting cannot deadlock
+                twin = functools.partial(_result_when_set, judged[twins[i]], results, twins[i]) if i in twins else None
+                running.append(runner.submit(self._finish, i, items[i], fut, support[i], t_static[i], results, bar,
+                                             twin, judged.get(i)))
         for r in running:
             r.result()
         runner.shutdown()
@@ -274,7 +287,14 @@ class HarnessPool:
             bar.close()
         return results
 
-    def _finish(self, i, item, fut, sup, t_static, results, bar) -> None:
+    def _finish(self, i, item, fut, sup, t_static, results, bar, twin=None, judged=None) -> None:
+        try:
+            self._finish_one(i, item, fut, sup, t_static, results, bar, twin)
+        finally:
+            if judged is not None:  # its copies may now take its times
+                judged.set()
+
+    def _finish_one(self, i, item, fut, sup, t_static, results, bar, twin) -> None:
         task, source = item
         build = self._built(fut)
         seconds = {"static": t_static, "compile": build.get("seconds", 0.0)}
@@ -285,7 +305,7 @@ class HarnessPool:
                 results[i] = failed_before_run(task, self.backend, "compile_error", compile_log=build["log"],
                                                seconds=seconds)
             else:
-                results[i] = self._judge(task, source, build, sup, seconds)
+                results[i] = self._judge(task, source, build, sup, seconds, twin)
         except Exception as e:  # a harness bug must not cost the caller the other results
             results[i] = EvalResult(task_id=task.id, backend=self.backend, status="runtime_error",
                                     compiled=bool(build["ok"]), compile_log=build.get("log", ""),
@@ -294,10 +314,24 @@ class HarnessPool:
         if bar:
             bar.update(1)
 
-    def _judge(self, task: Task, source: str, build: dict, sup: dict, seconds: dict) -> EvalResult:
-        """Runs the candidate; retries it alone where a shared library or a shared device may be to blame."""
-        with self._gate.shared():
-            res, lost = self._execute(task, source, build, sup, seconds)
+    def _judge(self, task: Task, source: str, build: dict, sup: dict, seconds: dict, twin=None) -> EvalResult:
+        """Runs the candidate; retries it alone where a shared library or a shared device may be to blame.
+        `twin`: () -> the EvalResult of the first copy of the same (task, source), whose times it takes."""
+        res = lost = None
+        if twin is not None:  # checked on its own inputs, untimed; then (outside the gate) the first's times
+            raw: dict = {}
+            with self._gate.shared():
+                res, lost = self._execute(task, source, build, sup, dict(seconds), raw=raw)
+            if lost is None and res.status == "ok":
+                first = twin()
+                res = None
+                if _take_times(raw["out"], first):
+                    raw["seconds"]["timed_once"] = 1.0
+                    return assemble(task, source, self.backend, build, raw["out"], raw["seed"], raw["seconds"],
+                                    self.features)
+        if res is None:  # (a repeat whose first copy had no times to give is timed itself)
+            with self._gate.shared():
+                res, lost = self._execute(task, source, build, sup, seconds)
         if (lost is not None and lost.stage == "loading the solution" and build.get("batch_size", 1) > 1
                 and self.config.reload_retry):
             alone = self._built(self.builds.rebuild_alone("solution", source, task.entry))
@@ -314,8 +348,9 @@ class HarnessPool:
             res.seconds["rechecked_alone"] = 1.0
         return res
 
-    def _execute(self, task: Task, source: str, build: dict, sup: dict, seconds: dict):
-        """(EvalResult, WorkerLost or None)."""
+    def _execute(self, task: Task, source: str, build: dict, sup: dict, seconds: dict, raw: dict | None = None):
+        """(EvalResult, WorkerLost or None). With `raw` (a dict): checked but not timed, and `raw` gets the
+        protocol's output, the seed and the seconds (for _judge to add a first copy's times)."""
         paths, symbols = {}, {"solution": build.get("symbol")}
         for k in ("c_reference", "oracle", "baseline"):
             b = self._built(sup[k]) if sup.get(k) is not None else None
@@ -337,9 +372,11 @@ class HarnessPool:
                 out = {"status": "runtime_error", "error": "no execution worker could be started",
                        "configs": [], "launches": []}
                 return assemble(task, source, self.backend, build, out, seed, seconds, False), None
-        if self.timing:
+        if self.timing:  # a repeat (`raw`) is checked under the GPU lock like any job, but not timed
+            params = dict(self.timing_params) if self._streams_checked else {**self.timing_params, "join": "device"}
             job["timing"] = {"lock": os.path.join(self.root, f"gpu{worker.device}.lock"),
-                             "params": self.timing_params, "torch_compile": self.torch_compile}
+                             "params": params, "torch_compile": self.torch_compile,
+                             "check_only": raw is not None}
         t0 = time.perf_counter()
         out = {"status": "runtime_error", "error": "harness error: the job was not run", "configs": [],
                "launches": [], "sticky": True}
@@ -357,6 +394,8 @@ class HarnessPool:
                 worker = self._replace(device)
                 worker = device if worker is None else worker
             self._free.put(worker)
+        if raw is not None:
+            raw.update(out=out, seed=seed, seconds=dict(seconds))
         return assemble(task, source, self.backend, build, out, seed, dict(seconds), self.features), lost
 
     def _replace(self, device: int) -> ExecWorker | None:
@@ -366,6 +405,41 @@ class HarnessPool:
             except HarnessSetupError:
                 time.sleep(1.0)
         return None
+
+
+def _result_when_set(event: threading.Event, results: list, i: int) -> EvalResult | None:
+    event.wait()
+    return results[i]
+
+
+def _take_times(out: dict, first: EvalResult | None) -> bool:
+    """Copies the first copy's times into a repeat's (untimed) protocol result; False if it has none to give
+    (it was not `ok`, or not timed on the same configs)."""
+    if first is None or first.status != "ok":
+        return False
+    times = {c.index: c for c in first.configs if c.time_ms is not None}
+    ran = [c for c in out["configs"] if c.get("correct")]
+    if not ran or any(c["index"] not in times for c in ran):
+        return False
+    for c in ran:
+        t = times[c["index"]]
+        c.update(time_ms=t.time_ms, time_iqr_ms=t.time_iqr_ms, baseline_ms=t.baseline_ms,
+                 compile_baseline_ms=t.compile_baseline_ms, reps=t.reps)
+    out.setdefault("seconds", {})["time"] = 0.0
+    return True
+
+
+def _duplicates(items: list) -> dict[int, int]:
+    """{i: the first index j < i with the same task and source} for the exact repeats in `items`."""
+    first: dict[tuple, int] = {}
+    out = {}
+    for i, (task, source) in enumerate(items):
+        key = (json.dumps(task.to_dict(), sort_keys=True, default=str), source)
+        if key in first:
+            out[i] = first[key]
+        else:
+            first[key] = i
+    return out
 
 
 def _lost_configs(task: Task, plan: list, lost: WorkerLost) -> list:

@@ -20,6 +20,11 @@ class PoolConfig:
       library, not the candidate: the candidate is rebuilt alone and run again.
     sandbox: execution workers run candidates under kernels_harness.run.sandbox (Landlock file and network
       rules, seccomp against processes and sockets, on cpu a candidate thread that may not write files).
+    time_duplicates_once: within one `evaluate` call, an exact repeat of a (task, source) pair (common in
+      RL groups; built once in any case) is checked on its own fresh inputs, but not timed again: when it
+      and the first copy are both `ok`, it takes the first copy's times (seconds["timed_once"] = 1).
+    compile_nice: niceness added to the compile workers (and their compilers), so that the execution
+      workers' timing and checks get a core at once while every other core compiles (0: off).
     """
     batch_size: int = 16
     cache: bool = True
@@ -29,6 +34,8 @@ class PoolConfig:
     oom_recheck: bool = True
     reload_retry: bool = True
     sandbox: bool = True
+    time_duplicates_once: bool = True
+    compile_nice: int = 10
 
     def __post_init__(self):
         if not 1 <= self.batch_size <= 256:
@@ -37,11 +44,14 @@ class PoolConfig:
             raise ValueError("PoolConfig.cache_max_bytes must be at least 1 MiB (or set cache=False)")
         if not 1 <= self.workers_per_gpu <= 64:
             raise ValueError(f"PoolConfig.workers_per_gpu must be between 1 and 64, not {self.workers_per_gpu}")
+        if not 0 <= self.compile_nice <= 19:
+            raise ValueError(f"PoolConfig.compile_nice must be between 0 and 19, not {self.compile_nice}")
 
     @classmethod
     def legacy(cls) -> PoolConfig:
         """The pool as it was before batching: one build per candidate, no disk cache, 2 workers a GPU."""
-        return cls(batch_size=1, cache=False, workers_per_gpu=2, oom_recheck=False, reload_retry=False)
+        return cls(batch_size=1, cache=False, workers_per_gpu=2, oom_recheck=False, reload_retry=False,
+                   time_duplicates_once=False, compile_nice=0)
 
 
 class SharedGate:

@@ -7,10 +7,13 @@ outputs are poisoned (a different pattern each trial); the entry is called on th
 then: the return code, device errors, writes outside the arrays (`wrong`, naming the array and the
 offset), `in` arrays unchanged, and every output against the reference with the task's tolerance for
 its dtype at the reference's scale (arrays.compare, on the device). The first failing config stops the
-run; later configs are marked skipped. Correct configs are timed on cuda; after timing the guard zones
-are checked again (a kernel that writes out of bounds only when called repeatedly) and a median time
-below the task's roofline floor (features.roofline.below_floor) is a `hack`. The launches recorded
-are those of every config that ran (trial 0 of each), each once.
+run; later configs are marked skipped. A C reference's host work (inputs, outputs) is done before the trial
+takes its share of the GPU lock. When every config is correct, they are timed on cuda, all in one
+exclusive turn of the GPU lock (each config's last-trial arrays are kept until then; a candidate that
+fails a config is not timed); after timing the guard zones are checked again (a kernel that writes
+out of bounds only when called repeatedly) and a median time below the task's roofline floor
+(features.roofline.below_floor) is a `hack`. The launches recorded are those of every config that ran
+(trial 0 of each), each once.
 
 `evaluate_job(ctx, job) -> dict` returns plain data: {"status", "error", "configs": [ConfigResult
 dict], "launches", "sticky", "setup_error", "seconds"}.
@@ -129,8 +132,18 @@ def check_guards(task: Task, bufs: dict, stage: str) -> None:
             raise Failure("wrong", f"{stage}: " + arrays.describe_out_of_bounds(a.name, off, bufs[a.name].n))
 
 
-def _reference(ctx: Context, task: Task, job: dict, index: int, kind: str, seed: int):
-    """(inputs, expected outputs, scalars) as backend arrays for one trial."""
+def _host_reference(ctx: Context, task: Task, job: dict, index: int, seed: int):
+    """(host inputs, C reference outputs, scalars) of one trial: host work only, done before the trial
+    takes its share of the GPU lock (a timer waiting for the lock does not wait for the C reference)."""
+    config = task.configs[index]
+    scal = scalars(task, config)
+    host = host_inputs(task, config, seed)
+    ctx.progress(f"C reference, config {index}")
+    return host, c_reference_outputs(job["c_reference"], task, config, host, scal), scal
+
+
+def _reference(ctx: Context, task: Task, job: dict, index: int, kind: str, seed: int, pre=None):
+    """(inputs, expected outputs, scalars) as backend arrays for one trial; `pre`: its _host_reference."""
     be, xp = ctx.backend, ctx.backend.xp
     config = task.configs[index]
     env = config_env(config)
@@ -141,12 +154,10 @@ def _reference(ctx: Context, task: Task, job: dict, index: int, kind: str, seed:
         conv = {a.name: tensor_to_xp(vals[a.name], xp, a.dtype, task.shape(a, env)) for a in task.arrays}
         return ({a.name: conv[a.name] for a in task.arrays if a.role in ("in", "inout")},
                 {a.name: conv[a.name] for a in task.outputs}, scal)
-    scal = scalars(task, config)
     if kind == "c":
-        host = host_inputs(task, config, seed)
-        ctx.progress(f"C reference, config {index}")
-        ref = c_reference_outputs(job["c_reference"], task, config, host, scal)
+        host, ref, scal = pre if pre is not None else _host_reference(ctx, task, job, index, seed)
         return ({k: be.to_device(v) for k, v in host.items()}, {k: be.to_device(v) for k, v in ref.items()}, scal)
+    scal = scalars(task, config)
     inputs = device_inputs(task, config, seed, xp) if be.name == "cuda" else host_inputs(task, config, seed)
     lib, fn = ctx.entry(job["oracle"], task, (job.get("symbols") or {}).get("oracle"))
     try:
@@ -236,6 +247,7 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
     except (LookupError, OSError, RuntimeError) as e:
         out.update(status="runtime_error", error=(str(e).splitlines() or ["cannot load the solution"])[0][:300])
         return out
+    to_time = []  # (ConfigResult, args, inputs, scalars, env, bufs) of the correct configs, timed at the end
     for p in job["plan"]:
         index = p["index"]
         config = task.configs[index]
@@ -246,12 +258,16 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
             continue
         env = config_env(config)
         try:
+            pre = [None] * job["trials"]
+            if p["reference"] == "c" and task.track != "torch2cuda" and lock:  # host work outside the lock
+                pre = [_host_reference(ctx, task, job, index, trial_seed(job["seed"], index, trial))
+                       for trial in range(job["trials"])]
             with gpu_lock(lock, shared=True, progress=ctx.progress):  # never while another worker times
                 if p["reference"] == "oracle":
                     _verify_oracle(ctx, task, job, trial_seed(job["seed"], index, 99))
                 for trial in range(job["trials"]):
                     seed = trial_seed(job["seed"], index, trial)
-                    inputs, ref, scal = _reference(ctx, task, job, index, p["reference"], seed)
+                    inputs, ref, scal = _reference(ctx, task, job, index, p["reference"], seed, pre[trial])
                     stage = f"config {index} ({_describe(config)}), trial {trial}"
                     bufs, args = _launch(ctx, lib, fn, task, env, inputs, scal, trial, stage)
                     if trial == 0:  # the launches of every config that ran, each distinct one once
@@ -266,20 +282,28 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
             cr.correct, cr.error, failed = False, str(e), e
             out["setup_error"] = str(e)
             continue
-        if be.can_time and job.get("timing") and ctx.timer is not None:
-            t0 = time.perf_counter()
-            try:
-                _time_config(ctx, task, job, cr, fn, args, inputs, scal, env)
-                check_guards(task, bufs, f"config {index} ({_describe(config)}), timing")
-                _check_floor(ctx, task, cr, env)
-            except Failure as f:  # a failure that shows only under repetition
-                cr.correct, cr.error, failed = False, f.message, f
-                out["sticky"] = out["sticky"] or f.sticky
-            except Exception as e:  # the measurement itself failed: keep the verdict, drop the time
-                cr.error = f"timing failed: {type(e).__name__}: {e}"[:300]
-                out["sticky"] = True
-            out["seconds"]["time"] += time.perf_counter() - t0
+        if be.can_time and job.get("timing") and not job["timing"].get("check_only") and ctx.timer is not None:
+            to_time.append((cr, args, inputs, scal, env, bufs))  # its arrays stay alive until timed
+        ref = None  # the expected outputs are not needed for timing
+    if to_time and failed is None:  # every config is correct: time them all in one turn of the GPU lock
+        t0 = time.perf_counter()
+        with gpu_lock(lock, progress=ctx.progress):
+            for cr, args, inputs, scal, env, bufs in to_time:
+                try:
+                    _time_config(ctx, task, job, cr, fn, args, inputs, scal, env, lock_path=None)
+                    check_guards(task, bufs, f"config {cr.index} ({_describe(cr.config)}), timing")
+                    _check_floor(ctx, task, cr, env)
+                except Failure as f:  # a failure that shows only under repetition
+                    cr.correct, cr.error, failed = False, f.message, f
+                    out["sticky"] = out["sticky"] or f.sticky
+                    break
+                except Exception as e:  # the measurement itself failed: keep the verdict, drop the time
+                    cr.error = f"timing failed: {type(e).__name__}: {e}"[:300]
+                    out["sticky"] = True
+        out["seconds"]["time"] += time.perf_counter() - t0
+    del to_time
     out["seconds"]["run"] = time.perf_counter() - t_start - out["seconds"]["time"]
+    out["seconds"].update(job.pop("_timing_seconds", {}))
     if out["setup_error"]:
         out.update(status="runtime_error", error="harness setup: " + out["setup_error"])
     elif isinstance(failed, Failure):
@@ -288,8 +312,9 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
     return out
 
 
-def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env) -> None:
-    """Times the candidate and the baseline interleaved on the config's last trial inputs."""
+def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env, lock_path: str | None = None) -> None:
+    """Times the candidate and the baseline interleaved on the config's last trial inputs (`lock_path`:
+    the GPU lock to take, None when the caller holds it)."""
     be = ctx.backend
     calls = [lambda: be.call(fn, args)]
     keep_alive = None  # the baseline's arrays must outlive the measurement (args hold raw pointers)
@@ -302,10 +327,13 @@ def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env) -> None:
         if job["timing"].get("torch_compile"):
             calls.append(_torch_eager_call(task, job, env, be, compiled=True))
     ctx.progress(f"timing config {cr.index}")
-    stats = ctx.timer.measure(calls, lock_path=job["timing"].get("lock"), progress=ctx.progress,
+    stats = ctx.timer.measure(calls, lock_path=lock_path, progress=ctx.progress,
                               **job["timing"].get("params", {}))
     del keep_alive
     cr.time_ms, cr.time_iqr_ms, cr.reps = stats[0]["median_ms"], stats[0]["iqr_ms"], stats[0]["reps"]
+    secs = job.setdefault("_timing_seconds", {})  # diagnostics: how each config's time was taken
+    secs["timed_joined"] = secs.get("timed_joined", 0.0) + float(stats[0].get("join") == "stream")
+    secs["sync_gap_ms"] = max(secs.get("sync_gap_ms", 0.0), float(stats[0].get("sync_gap_ms") or 0.0))
     if len(stats) > 1:
         cr.baseline_ms = stats[1]["median_ms"]
     if len(stats) > 2:

@@ -104,7 +104,7 @@ def _compile_loop(conn) -> int:
     """("build", args of compile.build) -> ("result", build dict);
     ("build_batch", args of compile.build_batch) -> ("result", {"built", "alone", "seconds"})."""
     from kernels_harness.run.compile import build, build_batch
-    conn.send(("ready", {"pid": os.getpid(), "role": "compile"}))
+    conn.send(("ready", {"pid": os.getpid(), "role": "compile", "nice": os.nice(0)}))
     while True:
         try:
             msg = conn.recv()
@@ -148,6 +148,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sandbox", action="store_true", help="install kernels_harness.run.sandbox before jobs")
     ap.add_argument("--readable", default="[]", help="JSON list of extra readable directories (the builds)")
     ap.add_argument("--allow-processes", action="store_true", help="the sandbox lets jobs start processes")
+    ap.add_argument("--nice", type=int, default=0, help="added to this process's niceness (compile workers)")
     args = ap.parse_args(argv)
     conn = Connection(args.fd)
     _exit_with_parent()
@@ -155,6 +156,11 @@ def main(argv=None) -> int:
     from kernels_harness.run import limits as limits_lib
     limits_lib.apply_limits(limits_lib.Limits(**json.loads(args.limits)))
     limits_lib.become_subreaper()
+    if args.nice:
+        try:
+            os.nice(args.nice)
+        except OSError:  # not permitted here: the same builds, at the usual priority
+            pass
     if args.role == "compile":
         return _compile_loop(conn)
     try:

@@ -48,8 +48,9 @@ class ExecWorker:
     def __init__(self, backend: str, device: int, root: str, limits: limits_lib.Limits,
                  startup_timeout_s: float = 180.0, use_numba: bool = True, role: str = "exec",
                  asan_memory_mb: int | None = None, sandbox: bool = False, readable: tuple = (),
-                 allow_processes: bool = False):
+                 allow_processes: bool = False, nice: int = 0):
         self.backend, self.device, self.root, self.limits, self.role = backend, device, root, limits, role
+        self.nice = nice  # added to the worker's niceness (compile workers: below the execution workers)
         self.asan_memory_mb = asan_memory_mb  # cpu backend with checks: preload ASan, cap its allocations
         self.startup_timeout_s, self.use_numba = startup_timeout_s, use_numba
         # kernels_harness.run.sandbox in the worker; readable: the build directories its candidates load from
@@ -84,6 +85,8 @@ class ExecWorker:
             cmd.append("--no-numba")
         if self.role != "exec":
             cmd += ["--role", self.role]
+        if self.nice:
+            cmd += ["--nice", str(self.nice)]
         elif self.sandbox:
             cmd += ["--sandbox", "--readable", json.dumps(list(self.readable))]
             if self.allow_processes:
@@ -199,10 +202,12 @@ class CompilePool:
     """`n` compile worker processes behind a thread pool: `submit(*build_args) -> Future[build dict]`.
 
     A compile worker that dies or exceeds `timeout_s` (plus a margin) is replaced; the build fails.
+    `nice`: added to the compile workers' niceness (their compilers inherit it).
     """
 
-    def __init__(self, n: int, root: str, backend: str, timeout_s: float, limits: limits_lib.Limits | None = None):
-        self.root, self.backend, self.timeout_s = root, backend, timeout_s
+    def __init__(self, n: int, root: str, backend: str, timeout_s: float, limits: limits_lib.Limits | None = None,
+                 nice: int = 0):
+        self.root, self.backend, self.timeout_s, self.nice = root, backend, timeout_s, nice
         self.limits = limits or limits_lib.Limits(cpu_seconds=None, file_size_bytes=1 << 30)
         self.free: queue.Queue = queue.Queue()
         for _ in range(n):
@@ -210,7 +215,7 @@ class CompilePool:
         self.threads = ThreadPoolExecutor(n)
 
     def _worker(self) -> ExecWorker:
-        return ExecWorker(self.backend, 0, self.root, self.limits, role="compile").start()
+        return ExecWorker(self.backend, 0, self.root, self.limits, role="compile", nice=self.nice).start()
 
     def _build(self, args: tuple, op: str = "build") -> dict:
         w = self.free.get()

@@ -120,3 +120,60 @@ def test_cache_is_atomic_and_bounded(tmp_path):
     assert cache.get("f" * 64, tmp_path) is None
     with pytest.raises(ValueError):
         PoolConfig(batch_size=0)
+
+
+def test_duplicates_are_built_once_checked_each_and_timed_once(tmp_path):
+    """An RL group repeats samples: each distinct source is built once; every copy is checked on its own
+    inputs (its own seed) and gets its own verdict, a broken one its own compile log; a repeat waits for its
+    first copy's times (taken in the next test; here there are none, so it is run again)."""
+    good, wrong = member("1.0f"), member("2.0f")
+    items = [(TASK, good), (TASK, BROKEN), (TASK, good), (TASK, wrong), (TASK, BROKEN), (TASK, good)]
+    with _pool(tmp_path, sandbox=False) as pool:  # (the sandbox keeps cpu workers from the GPU lock file)
+        pool.timing = True  # the cpu backend times nothing; this runs the repeat path (untimed job, then times)
+        res = pool.evaluate(items)
+        stats = dict(pool.builds.stats)
+        worker = pool._free.get()
+        jobs = worker.jobs
+        pool._free.put(worker)
+    assert [r.status for r in res] == ["ok", "compile_error", "ok", "wrong", "compile_error", "ok"]
+    # the cpu backend measured no time, so the repeats had none to take: each was run again, timed (the
+    # fallback); good three times on its own inputs, wrong once, each repeat once more; broken: no worker
+    assert jobs == 6
+    assert stats["batches"] == 1 and stats["batched_members"] == 3 and stats["batch_rejects"] == 1
+    assert len({res[0].seed, res[2].seed, res[5].seed}) == 3
+    assert [r.seconds.get("timed_once") for r in res] == [None] * 6
+    assert res[4].compile_log == res[1].compile_log and "undeclared_thing" in res[4].compile_log
+
+
+def test_a_repeat_takes_the_first_copys_times_only_when_both_are_ok():
+    from kernels_harness.result import ConfigResult, EvalResult
+    from kernels_harness.run.pool import _duplicates, _take_times
+    timed = [ConfigResult(index=0, config={}, correct=True, time_ms=0.5, time_iqr_ms=0.01, baseline_ms=1.0, reps=40),
+             ConfigResult(index=1, config={}, correct=True, time_ms=2.0, time_iqr_ms=0.02, baseline_ms=3.0, reps=12)]
+    first = EvalResult(task_id="saxpy", backend="cuda", status="ok", configs=timed)
+    out = {"status": "ok", "configs": [{"index": 0, "correct": True, "time_ms": None},
+                                       {"index": 1, "correct": True, "time_ms": None}], "seconds": {"time": 0.0}}
+    assert _take_times(out, first)
+    assert [(c["time_ms"], c["baseline_ms"], c["reps"]) for c in out["configs"]] == [(0.5, 1.0, 40), (2.0, 3.0, 12)]
+    assert not _take_times(out, EvalResult(task_id="saxpy", backend="cuda", status="hack", configs=timed))
+    untimed = {"status": "ok", "configs": [{"index": 2, "correct": True, "time_ms": None}]}
+    assert not _take_times(untimed, first)  # a config the first copy did not time: time it again
+    other = Task.from_dict({**TASK.to_dict(), "id": "saxpy2"})
+    assert _duplicates([(TASK, "a"), (TASK, "b"), (TASK, "a"), (other, "a"), (TASK, "a")]) == {2: 0, 4: 0}
+
+
+def test_compile_workers_run_below_the_execution_workers(tmp_path):
+    import os
+
+    from kernels_harness.run.workers import CompilePool
+    base = os.nice(0)
+    pool = CompilePool(1, str(tmp_path), "cpu", 60.0, nice=7)
+    try:
+        rec = pool.submit("c_reference", "cpu", "int f(int x) { return x + 1; }\n", str(tmp_path / "f.so")).result()
+        w = pool.free.get()
+        assert rec["ok"] and w.info["nice"] == min(19, base + 7)
+        pool.free.put(w)
+    finally:
+        pool.close()
+    with pytest.raises(ValueError, match="compile_nice"):
+        PoolConfig(compile_nice=25)

@@ -42,6 +42,17 @@ def test_work_on_another_stream_is_counted():
     assert res.status == "ok", res.error
     big = res.configs[2]
     assert big.time_ms > 5 * big.baseline_ms  # the side-stream kernel's time is in the measurement
+    assert res.seconds["timed_joined"] == 0  # every config fell back to the device-wide times
+
+
+@pytest.mark.gpu
+def test_a_kernel_on_its_stream_is_timed_without_the_host_round_trip():
+    from kernels_harness.run import HarnessPool
+    with HarnessPool("cuda", workers=1, features=False) as pool:
+        res = pool.evaluate([(TASK, src("good_naive"))])[0]
+    assert res.status == "ok", res.error
+    assert res.seconds["timed_joined"] == 3  # all three configs: the stream-joined times
+    assert 0 <= res.seconds["sync_gap_ms"] < 0.05  # what the old timer added: the host's wake-up
 
 
 @pytest.mark.gpu

@@ -1,0 +1,146 @@
+"""Timer's stream join on a simulated device (no GPU): the joined times are reported for a kernel on the
+candidate's stream, the device-synchronised ones when work ran on another stream, and join="device"
+keeps the old protocol."""
+import random
+import types
+
+import pytest
+
+from kernels_harness.run.timing import Timer
+
+WAKE = (0.004, 0.030)  # the host's wake-up after deviceSynchronize + the next record, ms: load-dependent
+
+
+class _Device:
+    """A clock in ms; the harness stream, the legacy stream and one side stream, each done at some time."""
+
+    def __init__(self, seed=0):
+        self.now, self.stream_done, self.legacy_done, self.side_done = 0.0, 0.0, 0.0, 0.0
+        self.rng = random.Random(seed)
+
+
+def _fake_cp(dev: _Device):
+    class Event:
+        def __init__(self, disable_timing=False):
+            self.t = None
+            self.ptr = id(self)
+
+        def record(self, stream):  # on the harness stream: after its queued work
+            self.t = dev.stream_done = max(dev.stream_done, dev.now)
+
+        def synchronize(self):
+            dev.now = max(dev.now, self.t)
+
+    events = {}
+
+    def stream_wait_event(stream, ptr, flags):
+        assert stream == 1  # cudaStreamLegacy
+        dev.legacy_done = max(dev.legacy_done, events[ptr].t)
+
+    def event_record(ptr, stream):
+        assert stream == 1
+        events[ptr].t = dev.legacy_done = max(dev.legacy_done, dev.now)
+
+    def device_synchronize():
+        dev.now = max(dev.now, dev.stream_done, dev.legacy_done, dev.side_done) + dev.rng.uniform(*WAKE)
+
+    def make_event(disable_timing=False):
+        e = Event(disable_timing)
+        events[e.ptr] = e
+        return e
+
+    runtime = types.SimpleNamespace(streamWaitEvent=stream_wait_event, eventRecord=event_record,
+                                    deviceSynchronize=device_synchronize)
+    cuda = types.SimpleNamespace(Event=make_event, runtime=runtime, get_elapsed_time=lambda a, b: b.t - a.t)
+    return types.SimpleNamespace(cuda=cuda)
+
+
+def _timer(dev, join="auto"):
+    def flush():
+        dev.stream_done = max(dev.stream_done, dev.now) + 0.04  # ~40 us of L2 flush on the stream
+    be = types.SimpleNamespace(cp=_fake_cp(dev), stream="harness")
+    return Timer(be, flush, join=join)
+
+
+def _on_stream(dev, ms):
+    def call():
+        dev.stream_done = max(dev.stream_done, dev.now) + ms
+        return 0
+    return call
+
+
+def _on_legacy(dev, ms):  # `k<<<g, b>>>` without the stream argument
+    def call():
+        dev.legacy_done = max(dev.legacy_done, dev.now) + ms
+        return 0
+    return call
+
+
+def _on_side_stream(dev, ms):  # a stream of its own, started at once
+    def call():
+        dev.side_done = max(dev.side_done, dev.now) + ms
+        return 0
+    return call
+
+
+def test_joined_times_drop_the_host_wake_up():
+    dev = _Device()
+    timer = _timer(dev)
+    res = timer.measure([_on_stream(dev, 0.030), _on_legacy(dev, 0.050)], min_reps=20, budget_s=1.0)
+    assert timer.gap_limit_ms is not None and 0.02 < timer.gap_limit_ms < 0.15
+    assert [r["join"] for r in res] == ["stream", "stream"]
+    assert res[0]["median_ms"] == pytest.approx(0.030, abs=1e-9)  # exactly the kernel: no host jitter in it
+    assert res[0]["iqr_ms"] == pytest.approx(0.0, abs=1e-9)
+    assert res[1]["median_ms"] == pytest.approx(0.050, abs=1e-9)
+    dev = _Device()
+    old = _timer(dev, join="device").measure([_on_stream(dev, 0.030)], min_reps=20, budget_s=1.0)[0]
+    assert old["join"] == "device" and old["median_ms"] > 0.030 + WAKE[0]  # the wake-up is in the old times
+
+
+def test_work_on_another_stream_falls_back_to_the_device_wide_time():
+    dev = _Device()
+    timer = _timer(dev)
+    res = timer.measure([_on_side_stream(dev, 1.0)], min_reps=20, budget_s=1.0)[0]
+    assert res["join"] == "device"
+    # the side work started with the call, while the stream still flushed L2 (40 us before `start`)
+    assert res["median_ms"] >= 1.0 - 0.04 and res["sync_gap_ms"] > timer.gap_limit_ms
+
+
+def _jittery(dev, ms, jitter):
+    def call():
+        dev.stream_done = max(dev.stream_done, dev.now) + ms + dev.rng.uniform(0, jitter)
+        return 0
+    return call
+
+
+def test_a_few_microsecond_kernel_stops_at_the_event_resolution_not_the_budget():
+    dev = _Device()
+    timer = _timer(dev)
+    # 3 us with 0.4 us of jitter: its IQR (~0.2 us) is >2% of the median but under the 0.5 us resolution
+    fast = timer.measure([_jittery(dev, 0.003, 0.0004)], min_reps=10, max_reps=300, budget_s=10.0)[0]
+    assert fast["reps"] == 10 and 0.003 <= fast["median_ms"] <= 0.0034
+    strict = timer.measure([_jittery(dev, 0.003, 0.0004)], min_reps=10, max_reps=300, budget_s=10.0,
+                           min_iqr_ms=0.0)[0]
+    assert strict["reps"] == 300  # the relative target alone: never met, the budget or max_reps ends it
+    # a 50 us kernel with 3 us of jitter is held to 2% of its median, above the floor: more repetitions
+    slow = timer.measure([_jittery(dev, 0.050, 0.003)], min_reps=10, max_reps=300, budget_s=10.0)[0]
+    assert slow["reps"] > 10
+
+
+def test_join_mode_is_checked():
+    with pytest.raises(ValueError, match="join"):
+        _timer(_Device(), join="stream")
+    with pytest.raises(ValueError, match="join"):
+        _timer(_Device()).measure([lambda: 0], join="none")
+
+
+def test_the_pool_joins_streams_only_where_stream_creation_is_rejected():
+    from kernels_harness import hacks
+    from kernels_harness.run import HarnessPool
+    kw = {"workers": 1, "compile_workers": 1, "features": False}
+    with HarnessPool("cpu", **kw) as pool:
+        assert pool._streams_checked
+    for extra in ({"checks": False}, {"rules": hacks.Rules.make(disabled=["stream"])},
+                  {"rules": hacks.Rules.make(allow=["cudaStreamCreate"])}):
+        with HarnessPool("cpu", **kw, **extra) as pool:  # every stream drained in the timed region
+            assert not pool._streams_checked
