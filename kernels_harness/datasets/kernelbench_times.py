@@ -35,6 +35,7 @@ from kernels_harness.datasets import times as times_lib
 from kernels_harness.run.gpu_share import MemoryLedger, WorkQueue, append_jsonl
 
 RESULTS = "results.jsonl"
+RECHECK = "recheck:"    # queue ids of seeded tasks timed again, into recheck.jsonl (not the store)
 MAX_RESTARTS = 8        # worker processes restarted after a crash (a sticky CUDA error ends one)
 
 
@@ -102,6 +103,8 @@ def worker(args) -> int:
     tag = f"[worker {os.getpid()}{' alone' if args.alone else ''}]"
     while time.time() < args.deadline and (tid := queue.claim()) is not None:
         t0 = time.time()
+        again = tid.startswith(RECHECK)
+        tid = tid.removeprefix(RECHECK)
         try:
             rec = m.measure_task(tasks[tid])
         except kbm.OutOfTime:
@@ -113,7 +116,7 @@ def worker(args) -> int:
             continue
         rec["wall_s"] = round(time.time() - t0, 2)
         rec["run"] = args.run
-        append_jsonl(out / RESULTS, rec)
+        append_jsonl(out / ("recheck.jsonl" if again else RESULTS), rec)
         print(f"{tag} {tid} {rec['wall_s']} s {'; '.join(rec['errors'])[:200]}", flush=True)
         if args.device == "cuda" and not _device_ok(m.torch):
             print(f"{tag} the CUDA context is broken (sticky error); a fresh worker takes over", flush=True)
@@ -201,7 +204,7 @@ def _crashed(out: Path, queue: WorkQueue, p) -> None:
     """A fatal stub for the task a dead worker had claimed and not finished (so it is not retried)."""
     done = finished(out) | {r["task"] for r in times_lib.iter_results(out / "alone.jsonl")}
     for tid in queue.claimed_by(p.pid):
-        if tid not in done and p.returncode != 3:
+        if tid not in done and p.returncode != 3 and not tid.startswith(RECHECK):
             append_jsonl(out / RESULTS, {"task": tid, "fatal": True,
                                          "errors": [f"the worker process died (exit code {p.returncode})"]})
             print(f"{tid}: the worker died (exit code {p.returncode}); recorded as fatal", flush=True)
@@ -228,10 +231,13 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu_mem_gib", type=float, default=0.0, help="device memory to share (0: 85%% of the GPU)")
     ap.add_argument("--only", default="", help="regular expression: measure only matching task ids")
     ap.add_argument("--limit", type=int, default=0, help="measure at most this many new tasks (0: all)")
+    ap.add_argument("--recheck", type=int, default=0,
+                    help="time this many seeded tasks again (first, beside the others) and compare")
     ap.add_argument("--write_s", type=float, default=25.0, help="seconds kept back for the store and archive")
     ap.add_argument("--inductor_cache", default="/tmp/cudaperf_kb_inductor")
     ap.add_argument("--archive", default="", help="also pack results, provenance and store into this .tgz")
     ap.add_argument("--write_only", action="store_true", help="only write the store from out's results")
+    ap.add_argument("--store", default="", help="where the store goes (default: out/times)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--alone", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--deadline", type=float, default=float("inf"), help=argparse.SUPPRESS)
@@ -244,7 +250,7 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if args.write_only:
         prov = json.loads((out / "provenance.json").read_text()) if (out / "provenance.json").is_file() else {}
-        write_store(out, prov)
+        write_store(out, prov, args.store)
         return 0
     t0 = time.time()
     started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
@@ -263,6 +269,8 @@ def main(argv=None) -> int:
     done = finished(out)
     todo = [t for t in _order(tasks) if t not in done and re.search(args.only or "", t)]
     todo = todo[:args.limit] if args.limit else todo
+    seeded = [r["task"] for r in times_lib.iter_results(out / RESULTS) if "seeded_from" in r and r["task"] in tasks]
+    todo = [RECHECK + t for t in seeded[:args.recheck]] + todo
     print(f"{len(tasks)} problems, {len(done)} already recorded, {len(todo)} to measure with "
           f"{args.workers} workers (deadline in {args.deadline - t0:.0f} s)", flush=True)
     queue = WorkQueue(out / "queue", todo)
@@ -278,12 +286,36 @@ def main(argv=None) -> int:
                            "warmup": args.warmup, "target_rel_iqr": 0.02},
                 "sharing": "timed regions exclusive under the GPU lock; other device work shared; compiles "
                            "(CPU) in parallel", "phases": phases, "left_for_alone": alone}
+    protocol["recheck"] = recheck(out)
     prov = provenance(argv, started, time.time() - t0, protocol, earlier, args.device)
     (out / "provenance.json").write_text(json.dumps(prov, indent=1))
-    write_store(out, prov)
+    write_store(out, prov, args.store)
     if args.archive:
         pack(out, Path(args.archive))
     return 0
+
+
+def recheck(out: Path) -> dict:
+    """Times of seeded tasks measured again in this run against their seeded values: ratio new / old."""
+    old = {r["task"]: r for r in times_lib.iter_results(out / RESULTS) if "time_ms" in r}
+    ratios = {"torch_eager": [], "torch_compile": []}
+    for r in times_lib.iter_results(out / "recheck.jsonl"):
+        if r["task"] not in old:
+            continue
+        for row_new, row_old in zip(r["time_ms"], old[r["task"]]["time_ms"]):
+            for k, impl in enumerate(ratios):
+                if row_new[k] and row_old[k]:
+                    ratios[impl].append(row_new[k] / row_old[k])
+    summary = {}
+    for impl, xs in ratios.items():
+        if xs:
+            import numpy as np
+            q = np.percentile(xs, [10, 50, 90])
+            summary[impl] = {"pairs": len(xs), "p10": round(float(q[0]), 3), "median": round(float(q[1]), 3),
+                             "p90": round(float(q[2]), 3)}
+    if summary:
+        print(f"recheck of seeded tasks (new / seeded time): {json.dumps(summary)}", flush=True)
+    return summary
 
 
 def provenance(argv, started: str, seconds: float, protocol: dict, earlier: list, device: str) -> dict:
@@ -308,8 +340,9 @@ def provenance(argv, started: str, seconds: float, protocol: dict, earlier: list
     return prov
 
 
-def write_store(out: Path, prov: dict) -> None:
-    """Merges the results into out/times (the store; needs tensorstore) and prints a summary."""
+def write_store(out: Path, prov: dict, store: str = "") -> None:
+    """Merges the results into the store (default out/times; needs tensorstore) and prints a summary."""
+    store = Path(store) if store else out / "times"
     recs = {}
     for p in result_files(out):
         for r in times_lib.iter_results(p):
@@ -322,8 +355,8 @@ def write_store(out: Path, prov: dict) -> None:
     where = "no store written (no records)"
     if records:
         try:
-            times_lib.write_store(records, out / "times", prov)
-            where = f"store {out / 'times'}"
+            times_lib.write_store(records, store, prov)
+            where = f"store {store}"
         except ImportError:
             where = (f"tensorstore is not installed here: write the store elsewhere with "
                      f"`python -m kernels_harness.datasets.kernelbench_times --write_only --out {out}`")
@@ -335,7 +368,7 @@ def pack(out: Path, archive: Path) -> None:
     """results*.jsonl, alone.jsonl, provenance.json and times/ of out as one .tgz (for an 8-file $OUT)."""
     archive.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(archive, "w:gz") as tar:
-        for p in [*result_files(out), out / "alone.jsonl", out / "provenance.json", out / "times"]:
+        for p in [*result_files(out), out / "alone.jsonl", out / "recheck.jsonl", out / "provenance.json", out / "times"]:
             if p.exists():
                 tar.add(p, arcname=p.name)
     print(f"archive {archive} ({archive.stat().st_size / 2**20:.1f} MiB)", flush=True)

@@ -64,7 +64,7 @@ def test_cpu_run_times_compiles_survives_crashes_and_memory_and_resumes(tmp_path
     (earlier / "provenance.json").write_text(json.dumps({"gpu": "NVIDIA H200", "problems": 1}))
     out = tmp_path / "out"
     rc = kbt.main(["--tasks", str(tasks), "--out", str(out), "--device", "cpu", "--workers", "2",
-                   "--resume_from", str(earlier), "--max_seconds", "300", "--budget_s", "0.02",
+                   "--resume_from", str(earlier), "--recheck", "1", "--max_seconds", "300", "--budget_s", "0.02",
                    "--inductor_cache", str(tmp_path / "inductor"), "--archive", str(tmp_path / "o" / "kb.tgz")])
     assert rc == 0
     recs = _records(out)
@@ -77,10 +77,14 @@ def test_cpu_run_times_compiles_survives_crashes_and_memory_and_resumes(tmp_path
     assert oom["time_ms"][0] == [None, None] and "out of memory" in oom["errors"][0]
     assert [r["task"] for r in times_lib.iter_results(out / "alone.jsonl")] == ["level1_3_oom"]
     assert recs["level1_4_seeded"]["seeded_from"] == str(earlier)
+    again = list(times_lib.iter_results(out / "recheck.jsonl"))            # timed again, kept apart
+    assert [r["task"] for r in again] == ["level1_4_seeded"] and again[0]["time_ms"][1][1] is not None
     prov = json.loads((out / "provenance.json").read_text())
     assert [p["workers"] for p in prov["protocol"]["phases"]] == [2, 1]
     assert prov["protocol"]["phases"][0]["restarts"] in (0, 1)  # 1 if the queue still had work then
     assert prov["earlier_runs"][0]["provenance"]["gpu"] == "NVIDIA H200"
+    assert prov["protocol"]["recheck"]["torch_eager"]["pairs"] == 2
+    assert prov["protocol"]["recheck"]["torch_compile"]["pairs"] == 1
     m = times_lib.load(out / "times")
     assert sorted(m.tasks()) == ["level1_1_ok", "level1_3_oom", "level1_4_seeded"]
     assert m.time("level1_4_seeded", "torch_compile", 1) == 1.5
