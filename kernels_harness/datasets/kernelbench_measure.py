@@ -3,7 +3,8 @@
 Per config: the module and its inputs are built on the device (torch_values(build_on_device=True): GiB
 inputs drawn on the GPU, not the CPU), run once eagerly (warm-up; its outputs are the reference for
 `agrees`), compiled where asked, and both calls are timed together by the harness Timer (interleaved,
-L2 flushed, device-wide sync, median and IQR) under the exclusive GPU lock.
+L2 flushed, device-wide sync, median and IQR) under the exclusive GPU lock, at a raised CPU priority
+where the process may raise it.
 
 Sharing one GPU between worker processes: torch.compile's CPU work (tracing, lowering, Triton builds)
 runs outside every lock, so workers compile in parallel; everything that runs on the GPU outside the
@@ -13,6 +14,8 @@ device bytes of a config (a multiple of the task's array bytes) are reserved in 
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 
 IMPLS = ("torch_eager", "torch_compile")
@@ -40,6 +43,23 @@ class WallTimer:
     def measure(self, calls, lock_path=None, **params):
         from kernels_harness.run.timing import Timer
         return Timer.measure(self, calls, lock_path=lock_path, **params)
+
+
+@contextlib.contextmanager
+def timing_priority(nice: int = -10):
+    """The calling thread at a higher CPU priority (where allowed, e.g. as root) while it times, so the other
+    workers' compiles do not delay its kernel launches inside the timed region; unchanged where not allowed."""
+    try:
+        before = os.getpriority(os.PRIO_PROCESS, 0)
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, before)
 
 
 def locked_inductor(lock_path: str | None, sync=None):
@@ -120,7 +140,6 @@ class Measurer:
             self.torch.cuda.synchronize()
 
     def _ctx(self):
-        import contextlib
         torch = self.torch
         stack = contextlib.ExitStack()
         stack.enter_context(torch.no_grad())
@@ -176,8 +195,6 @@ class Measurer:
 
     def measure_config(self, task, config, ci: int, compiled: bool, errors: list) -> tuple:
         """([eager ms, compile ms], [iqrs], [1, agrees]) of one config; errors appended as text."""
-        import contextlib
-
         from kernels_harness.run.references import torch_values
         from kernels_harness.run.timing import gpu_lock
         row_t, row_q, row_a = [None, None], [None, None], [None, None]
@@ -193,7 +210,8 @@ class Measurer:
                 del vals
                 if compiled:
                     self._compile(task, model, inputs, calls, row_a, ci, errors)
-                stats = self.timer.measure(calls, lock_path=self.lock, **self.timing)
+                with timing_priority():
+                    stats = self.timer.measure(calls, lock_path=self.lock, **self.timing)
                 for k, s in enumerate(stats):
                     row_t[k], row_q[k] = s["median_ms"], s["iqr_ms"]
                 row_a[0] = 1
