@@ -161,7 +161,8 @@ class Measurer:
             self.torch.cuda.empty_cache()
 
     def _is_oom(self, e: BaseException) -> bool:
-        return isinstance(e, self.torch.OutOfMemoryError) or "out of memory" in str(e).lower()
+        oom = getattr(self.torch, "OutOfMemoryError", None) or getattr(self.torch.cuda, "OutOfMemoryError", ())
+        return isinstance(e, oom) or "out of memory" in str(e).lower()
 
     # ---- one task --------------------------------------------------------------------------------
     def measured_configs(self, task) -> list[int]:

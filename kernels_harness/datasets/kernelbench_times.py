@@ -62,8 +62,8 @@ def result_files(out: Path) -> list[Path]:
 
 
 def finished(out: Path) -> set[str]:
-    """Tasks with a record (measured, or a fatal stub of a crashed worker: not tried again)."""
-    return {r["task"] for p in result_files(out) for r in times_lib.iter_results(p)}
+    """Tasks with a measured record (a fatal stub of a crashed worker is tried again by the next run)."""
+    return {r["task"] for p in result_files(out) for r in times_lib.iter_results(p) if "time_ms" in r}
 
 
 def seed(out: Path, sources: list[str]) -> list[dict]:
@@ -201,8 +201,9 @@ def run_workers(args, queue: WorkQueue, n: int, alone: bool) -> dict:
 
 
 def _crashed(out: Path, queue: WorkQueue, p) -> None:
-    """A fatal stub for the task a dead worker had claimed and not finished (so it is not retried)."""
-    done = finished(out) | {r["task"] for r in times_lib.iter_results(out / "alone.jsonl")}
+    """A fatal stub for the task a dead worker had claimed and not finished (not tried again in this run)."""
+    done = {r["task"] for p in result_files(out) for r in times_lib.iter_results(p)}
+    done |= {r["task"] for r in times_lib.iter_results(out / "alone.jsonl")}
     for tid in queue.claimed_by(p.pid):
         if tid not in done and p.returncode != 3 and not tid.startswith(RECHECK):
             append_jsonl(out / RESULTS, {"task": tid, "fatal": True,
@@ -287,6 +288,8 @@ def main(argv=None) -> int:
                 "sharing": "timed regions exclusive under the GPU lock; other device work shared; compiles "
                            "(CPU) in parallel", "phases": phases, "left_for_alone": alone}
     protocol["recheck"] = recheck(out)
+    protocol["fatal"] = sorted({r["task"] for p in result_files(out) for r in times_lib.iter_results(p)
+                                if r.get("fatal")} - finished(out))
     prov = provenance(argv, started, time.time() - t0, protocol, earlier, args.device)
     (out / "provenance.json").write_text(json.dumps(prov, indent=1))
     write_store(out, prov, args.store)

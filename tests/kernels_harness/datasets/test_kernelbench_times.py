@@ -83,6 +83,7 @@ def test_cpu_run_times_compiles_survives_crashes_and_memory_and_resumes(tmp_path
     assert [p["workers"] for p in prov["protocol"]["phases"]] == [2, 1]
     assert prov["protocol"]["phases"][0]["restarts"] in (0, 1)  # 1 if the queue still had work then
     assert prov["earlier_runs"][0]["provenance"]["gpu"] == "NVIDIA H200"
+    assert prov["protocol"]["fatal"] == ["level1_2_crash"]
     assert prov["protocol"]["recheck"]["torch_eager"]["pairs"] == 2
     assert prov["protocol"]["recheck"]["torch_compile"]["pairs"] == 1
     m = times_lib.load(out / "times")
