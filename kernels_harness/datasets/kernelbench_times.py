@@ -32,6 +32,11 @@ import time
 from pathlib import Path
 
 from kernels_harness.datasets import times as times_lib
+from kernels_harness.datasets.kernelbench_report import (
+    plot_compile_speedups,
+    recheck,
+    summary_table,
+)
 from kernels_harness.run.gpu_share import MemoryLedger, WorkQueue, append_jsonl
 
 RESULTS = "results.jsonl"
@@ -79,7 +84,7 @@ def seed(out: Path, sources: list[str]) -> list[dict]:
         for f in files:
             for r in times_lib.iter_results(f):
                 if r["task"] not in have and "time_ms" in r:
-                    append_jsonl(out / RESULTS, dict(r, seeded_from=str(src)))
+                    append_jsonl(out / RESULTS, dict(r, seeded_from=r.get("seeded_from") or str(src)))
                     have.add(r["task"])
                     n += 1
         entry = json.loads(prov.read_text()) if prov.is_file() else {}
@@ -298,29 +303,6 @@ def main(argv=None) -> int:
     return 0
 
 
-def recheck(out: Path) -> dict:
-    """Times of seeded tasks measured again in this run against their seeded values: ratio new / old."""
-    old = {r["task"]: r for r in times_lib.iter_results(out / RESULTS) if "time_ms" in r}
-    ratios = {"torch_eager": [], "torch_compile": []}
-    for r in times_lib.iter_results(out / "recheck.jsonl"):
-        if r["task"] not in old:
-            continue
-        for row_new, row_old in zip(r["time_ms"], old[r["task"]]["time_ms"]):
-            for k, impl in enumerate(ratios):
-                if row_new[k] and row_old[k]:
-                    ratios[impl].append(row_new[k] / row_old[k])
-    summary = {}
-    for impl, xs in ratios.items():
-        if xs:
-            import numpy as np
-            q = np.percentile(xs, [10, 50, 90])
-            summary[impl] = {"pairs": len(xs), "p10": round(float(q[0]), 3), "median": round(float(q[1]), 3),
-                             "p90": round(float(q[2]), 3)}
-    if summary:
-        print(f"recheck of seeded tasks (new / seeded time): {json.dumps(summary)}", flush=True)
-    return summary
-
-
 def provenance(argv, started: str, seconds: float, protocol: dict, earlier: list, device: str) -> dict:
     from kernels_harness.datasets.measure import provenance as base
     cp = None
@@ -365,13 +347,20 @@ def write_store(out: Path, prov: dict, store: str = "") -> None:
                      f"`python -m kernels_harness.datasets.kernelbench_times --write_only --out {out}`")
     print(f"kernelbench times: {len(records)} problems recorded, {timed} with eager times, {comp} with "
           f"torch.compile times; {where}", flush=True)
+    if records:
+        (out / "summary.md").write_text(summary_table(records, prov))
+        try:
+            plot_compile_speedups(records, out / "compile_speedup.png")
+        except ImportError:
+            pass
 
 
 def pack(out: Path, archive: Path) -> None:
     """results*.jsonl, alone.jsonl, provenance.json and times/ of out as one .tgz (for an 8-file $OUT)."""
     archive.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(archive, "w:gz") as tar:
-        for p in [*result_files(out), out / "alone.jsonl", out / "recheck.jsonl", out / "provenance.json", out / "times"]:
+        for p in [*result_files(out), out / "alone.jsonl", out / "recheck.jsonl", out / "summary.md",
+                  out / "compile_speedup.png", out / "provenance.json", out / "times"]:
             if p.exists():
                 tar.add(p, arcname=p.name)
     print(f"archive {archive} ({archive.stat().st_size / 2**20:.1f} MiB)", flush=True)

@@ -91,6 +91,9 @@ def test_cpu_run_times_compiles_survives_crashes_and_memory_and_resumes(tmp_path
     assert m.time("level1_4_seeded", "torch_compile", 1) == 1.5
     assert m.time("level1_1_ok", "torch_eager", 0) == pytest.approx(ok["time_ms"][0][0])
     assert (tmp_path / "o" / "kb.tgz").stat().st_size > 0
+    table = (out / "summary.md").read_text()
+    assert "| 1 | 2 | 1 | 1 | 1 |" in table and "| all | 3 | 2 | 2 | 2 |" in table   # the oom one: untimed
+    assert (out / "compile_speedup.png").stat().st_size > 0
 
 
 @pytest.mark.slow
