@@ -69,11 +69,7 @@ def summary_table(records: list[dict], prov: dict) -> str:
 
 def plot_compile_speedups(records: list[dict], path: Path) -> Path | None:
     """Histogram of log2(eager ms / torch.compile ms) on the largest config, one line per level (PNG)."""
-    import matplotlib
-    matplotlib.use("Agg")
     import math
-
-    import matplotlib.pyplot as plt
     groups: dict = {}
     for r in records:
         e, c = _largest_pair(r)
@@ -81,16 +77,6 @@ def plot_compile_speedups(records: list[dict], path: Path) -> Path | None:
             groups.setdefault(f"level {r.get('level')}", []).append(math.log2(e / c))
     if not groups:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4))
-    bins = np.linspace(-4, 4, 33)
-    for name, vals in sorted(groups.items()):
-        ax.hist(np.clip(vals, -4, 4), bins=bins, histtype="step", linewidth=1.5, label=f"{name} ({len(vals)})")
-    ax.axvline(0, color="k", linewidth=0.8)
-    ax.set_xlabel("log2(eager ms / torch.compile ms), largest config")
-    ax.set_ylabel("problems")
-    ax.set_title("torch.compile over PyTorch eager on KernelBench")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return times_lib.plot_histograms(dict(sorted(groups.items())), path, (-4, 4, 33),
+                                     "log2(eager ms / torch.compile ms), largest config", "problems",
+                                     "torch.compile over PyTorch eager on KernelBench")
