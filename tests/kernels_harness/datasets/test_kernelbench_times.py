@@ -112,3 +112,19 @@ def test_deadline_leaves_an_unfinished_task_for_the_next_run(tmp_path):
     assert all(row[0] is not None for row in rec["time_ms"])
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["earlier_runs"][-1]["provenance"]["started_utc"] == first["started_utc"]
+
+
+def test_compile_falls_back_to_plain_torch_compile_when_the_locked_backend_fails(tmp_path, monkeypatch):
+    from kernels_harness.datasets import kernelbench_measure as kbm
+    from kernels_harness.tasks.schema import load_task
+
+    def broken(lock_path, sync=None):
+        def backend(gm, example_inputs):
+            raise RuntimeError("locked backend broke")
+        return backend
+    monkeypatch.setattr(kbm, "locked_inductor", broken)
+    _task(tmp_path, "level1_1_ok")
+    m = kbm.Measurer("cpu", str(tmp_path / "gpu.lock"), timing={"budget_s": 0.01})
+    rec = m.measure_task(load_task(tmp_path / "level1_1_ok.json"))
+    assert rec["time_ms"][1][1] is not None and rec["agrees"][1] == [1, 1]
+    assert "compiled without the GPU lock" in rec["errors"][0] and "locked backend broke" in rec["errors"][0]
