@@ -71,15 +71,21 @@ def finished(out: Path) -> set[str]:
     return {r["task"] for p in result_files(out) for r in times_lib.iter_results(p) if "time_ms" in r}
 
 
-def seed(out: Path, sources: list[str]) -> list[dict]:
+def seed(out: Path, sources: list[str], gpu: str = "") -> list[dict]:
     """Copies the records of earlier runs (files or directories of results*.jsonl) into out/results.jsonl
-    (tasks already there are kept); returns the provenance.json of each source directory."""
+    (tasks already there are kept); returns the provenance.json of each source directory. A source whose
+    provenance names another GPU than `gpu` (when both are known) is not copied: times of two GPUs never mix."""
     have = finished(out)
     earlier = []
     for src in filter(None, sources):
         p = Path(src)
         files = result_files(p) if p.is_dir() else [p]
         prov = (p if p.is_dir() else p.parent) / "provenance.json"
+        entry = json.loads(prov.read_text()) if prov.is_file() else {}
+        if gpu and entry.get("gpu") and entry["gpu"] != gpu:
+            print(f"NOT seeding from {src}: measured on {entry['gpu']}, this is {gpu}", flush=True)
+            earlier.append({"source": str(src), "records_seeded": 0, "skipped": f"other GPU ({entry['gpu']})"})
+            continue
         n = 0
         for f in files:
             for r in times_lib.iter_results(f):
@@ -87,10 +93,19 @@ def seed(out: Path, sources: list[str]) -> list[dict]:
                     append_jsonl(out / RESULTS, dict(r, seeded_from=r.get("seeded_from") or str(src)))
                     have.add(r["task"])
                     n += 1
-        entry = json.loads(prov.read_text()) if prov.is_file() else {}
         earlier.append({"source": str(src), "records_seeded": n, "provenance": entry})
         print(f"seeded {n} records from {src}", flush=True)
     return earlier
+
+
+def gpu_name() -> str:
+    """The first GPU's name as nvidia-smi gives it ("" without one); no CUDA context is made."""
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30, check=False)
+        return smi.stdout.strip().splitlines()[0].strip() if smi.returncode == 0 and smi.stdout.strip() else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 # ---- worker process ------------------------------------------------------------------------------------
@@ -262,7 +277,7 @@ def main(argv=None) -> int:
     started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     args.run = started
     args.deadline = t0 + args.max_seconds - args.write_s
-    earlier = seed(out, args.resume_from)
+    earlier = seed(out, args.resume_from, gpu_name() if args.device == "cuda" else "")
     if (out / "provenance.json").is_file():  # an earlier run in this directory: its record is kept
         last = json.loads((out / "provenance.json").read_text())
         earlier = last.pop("earlier_runs", []) + [{"source": str(out), "provenance": last}] + earlier

@@ -128,3 +128,14 @@ def test_compile_falls_back_to_plain_torch_compile_when_the_locked_backend_fails
     rec = m.measure_task(load_task(tmp_path / "level1_1_ok.json"))
     assert rec["time_ms"][1][1] is not None and rec["agrees"][1] == [1, 1]
     assert "compiled without the GPU lock" in rec["errors"][0] and "locked backend broke" in rec["errors"][0]
+
+
+def test_seeding_never_mixes_the_times_of_two_gpus(tmp_path):
+    partial = Path(__file__).resolve().parents[3] / "benchmarks/results/kernelbench_times_h200_partial"
+    (tmp_path / "a").mkdir()
+    other = kbt.seed(tmp_path / "a", [str(partial)], gpu="NVIDIA H100 80GB HBM3")
+    assert other[0]["records_seeded"] == 0 and not (tmp_path / "a" / "results.jsonl").exists()
+    (tmp_path / "b").mkdir()
+    same = kbt.seed(tmp_path / "b", [str(partial)], gpu="NVIDIA H200")
+    assert same[0]["records_seeded"] == 24 == len(_records(tmp_path / "b"))
+    assert kbt.seed(tmp_path / "b", [str(partial)], gpu="NVIDIA H200")[0]["records_seeded"] == 0  # already there
