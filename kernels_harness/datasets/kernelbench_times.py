@@ -306,13 +306,14 @@ def main(argv=None) -> int:
                 "timing": {"budget_s": args.budget_s, "max_reps": args.max_reps, "min_reps": args.min_reps,
                            "warmup": args.warmup, "target_rel_iqr": 0.02},
                 "sharing": "timed regions exclusive under the GPU lock; other device work shared; compiles "
-                           "(CPU) in parallel", "phases": phases, "left_for_alone": alone}
+                           "(CPU) in parallel", "phases": phases,
+                "left_for_alone": [t for t in alone if t not in finished(out)]}
     protocol["recheck"] = recheck(out)
     protocol["fatal"] = sorted({r["task"] for p in result_files(out) for r in times_lib.iter_results(p)
                                 if r.get("fatal")} - finished(out))
     prov = provenance(argv, started, time.time() - t0, protocol, earlier, args.device)
+    prov["problems"] = write_store(out, prov, args.store)
     (out / "provenance.json").write_text(json.dumps(prov, indent=1))
-    write_store(out, prov, args.store)
     if args.archive:
         pack(out, Path(args.archive))
     return 0
@@ -340,8 +341,9 @@ def provenance(argv, started: str, seconds: float, protocol: dict, earlier: list
     return prov
 
 
-def write_store(out: Path, prov: dict, store: str = "") -> None:
-    """Merges the results into the store (default out/times; needs tensorstore) and prints a summary."""
+def write_store(out: Path, prov: dict, store: str = "") -> int:
+    """Merges the results into the store (default out/times; needs tensorstore), writes summary.md and
+    compile_speedup.png beside the results, prints a summary; returns the number of problems recorded."""
     store = Path(store) if store else out / "times"
     recs = {}
     for p in result_files(out):
@@ -368,6 +370,7 @@ def write_store(out: Path, prov: dict, store: str = "") -> None:
             plot_compile_speedups(records, out / "compile_speedup.png")
         except ImportError:
             pass
+    return len(records)
 
 
 def pack(out: Path, archive: Path) -> None:
