@@ -121,7 +121,9 @@ def worker(args) -> int:
                  deadline=args.deadline, alone=args.alone)
     m.torch.set_num_threads(max(1, args.threads))
     tag = f"[worker {os.getpid()}{' alone' if args.alone else ''}]"
-    while time.time() < args.deadline and (tid := queue.claim()) is not None:
+    parent = os.getppid()
+    _die_with_parent()
+    while time.time() < args.deadline and os.getppid() == parent and (tid := queue.claim()) is not None:
         t0 = time.time()
         again = tid.startswith(RECHECK)
         tid = tid.removeprefix(RECHECK)
@@ -184,14 +186,23 @@ def _worker_env(args) -> dict:
 def _stop(procs) -> None:
     for p in procs:
         if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
+            p.terminate()
     t = time.time()
     for p in procs:
         try:
             p.wait(timeout=max(0.1, 5 - (time.time() - t)))
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
+            p.kill()
             p.wait()
+
+
+def _die_with_parent() -> None:
+    """Linux: this worker gets SIGTERM when the parent process dies (no orphan keeps the GPU busy)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def run_workers(args, queue: WorkQueue, n: int, alone: bool) -> dict:
@@ -199,7 +210,7 @@ def run_workers(args, queue: WorkQueue, n: int, alone: bool) -> dict:
     out, env = Path(args.out), _worker_env(args)
 
     def start():
-        return subprocess.Popen(_worker_cmd(args, alone), env=env, start_new_session=True)
+        return subprocess.Popen(_worker_cmd(args, alone), env=env)
     procs, restarts, stopped = [start() for _ in range(n)], 0, False
     while any(p.poll() is None for p in procs):
         if time.time() > args.deadline + 10:
