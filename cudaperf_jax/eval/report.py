@@ -37,13 +37,17 @@ def record(task, turn: int, sample: int, result, text: str = "", source: str = "
 
 
 def build_summary(records: list[dict], tasks, ks=(1,), group_by: str = "family", scores: dict | None = None) -> dict:
-    """Overall (best of n), first sample, pass@k, per turn, per group, and ranker-selected metrics."""
+    """Overall (best of n), first sample, pass@k, per turn, per group (`group_by`, and both per_level and
+    per_family), and ranker-selected metrics."""
     by_id = {t.id: t for t in tasks}
     n = len(tasks)
-    groups = {}
-    for t in tasks:
-        g = group_of(t, group_by)
-        groups[g] = groups.get(g, 0) + 1
+
+    def per(by: str) -> dict:
+        groups = {}
+        for t in tasks:
+            g = group_of(t, by)
+            groups[g] = groups.get(g, 0) + 1
+        return metrics.by_group(records, lambda tid: group_of(by_id[tid], by), groups)
     first = [r for r in records if r["sample"] == 0]
     statuses = {}
     for r in records:
@@ -53,8 +57,8 @@ def build_summary(records: list[dict], tasks, ks=(1,), group_by: str = "family",
            "first_sample": metrics.summarize(metrics.best_of_n(first), n),
            "pass_at_k": metrics.pass_at_ks(records, ks, n),
            "per_turn": metrics.per_turn(records, n),
-           "per_group": metrics.by_group(records, lambda tid: group_of(by_id[tid], group_by), groups),
-           "group_by": group_by}
+           "per_group": per(group_by), "group_by": group_by,
+           "per_level": per("level"), "per_family": per("family")}
     if scores is not None:
         out["ranker_selected"] = metrics.summarize(metrics.best_of_n(records, scores=scores), n)
     return out
@@ -78,8 +82,13 @@ def markdown(summary: dict) -> str:
                   "| " + " | ".join(f"{v:.3f}" for v in summary["pass_at_k"].values()) + " |"]
     lines += ["", "## Per turn (best over turns <= t)", "", head.replace("| |", "| turn |", 1)]
     lines += [_row(str(r["turn"]), r, keys) for r in summary["per_turn"]]
-    lines += ["", f"## Per {summary['group_by']}", "", head.replace("| |", f"| {summary['group_by']} |", 1)]
-    lines += [_row(g, m, keys) for g, m in summary["per_group"].items()]
+    tables = [(summary["group_by"], summary["per_group"])]
+    for by in ("level", "family"):  # both tables; the level one only where it differs (KernelBench suites)
+        if by != summary["group_by"] and summary.get(f"per_{by}") and summary[f"per_{by}"] != summary["per_group"]:
+            tables.append((by, summary[f"per_{by}"]))
+    for by, rows in tables:
+        lines += ["", f"## Per {by}", "", head.replace("| |", f"| {by} |", 1)]
+        lines += [_row(g, m, keys) for g, m in rows.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -112,8 +121,7 @@ def write_report(summary: dict, records: list[dict], run_dir: str | Path) -> lis
     (d / "eval.json").write_text(json.dumps(summary, indent=1, sort_keys=True, default=str))
     (d / "eval.md").write_text(markdown(summary))
     with open(d / "candidates.jsonl", "w") as f:
-        for r in records:
-            f.write(json.dumps(r) + "\n")
+        f.writelines(json.dumps(r) + "\n" for r in records)
     paths = [d / "eval.json", d / "eval.md", d / "candidates.jsonl"]
     png = plot_turns(summary, d / "eval_turns.png")
     return paths + ([png] if png else [])

@@ -154,9 +154,6 @@ def load(root: str | Path) -> MeasuredTimes:
 
 def plot_speedups(records: list[dict], path: str | Path) -> Path | None:
     """Histogram of log2(speedup over baseline) per leading strategy (PNG)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     dense = _dense(records)
     sp = speedups_from(_index(records), dense["time_ms"], dense["agrees"])
     if not sp:
@@ -164,14 +161,26 @@ def plot_speedups(records: list[dict], path: str | Path) -> Path | None:
     groups: dict[str, list[float]] = {}
     for _, _, _, strat, s in sp:
         groups.setdefault(strat[0] if strat else "other", []).append(math.log2(s))
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    bins = np.linspace(-6, 8, 57)
-    for name, vals in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-        ax.hist(np.clip(vals, -6, 8), bins=bins, histtype="step", linewidth=1.5, label=f"{name} ({len(vals)})")
+    return plot_histograms(dict(sorted(groups.items(), key=lambda kv: -len(kv[1]))), path, (-6, 8, 57),
+                           "log2(speedup over the baseline implementation)", "(implementation, config) pairs",
+                           "Measured speedups of the dataset's implementations", figsize=(8, 4.5))
+
+
+def plot_histograms(groups: dict, path: str | Path, bins: tuple, xlabel: str, ylabel: str, title: str,
+                    figsize=(7, 4)) -> Path:
+    """Step histograms of groups {label: [values]} (clipped to the bins' range (lo, hi, n edges)) as a PNG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    lo, hi, n = bins
+    edges = np.linspace(lo, hi, n)
+    fig, ax = plt.subplots(figsize=figsize)
+    for name, vals in groups.items():
+        ax.hist(np.clip(vals, lo, hi), bins=edges, histtype="step", linewidth=1.5, label=f"{name} ({len(vals)})")
     ax.axvline(0, color="k", linewidth=0.8)
-    ax.set_xlabel("log2(speedup over the baseline implementation)")
-    ax.set_ylabel("(implementation, config) pairs")
-    ax.set_title("Measured speedups of the dataset's implementations")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -6,6 +6,7 @@ with the inputs. PyTorch reference: the torch2cuda contract of docs/torch2cuda_t
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 
@@ -64,17 +65,20 @@ def _import_torch():
     return torch
 
 
-def torch_values(task: Task, config: dict, seed: int, device: str = "cpu") -> dict:
+def torch_values(task: Task, config: dict, seed: int, device: str = "cpu", build_on_device: bool = False) -> dict:
     """Runs the module once: name -> torch tensor (or Python scalar) for every signature argument.
 
     Forward inputs come from get_inputs() under torch.manual_seed(seed); parameters and buffers from
     Model(*get_init_inputs()) under the same seed; `out` arguments hold the module's outputs. Scalar
-    arguments after the forward inputs (e.g. sizes) take their value from the config.
+    arguments after the forward inputs (e.g. sizes) take their value from the config. By default both are
+    drawn on the CPU (the same values on every device); `build_on_device` draws them on `device` instead
+    (other values, much faster for GiB-sized inputs: for timing, where the values do not matter).
     """
     torch = _import_torch()
     key = (task.id, hashlib.sha1(task.source.encode()).hexdigest(), tuple(sorted(config_env(config).items())))
     if key not in _TORCH_NS:
-        from kernels_harness.tasks.torch_source import exec_module  # derived constants follow the config
+        # derived constants follow the config
+        from kernels_harness.tasks.torch_source import exec_module
         ns = exec_module(task.source, {k: config[k] for k in task.extra.get("constants", []) if k in config},
                          name=f"cudaperf_task_{task.id.replace('.', '_').replace('-', '_')}",
                          filename=f"<task {task.id}>")
@@ -85,10 +89,12 @@ def torch_values(task: Task, config: dict, seed: int, device: str = "cpu") -> di
         _TORCH_NS.clear()  # one module at a time: the cache is for the trials of one config
         _TORCH_NS[key] = ns
     ns = _TORCH_NS[key]
-    torch.manual_seed(seed)
-    model = ns["Model"](*ns["get_init_inputs"]()).to(device).eval()
-    torch.manual_seed(seed ^ 0x5DEECE66D)
-    inputs = [x.to(device) if hasattr(x, "to") else x for x in ns["get_inputs"]()]
+    where = torch.device(device) if build_on_device else contextlib.nullcontext()
+    with where:
+        torch.manual_seed(seed)
+        model = ns["Model"](*ns["get_init_inputs"]()).to(device).eval()
+        torch.manual_seed(seed ^ 0x5DEECE66D)
+        inputs = [x.to(device) if hasattr(x, "to") else x for x in ns["get_inputs"]()]
     with torch.no_grad():
         out = model(*inputs)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
