@@ -18,12 +18,12 @@ R=$ROOT/runs
 mkdir -p "$R"
 cd "$ROOT/repo" || exit 2
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=3 XLA_PYTHON_CLIENT_MEM_FRACTION=0.15
-SFT_STEPS=${SFT_STEPS:-300}
-RL_STEPS=${RL_STEPS:-6}
+SFT_STEPS=${SFT_STEPS:-200}
+RL_STEPS=${RL_STEPS:-5}
 RL_TASKS=${RL_TASKS:-8}
 RL_LR=${RL_LR:-3e-6}
-EVAL_TEST=${EVAL_TEST:-40}
-EVAL_VAL=${EVAL_VAL:-20}
+EVAL_TEST=${EVAL_TEST:-32}
+EVAL_VAL=${EVAL_VAL:-16}
 EVAL_SAMPLES=${EVAL_SAMPLES:-2}
 TURNS=${TURNS:-3}
 
@@ -120,5 +120,8 @@ wait
 [ -d "$R/rl_full/policy" ] && evaluate rl_full "$R/rl_full/policy" &
 [ -d "$R/rl_nostruct/policy" ] && evaluate rl_nostruct "$R/rl_nostruct/policy" &
 wait
+# 4: where one RL step's time goes (benchmarks/rl_step.py: SmolLM2-135M and a random Qwen2.5-0.5B shape)
+mkdir -p "$R/rl_step"
+stage rl_step 420 env OUT="$R/rl_step" python3 benchmarks/rl_step.py --tasks=8 --samples=8 --turns=3 --new_tokens=512
 echo "== all stages in $(( $(date +%s) - t_start )) s"
 report

@@ -34,11 +34,20 @@ class NeedsGpuAlone(Exception):
 class WallTimer:
     """The Timer protocol on the CPU (perf_counter per call): `--device cpu` dry runs and tests."""
     flushes_l2 = False
+    join, gap_limit_ms = "device", None   # Timer.measure's device-wide protocol: one time per repetition
 
     def once(self, call) -> float:
         t0 = time.perf_counter()
         call()
         return (time.perf_counter() - t0) * 1e3
+
+    def pair(self, call) -> tuple[float, float]:
+        ms = self.once(call)
+        return ms, ms
+
+    def _pick(self, joined, synced, mode):
+        from kernels_harness.run.timing import Timer
+        return Timer._pick(self, joined, synced, mode)
 
     def measure(self, calls, lock_path=None, **params):
         from kernels_harness.run.timing import Timer
