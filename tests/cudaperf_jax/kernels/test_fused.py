@@ -1,4 +1,4 @@
-"""The fused one-token decode layers (decode_fused.py) in Pallas' interpreter: each prologue against plain
+"""The fused one-token decode layers (kernels/fused.py, kernels/step.py) in Pallas' interpreter: each prologue against plain
 XLA ops, and whole decode steps and sampled tokens against the XLA path for Llama, Qwen2 and Qwen3."""
 import json
 
@@ -8,12 +8,17 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from cudaperf_jax.models import decode_fused as df
+from cudaperf_jax.kernels import DecodeKernels
+from cudaperf_jax.kernels import fused as df
+from cudaperf_jax.kernels import step
+from cudaperf_jax.kernels.config import tilings
+from cudaperf_jax.kernels.gemv import GemvConfig
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.decoder import Decoder
-from cudaperf_jax.models.gemv import GemvConfig
 from cudaperf_jax.models.ops import rms_norm
 from tests.cudaperf_jax.models import tiny
+
+PALLAS = DecodeKernels(path="pallas", interpret=True)
 
 
 def _model(kind, dtype=jnp.float32, **over):
@@ -26,13 +31,21 @@ def _model(kind, dtype=jnp.float32, **over):
     return model
 
 
-def _bench():
-    import importlib.util
-    from pathlib import Path
-    spec = importlib.util.spec_from_file_location("bench_fused", Path(__file__).parents[3] / "benchmarks" / "decode_fused.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+def _reference(kind, w, x, parts, bias):
+    """float32 x_in @ w with the prologue done by plain XLA ops (plain and swiglu)."""
+    if kind == "plain":
+        xin = x[: w.shape[0]]
+    else:
+        f = w.shape[0]
+        gu = jnp.sum(parts, axis=0).astype(jnp.bfloat16) + bias
+        xin = jax.nn.silu(gu[:f]) * gu[f:]
+    return jnp.einsum("k,kn->n", xin.astype(jnp.float32), w.astype(jnp.float32))
+
+
+def _table(tmp_path, rows):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(rows))
+    return str(path)
 
 
 @pytest.mark.parametrize("kind", ["plain", "swiglu"])
@@ -43,7 +56,7 @@ def test_matvec_prologues_match_xla(kind):
     x = jax.random.normal(ks[1], (k + 32,), jnp.bfloat16)
     parts = jax.random.normal(ks[2], (3, 2 * k), jnp.float32)
     bias = jax.random.normal(ks[3], (2 * k,), jnp.bfloat16)
-    want = np.asarray(_bench().reference(kind, w, x, parts, bias))
+    want = np.asarray(_reference(kind, w, x, parts, bias))
     out = df.matvec(w, kind, x=x, parts=parts, bias=bias, config=GemvConfig(32, 2, 16), interpret=True, extra_cols=8)
     assert out.shape == (2, n + 8)
     got = np.asarray(out[:, :n].sum(axis=0))
@@ -98,70 +111,65 @@ def test_split_attention_merges_to_the_reference(splits, block_s, index):
 
 
 @pytest.mark.parametrize("kind,over", [("llama", {}), ("qwen2", {}), ("qwen3", {"num_key_value_heads": 1})])
-def test_decode_steps_match_xla(monkeypatch, kind, over):
+def test_decode_steps_match_xla(kind, over):
     model = _model(kind, **over)
     toks = jnp.asarray([[5, 17, 3, 60, 11]], jnp.int32)
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "off")
     want = tiny.stepwise_logits(model, toks, 8)
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "interpret")
-    assert df.applies(model.cfg, 1, 1) and not df.applies(model.cfg, 2, 1) and not df.applies(model.cfg, 1, 2)
-    got = tiny.stepwise_logits(model, toks, 8)
+    kc = PALLAS.resolve(1)
+    assert step.applies(model.cfg, kc, 1, 1) and not step.applies(model.cfg, kc, 2, 1)
+    assert not step.applies(model.cfg, kc, 1, 2)
+    got = tiny.stepwise_logits(model, toks, 8, kernels=PALLAS)
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
 
 
-def test_sampler_gives_the_same_tokens(monkeypatch):
+def test_sampler_gives_the_same_tokens():
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
     model = _model("qwen2", jnp.bfloat16)
     params = SamplingParams(max_new_tokens=6, temperature=0.0, stop_token_ids=())
     prompts = [[7, 8, 9, 10, 11]]
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "off")
-    want = Sampler(model, prompt_bucket=8).generate(prompts, params)
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "interpret")
-    got = Sampler(model, prompt_bucket=8).generate(prompts, params)
+    want = Sampler(model, prompt_bucket=8, kernels=DecodeKernels(path="xla")).generate(prompts, params)
+    fused_layers = DecodeKernels(path="pallas", lm_head="xla", interpret=True)   # the LM head as XLA's (bf16)
+    got = Sampler(model, prompt_bucket=8, kernels=fused_layers).generate(prompts, params)
     np.testing.assert_array_equal(got.tokens, want.tokens)
     np.testing.assert_allclose(got.logprobs, want.logprobs, atol=0.1)
 
 
-def test_unsupported_shapes_and_auto_mode_stay_on_xla(monkeypatch):
+def test_unsupported_shapes_and_auto_mode_stay_on_xla():
     cfg = ModelConfig.from_hf(tiny.hf_config("llama").to_dict())  # head_dim 16: the score product needs >= 32
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "interpret")
-    assert not df.applies(cfg, 1, 1)
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "auto")  # auto: only on one GPU
-    assert not df.applies(ModelConfig.from_hf(tiny.hf_config("llama", head_dim=32).to_dict()), 1, 1)
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "sometimes")
-    with pytest.raises(ValueError, match="CUDAPERF_DECODE_FUSED"):
-        df.mode()
+    assert not step.applies(cfg, PALLAS.resolve(1), 1, 1)
+    auto = DecodeKernels().resolve(1)   # auto: only on one GPU
+    assert auto.path == ("xla" if jax.default_backend() != "gpu" else auto.path)
+    if jax.default_backend() != "gpu":
+        assert not step.applies(ModelConfig.from_hf(tiny.hf_config("llama", head_dim=32).to_dict()), auto, 1, 1)
+    with pytest.raises(ValueError, match="DecodeKernels.path"):
+        DecodeKernels(path="sometimes")
 
 
-def test_a_tiling_table_that_does_not_fit_is_a_clear_error(tmp_path, monkeypatch):
+def test_a_tiling_table_that_does_not_fit_is_a_clear_error(tmp_path):
     cfg = ModelConfig.from_hf(tiny.hf_config("llama", head_dim=32).to_dict())
-    table = tmp_path / "t.json"
-    table.write_text(json.dumps([{"kind": "swiglu", "K": 96, "N": 64, "config": {"block_n": 48, "split_k": 1, "block_k": 32}}]))
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "interpret")
-    monkeypatch.setenv("CUDAPERF_FUSED_TABLE", str(table))
-    with pytest.raises(ValueError, match="does not divide swiglu K=96 N=64"):
-        df.applies(cfg, 1, 1)
-    monkeypatch.setenv("CUDAPERF_FUSED_TABLE", str(tmp_path / "missing.json"))
-    with pytest.raises(FileNotFoundError, match="CUDAPERF_FUSED_TABLE"):
-        df.applies(cfg, 1, 1)
+    bad = _table(tmp_path, [{"kernel": "fused_swiglu", "K": 96, "N": 64,
+                             "config": {"block_n": 48, "split_k": 1, "block_k": 32}}])
+    kc = DecodeKernels(path="pallas", interpret=True, tilings=bad).resolve(1)
+    with pytest.raises(ValueError, match="does not divide fused_swiglu K=96 N=64"):
+        step.applies(cfg, kc, 1, 1)
+    with pytest.raises(ValueError, match="is not a file"):
+        DecodeKernels(tilings=str(tmp_path / "missing.json"))
 
 
 @pytest.mark.parametrize("kind,over", [("llama", {"attention_bias": True, "mlp_bias": True}), ("qwen2", {})])
-def test_residual_epilogue_without_split_k_matches_xla(tmp_path, monkeypatch, kind, over):
+def test_residual_epilogue_without_split_k_matches_xla(tmp_path, kind, over):
     """Tilings with split_k 1 for o and down put the residual add into their epilogue (no finish kernel)."""
     model = _model(kind, **over)
     cfg = model.cfg
     tiles = {"block_n": 16, "split_k": 1, "block_k": 32}
-    table = tmp_path / "t.json"
-    table.write_text(json.dumps([{"kind": "attn", "K": cfg.num_heads * cfg.head_dim, "N": cfg.hidden_size, "config": tiles},
-                                 {"kind": "swiglu", "K": cfg.intermediate_size, "N": cfg.hidden_size, "config": tiles}]))
+    table = _table(tmp_path, [
+        {"kernel": "fused_attn", "K": cfg.num_heads * cfg.head_dim, "N": cfg.hidden_size, "config": tiles},
+        {"kernel": "fused_swiglu", "K": cfg.intermediate_size, "N": cfg.hidden_size, "config": tiles}])
     toks = jnp.asarray([[5, 17, 3, 60, 11]], jnp.int32)
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "off")
     want = tiny.stepwise_logits(model, toks, 8)
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "interpret")
-    monkeypatch.setenv("CUDAPERF_FUSED_TABLE", str(table))
-    assert df._config(cfg.intermediate_size, cfg.hidden_size, "swiglu").split_k == 1
-    np.testing.assert_allclose(tiny.stepwise_logits(model, toks, 8), want, atol=1e-4, rtol=1e-4)
+    assert df._config(cfg.intermediate_size, cfg.hidden_size, "swiglu", 0, tilings(table)).split_k == 1
+    got = tiny.stepwise_logits(model, toks, 8, kernels=DecodeKernels(path="pallas", interpret=True, tilings=table))
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
     # the epilogue's stream and sums of squares are finish's
     ks = jax.random.split(jax.random.key(3), 3)
     w = jax.random.normal(ks[0], (64, 48), jnp.bfloat16)
@@ -178,21 +186,18 @@ def test_residual_epilogue_without_split_k_matches_xla(tmp_path, monkeypatch, ki
 
 
 @pytest.mark.parametrize("kind,over", [("llama", {"mlp_bias": True}), ("qwen3", {})])
-def test_swiglu_epilogue_in_gate_up_matches_xla(tmp_path, monkeypatch, kind, over):
+def test_swiglu_epilogue_in_gate_up_matches_xla(tmp_path, kind, over):
     """A gate_up tiling without split-K applies SwiGLU in its epilogue; down then reads a plain vector."""
     model = _model(kind, **over)
     cfg = model.cfg
-    table = tmp_path / "t.json"
-    table.write_text(json.dumps([{"kind": "norm", "K": cfg.hidden_size, "N": 2 * cfg.intermediate_size,
-                                  "config": {"block_n": 32, "split_k": 1, "block_k": 16}}]))
+    table = _table(tmp_path, [{"kernel": "fused_norm", "K": cfg.hidden_size, "N": 2 * cfg.intermediate_size,
+                               "config": {"block_n": 32, "split_k": 1, "block_k": 16}}])
     toks = jnp.asarray([[5, 17, 3, 60, 11]], jnp.int32)
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "off")
     want = tiny.stepwise_logits(model, toks, 8)
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "interpret")
-    monkeypatch.setenv("CUDAPERF_FUSED_TABLE", str(table))
-    assert df.swiglu_in_gate_up(cfg)
-    assert ("plain", cfg.intermediate_size, cfg.hidden_size) in df.layer_keys(cfg)
-    np.testing.assert_allclose(tiny.stepwise_logits(model, toks, 8), want, atol=1e-4, rtol=1e-4)
+    assert df.swiglu_in_gate_up(cfg, tilings(table))
+    assert ("plain", cfg.intermediate_size, cfg.hidden_size) in df.layer_keys(cfg, tilings(table))
+    got = tiny.stepwise_logits(model, toks, 8, kernels=DecodeKernels(path="pallas", interpret=True, tilings=table))
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
     # the epilogue's activation is what the swiglu prologue computes from the same projection's partials
     ks = jax.random.split(jax.random.key(4), 3)
     w = jax.random.normal(ks[0], (64, 192), jnp.bfloat16)
@@ -208,14 +213,11 @@ def test_swiglu_epilogue_in_gate_up_matches_xla(tmp_path, monkeypatch, kind, ove
         df.matvec(w, "plain", x=x, swiglu_out=True, config=GemvConfig(64, 1, 16), interpret=True)  # 64 does not divide 96
 
 
-def test_cuda_matvecs_stay_off_in_the_interpreter_and_bad_values_are_refused(monkeypatch):
-    """CUDAPERF_DECODE_CUDA=on only takes effect on a GPU (bf16): the interpreter keeps the Pallas matvecs."""
+def test_cuda_matvecs_stay_off_in_the_interpreter():
+    """path cuda only takes effect on a GPU: with interpret the Pallas matvecs run."""
     model = _model("qwen2")
     toks = jnp.asarray([[5, 17, 3]], jnp.int32)
-    monkeypatch.setenv("CUDAPERF_DECODE_FUSED", "interpret")
-    want = tiny.stepwise_logits(model, toks, 8)
-    monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "on")
-    np.testing.assert_array_equal(tiny.stepwise_logits(model, toks, 8), want)
-    monkeypatch.setenv("CUDAPERF_DECODE_CUDA", "yes")
-    with pytest.raises(ValueError, match="CUDAPERF_DECODE_CUDA"):
-        tiny.stepwise_logits(model, toks, 8)
+    want = tiny.stepwise_logits(model, toks, 8, kernels=PALLAS)
+    assert DecodeKernels(path="cuda", interpret=True).resolve(1).path == "pallas"
+    got = tiny.stepwise_logits(model, toks, 8, kernels=DecodeKernels(path="cuda", interpret=True))
+    np.testing.assert_array_equal(got, want)

@@ -8,25 +8,19 @@ that even the narrow projections give every SM work.
     y = gemv(x, w)                     # x [..., K] with one row, w [K, N] -> y [..., N] float32
     y = gemv(x, w, transposed=True)    # w [N, K] (tied embeddings as the LM head)
 
-`use_gemv(x)` says whether the decoder takes this path: the environment variable
-CUDAPERF_DECODE_GEMV is `auto` (default: on a single GPU, for one token of one sequence), `off`, `on`
-(any backend that runs Triton) or `interpret` (Pallas' interpreter: for tests on the CPU).
-Gradients go through plain matmuls (custom_vjp), so a training step may use it too. In auto mode a
-kernel that fails to compile or run turns itself off for the process (the sampler retries once with
-XLA's dots and warns).
+`use_gemv(x, on)` says whether the decoder takes this path (one row in total, and the decode kernels on: see
+config.DecodeKernels). Gradients go through plain matmuls (custom_vjp), so a training step may use it too.
 """
 from __future__ import annotations
 
 import functools
 import math
-import os
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from cudaperf_jax.models.ops import env_choice, table_records
 
 SMS_H200 = 132
 
@@ -39,45 +33,9 @@ class GemvConfig(NamedTuple):
     num_stages: int = 3
 
 
-def mode() -> str:
-    return env_choice("CUDAPERF_DECODE_GEMV", "auto", ("auto", "off", "on", "interpret"))
-
-
-_state = {"disabled": None, "used": False}  # auto mode turned off after a failure (its reason); traced in
-
-
-def _auto_ok() -> bool:
-    return jax.default_backend() == "gpu" and jax.device_count() == 1
-
-
-def use_gemv(x: jax.Array) -> bool:
-    """True when the decoder should use the kernel for this activation (one row in total)."""
-    if math.prod(x.shape[:-1]) != 1:
-        return False
-    m = mode()
-    if m == "off":
-        return False
-    if m == "auto":
-        return _state["disabled"] is None and _auto_ok()
-    return True
-
-
-def reset_used() -> None:
-    """Call before tracing a program; `fall_back` then knows whether the kernel was in it."""
-    _state["used"] = False
-
-
-def fall_back(error: BaseException) -> bool:
-    """After a failed compile or run: in auto mode, if the kernel was traced into the failed program,
-    turn it off for this process (warning once) and return True so the caller retries with XLA's dots."""
-    if not _state["used"] or mode() != "auto" or _state["disabled"] is not None:
-        return False
-    _state["disabled"] = f"{type(error).__name__}: {str(error)[:500]}"
-    import warnings
-    warnings.warn("the Pallas batch-1 decode kernel failed on this machine; decoding with XLA's dots instead "
-                  f"(set CUDAPERF_DECODE_GEMV=off to skip it): {_state['disabled']}", RuntimeWarning, stacklevel=2)
-    jax.clear_caches()
-    return True
+def use_gemv(x: jax.Array, on: bool) -> bool:
+    """True when the decoder should use the kernel for this activation (one row in total, kernels on)."""
+    return on and math.prod(x.shape[:-1]) == 1
 
 
 def _pow2_divisor(n: int, cap: int) -> int:
@@ -108,21 +66,11 @@ def default_config(k: int, n: int, transposed: bool, sms: int = SMS_H200) -> Gem
     return GemvConfig(block_n, split, block_k)
 
 
-_TUNED_FILE = os.path.join(os.path.dirname(__file__), "gemv_tuned.json")
-
-
-@functools.cache
-def _tuned(path: str | None) -> dict:
-    """{(K, N, transposed): GemvConfig} from a JSON list of {"K", "N", "transposed", "config"} records
-    (benchmarks/decode_gemv.py --sweep writes one; the packaged file holds the H200 winners)."""
-    rows = table_records(_TUNED_FILE, path, "CUDAPERF_GEMV_TABLE", "benchmarks/decode_gemv.py --sweep")
-    return {(int(r["K"]), int(r["N"]), bool(r["transposed"])): GemvConfig(**r["config"]) for r in rows}
-
-
-def config_for(k: int, n: int, transposed: bool) -> GemvConfig | None:
-    """The measured best tiling for this shape if one is known, else `default_config`."""
-    return _tuned(os.environ.get("CUDAPERF_GEMV_TABLE") or None).get((k, n, transposed)) or \
-        default_config(k, n, transposed)
+def config_for(k: int, n: int, transposed: bool, table: dict | None = None) -> GemvConfig | None:
+    """The tilings table's record for this shape if there is one (config.tilings: `gemv` / `gemv_t`), else
+    `default_config`."""
+    rec = (table or {}).get(("gemv_t" if transposed else "gemv", k, n))
+    return GemvConfig(**rec) if rec is not None else default_config(k, n, transposed)
 
 
 def reduce_loop(n_iter: int, loads, out_len: int, transposed: bool = False, n_out: int = 1):
@@ -155,7 +103,7 @@ def _kernel(x_ref, w_ref, o_ref, *, block_k: int, transposed: bool):
 
 
 def gemv_raw(x: jax.Array, w: jax.Array, *, transposed: bool = False, config: GemvConfig | None = None,
-             interpret: bool | None = None) -> jax.Array:
+             interpret: bool = False) -> jax.Array:
     """float32 y[N] = x[K] @ w (w [K, N], or [N, K] when transposed). Raises ValueError for a shape
     the kernel cannot tile (the caller falls back to a plain dot)."""
     from jax.experimental import pallas as pl
@@ -166,8 +114,6 @@ def gemv_raw(x: jax.Array, w: jax.Array, *, transposed: bool = False, config: Ge
     cfg = config or config_for(k, n, transposed)
     if cfg is None or n % cfg.block_n or k % cfg.split_k or (k // cfg.split_k) % cfg.block_k:
         raise ValueError(f"gemv: no tiling for K={k}, N={n} ({cfg})")
-    if interpret is None:
-        interpret = mode() == "interpret"
     s, ks, bn = cfg.split_k, k // cfg.split_k, cfg.block_n
     xs = x.reshape(s, ks)
     if transposed:
@@ -189,20 +135,20 @@ def gemv_raw(x: jax.Array, w: jax.Array, *, transposed: bool = False, config: Ge
     return part[0] if s == 1 else jnp.sum(part, axis=0)
 
 
-def tileable(k: int, n: int, transposed: bool = False) -> bool:
-    return config_for(k, n, transposed) is not None
+def tileable(k: int, n: int, transposed: bool = False, table: dict | None = None) -> bool:
+    return config_for(k, n, transposed, table) is not None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
-def _gemv(x, w, transposed):
-    return gemv_raw(x, w, transposed=transposed)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
+def _gemv(x, w, transposed, config, interpret):
+    return gemv_raw(x, w, transposed=transposed, config=config, interpret=interpret)
 
 
-def _fwd(x, w, transposed):
-    return _gemv(x, w, transposed), (x, w)
+def _fwd(x, w, transposed, config, interpret):
+    return _gemv(x, w, transposed, config, interpret), (x, w)
 
 
-def _bwd(transposed, res, g):
+def _bwd(transposed, config, interpret, res, g):
     x, w = res
     gx = (g.astype(w.dtype) @ w) if transposed else (w @ g.astype(w.dtype))
     gw = jnp.outer(g, x) if transposed else jnp.outer(x, g)
@@ -212,32 +158,31 @@ def _bwd(transposed, res, g):
 _gemv.defvjp(_fwd, _bwd)
 
 
-def gemv(x: jax.Array, w: jax.Array, *, transposed: bool = False) -> jax.Array:
+def gemv(x: jax.Array, w: jax.Array, *, transposed: bool = False, table: dict | None = None,
+         interpret: bool = False) -> jax.Array:
     """float32 [..., N] = x[..., K] @ w for an x holding one row in total (see module docstring)."""
     lead = x.shape[:-1]
     if math.prod(lead) != 1:
         raise ValueError(f"gemv takes one row, got x of shape {x.shape}")
     w = w.astype(x.dtype)
-    y = _gemv(x.reshape(-1), w, transposed)
+    k = x.shape[-1]
+    n = w.shape[0] if transposed else w.shape[-1]
+    y = _gemv(x.reshape(-1), w, transposed, config_for(k, n, transposed, table), interpret)
     return y.reshape(*lead, y.shape[-1])
 
 
-def matmul(x: jax.Array, w: jax.Array, *, transposed: bool = False, out_dtype=None, norm=None) -> jax.Array:
-    """x @ w (or x @ w.T when transposed) in x's dtype, through the kernel when `use_gemv` says so.
-
-    norm: an RMSNorm module to apply to x first (the one-token path that folds it into a kernel is
-    decode_fused.py).
-    """
+def matmul(x: jax.Array, w: jax.Array, *, on: bool = False, table: dict | None = None, interpret: bool = False,
+           transposed: bool = False, out_dtype=None, norm=None) -> jax.Array:
+    """x @ w (or x @ w.T when transposed) in x's dtype (or out_dtype), through the kernel when `use_gemv(x, on)` and
+    the shape tiles (table: config.tilings). norm: a callable applied to x first (the decoder's RMSNorm; the
+    one-token path that folds it into a kernel is fused.py)."""
     k = x.shape[-1]
     n = w.shape[0] if transposed else w.shape[-1]
     out_dtype = out_dtype or x.dtype
-    if use_gemv(x) and w.ndim == 2 and tileable(k, n, transposed):
-        _state["used"] = True
-        if norm is not None:
-            x = norm(x)
-        return gemv(x, w, transposed=transposed).astype(out_dtype)
     if norm is not None:
         x = norm(x)
+    if use_gemv(x, on) and w.ndim == 2 and tileable(k, n, transposed, table):
+        return gemv(x, w, transposed=transposed, table=table, interpret=interpret).astype(out_dtype)
     if transposed:
         return jnp.einsum("...k,nk->...n", x, w.astype(x.dtype), preferred_element_type=out_dtype)
     return jnp.einsum("...k,kn->...n", x, w.astype(x.dtype), preferred_element_type=out_dtype)

@@ -27,28 +27,21 @@ re-read all partials of the vector; and one program for the whole finish took 4.
 roundings (bf16 after each projection, norm statistics in float32), so greedy decoding gives the same
 tokens up to summation order.
 
-`applies(cfg, batch, tokens)` says whether the decoder takes this path: CUDAPERF_DECODE_FUSED is `auto`
-(on one GPU where the batch-1 matvec kernel is on, see gemv.py), `off`, `on` (any backend running
-Triton) or `interpret` (Pallas' interpreter, for tests on the CPU). Tilings come from
-decode_fused_tuned.json (benchmarks/decode_tune.py or decode_fused.py --sweep writes one;
-CUDAPERF_FUSED_TABLE adds a file).
-It is a sampling path: no gradients are defined (training never calls the decoder with a cache).
+Tilings come from the tilings table (config.tilings: records `fused_<prologue>` and `fused_attend`), else the
+plain matvec's (gemv.config_for). It is a sampling path: no gradients are defined (training never calls the decoder
+with a cache). Which layers run these kernels, and which the CUDA ones, is step.py's choice.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
-import types
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from cudaperf_jax.models import gemv
-from cudaperf_jax.models.gemv import GemvConfig, _pow2_divisor
-from cudaperf_jax.models.ops import env_choice, table_records
+from cudaperf_jax.kernels import gemv
+from cudaperf_jax.kernels.gemv import GemvConfig, _pow2_divisor
 
 NEG = -1e30
 KINDS = ("plain", "norm", "attn", "swiglu")
@@ -59,10 +52,6 @@ class AttnConfig(NamedTuple):
     splits: int = 4       # programs per KV head along the cache (a power of two)
     num_warps: int = 4
     num_stages: int = 2
-
-
-def mode() -> str:
-    return env_choice("CUDAPERF_DECODE_FUSED", "auto", ("auto", "off", "on", "interpret"))
 
 
 def _pow2_at_least(n: int, lo: int) -> int:
@@ -78,82 +67,53 @@ def _shapes(cfg):
     return [(d, w, "norm"), (cfg.num_heads * hd, d, "attn"), (d, 2 * f, "norm"), (f, d, "swiglu")]
 
 
-def swiglu_in_gate_up(cfg) -> bool:
+def swiglu_in_gate_up(cfg, table: dict) -> bool:
     """Whether gate_up's tiling has no split-K and a block_n dividing F: then it applies SwiGLU in its
     epilogue and down's prologue is plain (else down sums gate_up's partials and applies it)."""
-    c = _config(cfg.hidden_size, 2 * cfg.intermediate_size, "norm")
+    c = _config(cfg.hidden_size, 2 * cfg.intermediate_size, "norm", 0, table)
     return c is not None and c.split_k == 1 and cfg.intermediate_size % c.block_n == 0
 
 
-def layer_keys(cfg) -> list[tuple[str, int, int]]:
-    """The (prologue kind, K, N) tiling-table keys one layer looks up, given the current table."""
+def layer_keys(cfg, table: dict) -> list[tuple[str, int, int]]:
+    """The (prologue kind, K, N) tiling-table keys one layer looks up."""
     keys = [(kind, k, n) for k, n, kind in _shapes(cfg)]
-    if swiglu_in_gate_up(cfg):
+    if swiglu_in_gate_up(cfg, table):
         keys[-1] = ("plain",) + keys[-1][1:]
     return keys + [("attend", cfg.head_dim, cfg.num_heads // cfg.num_kv_heads)]
 
 
-def supported(cfg) -> bool:
+def supported(cfg, table: dict) -> bool:
     """Shapes the kernels handle: a power-of-two head dim >= 32, a hidden size the finish kernel covers in
     <= 64 programs, and a tiling for every projection."""
     d, hd = cfg.hidden_size, cfg.head_dim
     return (hd >= 32 and hd & (hd - 1) == 0 and d // _pow2_divisor(d, FINISH_CHUNK) <= 64
-            and all(_config(k, n, kind, hd) is not None for kind, k, n in layer_keys(cfg)[:-1]))
-
-
-def applies(cfg, batch: int, tokens: int) -> bool:
-    """Whether the decoder should run this one-token step through the fused kernels."""
-    if batch != 1 or tokens != 1:
-        return False
-    m = mode()
-    if m == "off" or (m == "auto" and (gemv.mode() != "auto" or gemv._state["disabled"] is not None
-                                       or not gemv._auto_ok())):
-        return False
-    return supported(cfg)
+            and all(_config(k, n, kind, hd, table) is not None for kind, k, n in layer_keys(cfg, table)[:-1]))
 
 
 # ------------------------------------------------------------------------------------------ tilings
-_TUNED_FILE = os.path.join(os.path.dirname(__file__), "decode_fused_tuned.json")
-
-
-@functools.cache
-def _tuned(path: str | None) -> dict:
-    """{(kind, K, N): GemvConfig, ("attend", Dh, group): AttnConfig} from JSON lists of records
-    {"kind", "K", "N", "config"} (benchmarks/decode_tune.py and decode_fused.py --sweep write them)."""
-    rows = table_records(_TUNED_FILE, path, "CUDAPERF_FUSED_TABLE", "benchmarks/decode_tune.py")
-    return {(r["kind"], int(r["K"]), int(r["N"])): (AttnConfig if r["kind"] == "attend" else GemvConfig)(**r["config"])
-            for r in rows}
-
-
-def _table() -> dict:
-    return _tuned(os.environ.get("CUDAPERF_FUSED_TABLE") or None)
-
-
 def valid_config(cfg, k: int, n: int, kind: str, head_dim: int = 0) -> bool:
     ok = cfg is not None and not (n % cfg.block_n or k % cfg.split_k or (k // cfg.split_k) % cfg.block_k)
     return ok and (kind != "attn" or head_dim % cfg.block_k == 0)  # an attn step stays inside one head
 
 
-def _config(k: int, n: int, kind: str, head_dim: int = 0) -> GemvConfig | None:
-    """The tiling for a projection: the tuned table's, else the plain matvec's (gemv.config_for); None if
-    no tiling fits. A table entry that does not fit its shape is an error (the table is wrong)."""
-    cfg = _table().get((kind, k, n))
+def _config(k: int, n: int, kind: str, head_dim: int, table: dict) -> GemvConfig | None:
+    """The tiling for a projection: the table's `fused_<kind>` record, else the plain matvec's (gemv.config_for); None
+    if no tiling fits. A table record that does not fit its shape is an error (the table is wrong)."""
+    rec = table.get(("fused_" + kind, k, n))
+    cfg = None if rec is None else GemvConfig(**rec)
     if cfg is not None and not valid_config(cfg, k, n, kind, head_dim):
-        raise ValueError(f"decode_fused tiling table: {cfg} does not divide {kind} K={k} N={n} (block_n must "
-                         f"divide N, split_k K, block_k K/split_k{' and the head dim' if kind == 'attn' else ''}); "
-                         "fix or remove that record (CUDAPERF_FUSED_TABLE or decode_fused_tuned.json)")
-    cfg = cfg or gemv.config_for(k, n, False)
+        raise ValueError(f"tilings table: {cfg} does not divide fused_{kind} K={k} N={n} (block_n must divide N, "
+                         f"split_k K, block_k K/split_k{' and the head dim' if kind == 'attn' else ''}); "
+                         "fix or remove that record")
+    cfg = cfg or gemv.config_for(k, n, False, table)
     if cfg is not None and kind == "attn" and cfg.block_k > head_dim:
         cfg = cfg._replace(block_k=_pow2_divisor(head_dim, cfg.block_k))
     return cfg if valid_config(cfg, k, n, kind, head_dim) else None
 
 
-def attn_config(head_dim: int, group: int) -> AttnConfig:
-    return _table().get(("attend", head_dim, group)) or AttnConfig()
-
-
-def _interpret(interpret):
-    return mode() == "interpret" if interpret is None else interpret
+def attn_config(head_dim: int, group: int, table: dict) -> AttnConfig:
+    rec = table.get(("fused_attend", head_dim, group))
+    return AttnConfig() if rec is None else AttnConfig(**rec)
 
 
 def _params(num_warps, num_stages):
@@ -197,7 +157,7 @@ def _finish_kernel(*refs, n_parts: int, has_bias: bool, chunk: int):
     ss_ref[pl.ds(c, 1)] = jnp.sum(xf * xf, keepdims=True)
 
 
-def finish(x, parts, bias, *, interpret: bool | None = None):
+def finish(x, parts, bias, *, interpret: bool = False):
     """(x + rounded(sum(parts)) + bias, its per-chunk sums of squares) for the residual stream x [D], the
     branch's float32 partials [P, D] (or None) and bias [D] (or None); one program per FINISH_CHUNK
     entries. The consumer (`matvec(kind="norm")`, `norm_from`) turns the sums into the RMSNorm."""
@@ -214,7 +174,7 @@ def finish(x, parts, bias, *, interpret: bool | None = None):
         out_specs=[_full(x), pl.BlockSpec((_pow2_at_least(n_chunks, 1),), lambda c: (0,))],
         out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype),
                    jax.ShapeDtypeStruct((_pow2_at_least(n_chunks, 1),), jnp.float32)],
-        compiler_params=_params(4, 1), interpret=_interpret(interpret), name=f"fused_finish_{k}",
+        compiler_params=_params(4, 1), interpret=interpret, name=f"fused_finish_{k}",
     )(*args)
 
 
@@ -337,8 +297,8 @@ def _mv_kernel(*refs, kind: str, n_parts: int, has_bias: bool, block_k: int, gro
 
 def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, attn=None, group: int = 1,
            ss=None, ss_count: int | None = None, scale=None, eps: float = 1e-6, residual=None,
-           config: GemvConfig | None = None, interpret: bool | None = None, extra_cols: int = 0,
-           swiglu_out: bool = False):
+           config: GemvConfig | None = None, interpret: bool = False, extra_cols: int = 0,
+           swiglu_out: bool = False, table: dict | None = None):
     """float32 split-K partials [split, N (+ extra_cols, never written)] of x @ w for w [K, N], the input
     given by the prologue `kind`:
 
@@ -358,7 +318,7 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
     from jax.experimental import pallas as pl
     k, n = w.shape
     head_dim = attn[0].shape[-1] if kind == "attn" else 0
-    cfg = config or _config(k, n, kind, head_dim)
+    cfg = config or _config(k, n, kind, head_dim, table or {})
     if not valid_config(cfg, k, n, kind, head_dim):
         raise ValueError(f"decode_fused.matvec: no tiling for {kind} K={k} N={n} ({cfg})")
     s, ks, bn = cfg.split_k, k // cfg.split_k, cfg.block_n
@@ -404,7 +364,7 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
         kernel, grid=grid,
         in_specs=[_full(a) for a in args] + w_specs + [_full(a) for a in res_args],
         out_specs=out_specs, out_shape=out_shape,
-        compiler_params=_params(cfg.num_warps, cfg.num_stages), interpret=_interpret(interpret),
+        compiler_params=_params(cfg.num_warps, cfg.num_stages), interpret=interpret,
         name=f"fused_{kind}_{k}x{n}{suffix}")(*args, *w_args, *res_args)
 
 
@@ -500,7 +460,7 @@ def _attn_kernel(*refs, g: int, n_q: int, n_kv: int, n_parts: int, has_bias: boo
 
 def attend(qkv_parts, k_cache, v_cache, kv_mask, cache_index, cos, sin, *, num_heads: int, bias=None,
            q_norm=None, k_norm=None, eps: float = 1e-6, dtype=jnp.bfloat16, config: AttnConfig | None = None,
-           interpret: bool | None = None):
+           interpret: bool = False, table: dict | None = None):
     """One-token attention over the cache, split along it: qkv_parts float32 [P, >= (H + 2 Hkv) * Dh] (the qkv
     matvec's partials), caches [1, Hkv, S, Dh], kv_mask [S], cos/sin float32 [Dh] -> ((acc, ml), new k cache,
     new v cache) where acc [Hkv, splits, Gp, Dh] and ml [Hkv, splits, 2, Gp] (running max, sum) are the
@@ -510,7 +470,7 @@ def attend(qkv_parts, k_cache, v_cache, kv_mask, cache_index, cos, sin, *, num_h
     g = num_heads // hkv
     gp = _pow2_at_least(g, 16)  # the score product needs >= 16 rows
     rows = num_heads + 2 * hkv
-    cfg = config or attn_config(dh, g)
+    cfg = config or attn_config(dh, g, table or {})
     per_split = -(-s_len // cfg.splits)
     span = -(-per_split // cfg.block_s) * cfg.block_s   # slots per split, in whole blocks
     # The last group's [gp, Dh] loads reach past row `rows`: they are masked, and the caller gives the
@@ -538,7 +498,7 @@ def attend(qkv_parts, k_cache, v_cache, kv_mask, cache_index, cos, sin, *, num_h
                    jax.ShapeDtypeStruct(k_cache.shape, k_cache.dtype), jax.ShapeDtypeStruct(v_cache.shape, v_cache.dtype)],
         input_output_aliases={len(args): 2, len(args) + 1: 3},
         compiler_params=_params(cfg.num_warps, cfg.num_stages),
-        interpret=_interpret(interpret),
+        interpret=interpret,
         name="fused_attend",
     )(*args, k_cache, v_cache)
     return (acc, ml), kc, vc
@@ -552,248 +512,3 @@ def merge_heads(acc, ml, num_heads: int, dtype=jnp.bfloat16):
     wgt = jnp.exp(m - m.max(axis=1, keepdims=True))
     out = (acc[:, :, :g] * wgt[..., None]).sum(axis=1) / jnp.maximum((wgt * l).sum(axis=1), 1e-30)[..., None]
     return out.reshape(num_heads * dh).astype(dtype)
-
-
-# ------------------------------------------------------------------------------------------ one step
-def _project_residual(w, kind, xr, res_bias, **prologue):
-    """(xr + (prologue input @ w) + bias, its blocks' sums of squares, their count or None for `finish`'s):
-    in the matvec's epilogue when its tiling has no split-K, else partials, then the finish kernel."""
-    cfg = _config(*w.shape, kind, prologue["attn"][0].shape[-1] if kind == "attn" else 0)
-    if cfg.split_k == 1:
-        x_new, ss = matvec(w, kind, residual=(xr, res_bias), config=cfg, **prologue)
-        return x_new, ss, w.shape[1] // cfg.block_n
-    x_new, ss = finish(xr, matvec(w, kind, config=cfg, **prologue), res_bias)
-    return x_new, ss, None
-
-
-def _cuda_kernels(dt):
-    """A function (kind, weight param, prologue inputs, out_cols, epilogue, residual) -> the CUDA FFI matvec's
-    result (cuda_matvec.py: float32 partials, their sum [1, cols], or with epilogue "residual" the new residual
-    stream and its sums of squares; CUDAPERF_CUDA_EPILOGUE says which epilogues run, the others are done by
-    finish) when cuda_matvec.enabled() (bf16 compute, not the interpreter), or None (off, or a shape that kernel
-    does not take: the Pallas matvec runs). With CUDAPERF_CUDA_CALL_PDL=on (cuda_matvec.call_pdl), weights that need
-    no dtype conversion are launched with programmatic dependent launch (no kernel of the step writes them)."""
-    from cudaperf_jax.models import cuda_matvec as cm
-    on = cm.mode() != "off" and dt == jnp.bfloat16 and not _interpret(None) and cm.enabled()   # (checks the value)
-    epi = cm.epilogues() if on else "partials"
-    cuda_finish = on and cm.finish_enabled()
-    call_pdl = on and cm.call_pdl()
-
-    def run(kind, w, inputs, out_cols=None, epilogue="partials", residual=None):
-        k, n = w.shape
-        if not on:
-            return None
-        split, cols, unroll = cm.tiling_for(k, n)
-        if not cm.supported(k, n, split, cols):
-            return None
-        keep = residual
-        if epi == "partials" or (epi == "qkv" and epilogue == "residual"):
-            epilogue, residual = "partials", None
-        opts = dict(split_k=split, pdl=w.dtype == dt and call_pdl, out_cols=out_cols, cols=cols, unroll=unroll,
-                    epilogue=epilogue, residual=residual)
-        if kind == "norm":
-            out = cm.matvec_norm(inputs["x"], inputs["ss"], inputs["scale"], w.astype(dt), eps=inputs["eps"],
-                                 n_chunks=inputs["ss_count"] or finish_count(k), **opts)
-        elif kind == "attn":
-            out = cm.matvec_attn(*inputs["attn"], w.astype(dt), group=inputs["group"], **opts)
-        else:
-            out = cm.matvec_swiglu(inputs["parts"], inputs["bias"], w.astype(dt), **opts)
-        if keep is not None and residual is None:   # CUDAPERF_CUDA_EPILOGUE=partials: the finish kernel
-            xr = keep[0]
-            if cuda_finish and xr.shape[0] % cm.FINISH_CHUNK == 0:   # CUDA, with PDL: the next matvec prefetches
-                return (*cm.finish(xr, out, keep[1], pdl=call_pdl), None)
-            return (*finish(xr, out, keep[1]), None)
-        return (*out, n // cols) if epilogue == "residual" else out
-    return run
-
-
-def _param(p, dt):
-    """An optional parameter's value in the compute dtype (None stays None)."""
-    return None if p is None else p[...].astype(dt)
-
-
-# id(layer.mlp) -> its gate_up group-major (cuda_matvec.mlp_gm_layout), computed before the sampler's decode loop by
-# `prepared` so that the loop body does not rebuild it every step (XLA does not hoist it out of the while loop).
-_PREPARED: dict = {}
-
-
-def _gm_wanted(model) -> bool:
-    """A group-major CUDAPERF_CUDA_MLP (gm, gm_lean, gm768 - the default) applies to this model's step
-    launch: its gate_up laid out by cuda_matvec.mlp_gm_layout (the one-kernel MLP runs only with the finishes folded,
-    CUDAPERF_CUDA_FOLD_FINISH on; cuda_matvec.step turns a prepared gate_up back to row-major where it does not run)."""
-    from cudaperf_jax.models import cuda_matvec as cm
-    cfg = model.cfg
-    return (cm.mlp_kernel_code() >= 4 and cm.fold_finish(2, 2) and cfg.hidden_size % 8 == 0
-            and cfg.intermediate_size % 8 == 0)
-
-
-def step_layouts(model) -> tuple:
-    """Each layer's gate_up laid out for the step launch's group-major MLP (cuda_matvec.mlp_gm_layout), or () where no
-    group-major CUDAPERF_CUDA_MLP applies (_gm_wanted). A function of the weights only: the sampler computes it once per
-    set of weights and passes it to every decode program (`prepared`)."""
-    if model is None or model.cfg is None or not _gm_wanted(model):
-        return ()
-    from cudaperf_jax.models import cuda_matvec as cm
-    return tuple(cm.mlp_gm_layout(layer.mlp.gate_up[...].astype(model.dtype)) for layer in model.layers)
-
-
-def step_layouts_apply(cfg, dtype, batch: int, cache_shape, cache_dtype) -> bool:
-    """Whether a decode with a model of config cfg and compute dtype `dtype` over `batch` sequences with caches of
-    cache_shape [B, Hkv, S, Dh] runs the step launch with the group-major MLP (the single-device fused decode,
-    CUDAPERF_CUDA_LAYER step/auto, a group-major CUDAPERF_CUDA_MLP): then step_layouts computed once outside the decode
-    program saves rebuilding them in every call. Reads the settings and the config only (cheap on the host)."""
-    shell = types.SimpleNamespace(cfg=cfg)   # what _gm_wanted and _cuda_layer read of a model
-    if cfg is None or not applies(cfg, batch, 1) or not _gm_wanted(shell):
-        return False
-    one = _cuda_layer(shell, dtype, jax.ShapeDtypeStruct(tuple(cache_shape), cache_dtype))
-    return bool(getattr(one, "whole_step", False))
-
-
-@contextlib.contextmanager
-def prepared(model, layouts: tuple = ()):
-    """While active (around the sampler's decode loop), the step launch takes each layer's group-major gate_up from
-    `layouts` (step_layouts, computed by the caller once per set of weights) or, without them, from values computed
-    here, outside the loop, for a group-major CUDAPERF_CUDA_MLP (_gm_wanted; the default gm768): then a second copy of
-    every gate_up built in every decode program (~1 ms for Qwen2.5-1.5B on an H200; XLA drops it when the step
-    launch does not apply)."""
-    keys = []
-    try:
-        built = tuple(layouts) or step_layouts(model)
-        for layer, w in zip(model.layers if built else (), built):
-            _PREPARED[id(layer.mlp)] = w
-            keys.append(id(layer.mlp))
-        yield
-    finally:
-        for key in keys:
-            _PREPARED.pop(key, None)
-
-
-def _gate_up(model, mlp, dt):
-    """The step launch's gate_up: group-major when `prepared` built it (CUDAPERF_CUDA_MLP=gm*), else [D, 2F] - with
-    which the step launch runs the row-major `lean` kernel instead (rebuilding the layout every step would cost more
-    than it gains)."""
-    w = _PREPARED.get(id(mlp))
-    return mlp.gate_up[...].astype(dt).reshape(model.cfg.hidden_size, -1) if w is None else w
-
-
-def _cuda_layer(model, dt, k_cache):
-    """A function running one whole layer from one FFI call (cuda_matvec.layer, CUDAPERF_CUDA_LAYER=on|phases|kernels),
-    or for CUDAPERF_CUDA_LAYER=step (and auto from hidden size cuda_matvec.STEP_AUTO_MIN_D on) one running every
-    layer from one call (cuda_matvec.step; marked whole_step), when the CUDA matvecs are on, the compute and cache
-    dtype is bf16 and the shapes fit; else None (seven kernel calls)."""
-    from cudaperf_jax.models import cuda_matvec as cm
-    cfg = model.cfg if model is not None else None
-    lm = cm.layer_mode()
-    if lm == "auto":
-        lm = "step" if cfg is not None and cfg.hidden_size >= cm.STEP_AUTO_MIN_D else "off"
-    if lm == "off" or dt != jnp.bfloat16 or k_cache.dtype != jnp.bfloat16 or _interpret(None) or cm.mode() == "off" \
-            or not cm.enabled():
-        return None
-    d = cfg.hidden_size
-    chunk = _pow2_divisor(d, FINISH_CHUNK)
-    supported = cm.layer_kernels_supported if lm in ("kernels", "step") else cm.layer_supported
-    if not supported(d, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size, k_cache.shape[2], chunk):
-        return None
-
-    def val(v):
-        return _param(v, dt)
-
-    def args(layer, kc, vc):
-        a, mlp = layer.attn, layer.mlp
-        ws = (a.qkv[...], a.o[...], mlp.gate_up[...], mlp.down[...])
-        gu_b = val(mlp.gate_up_bias)
-        return ws, {
-            "attn_scale": layer.attn_norm.scale[...], "mlp_scale": layer.mlp_norm.scale[...], "w_qkv": ws[0].astype(dt),
-            "b_qkv": val(a.qkv_bias), "q_norm": None if a.q_norm is None else a.q_norm.scale[...],
-            "k_norm": None if a.k_norm is None else a.k_norm.scale[...], "k_cache": kc, "v_cache": vc,
-            "w_o": ws[1].astype(dt), "b_o": val(a.o_bias), "w_gu": ws[2].astype(dt).reshape(d, -1),
-            "b_gu": None if gu_b is None else gu_b.reshape(-1), "w_down": ws[3].astype(dt),
-            "b_down": val(mlp.down_bias)}
-
-    if lm == "step":   # every layer from one FFI call: (layers, x, ss, k caches, v caches, ...) -> x, ss, ks, vs
-        def run_all(layers, x, ss, kcs, vcs, kvm, cache_index, cos, sin):
-            parts = [args(layer, kc, vc) for layer, kc, vc in zip(layers, kcs, vcs)]
-            for layer, (_, kw) in zip(layers, parts):
-                kw["w_gu"] = _gate_up(model, layer.mlp, dt)
-            l0 = layers[0]
-            return cm.step(x, ss, [p for _, p in parts], cos=cos, sin=sin, kv_mask=kvm, cache_index=cache_index,
-                           heads=cfg.num_heads, chunk=chunk, eps_attn=l0.attn_norm.eps, eps_mlp=l0.mlp_norm.eps,
-                           eps_qk=cfg.rms_norm_eps,
-                           pdl=cm.pdl_flags() if all(w.dtype == dt for ws, _ in parts for w in ws) else 0)
-        run_all.whole_step = True
-        return run_all
-
-    def run(layer, x, ss, kc, vc, kvm, cache_index, cos, sin):
-        ws, kw = args(layer, kc, vc)
-        return cm.layer(
-            x, ss, cos=cos, sin=sin, kv_mask=kvm, cache_index=cache_index, heads=cfg.num_heads, chunk=chunk,
-            eps_attn=layer.attn_norm.eps, eps_mlp=layer.mlp_norm.eps, eps_qk=cfg.rms_norm_eps, **kw,
-            pdl=cm.pdl_flags() if all(w.dtype == dt for w in ws) else 0, per_phase=lm == "phases", kernels=lm == "kernels")
-    return run
-
-
-def hidden_step(model, tokens, positions, kv_mask, cache, cache_index):
-    """Decoder.hidden for one token of one sequence with a cache: (final-normed h [1, 1, D], new cache)."""
-    from cudaperf_jax.models.decoder import KVCache
-    from cudaperf_jax.models.rope import cos_sin
-    cfg, dt = model.cfg, model.dtype
-    s_len = cache.k[0].shape[2]
-    hd, g = cfg.head_dim, cfg.num_heads // cfg.num_kv_heads
-    kvm = jnp.ones((s_len,), jnp.int32) if kv_mask is None else kv_mask[0].astype(jnp.int32)
-    if positions is None:
-        positions = jnp.zeros((1, 1), jnp.int32)
-    cos, sin = cos_sin(positions, jnp.asarray(model._inv_freq, jnp.float32), model._att_factor)
-    cos, sin = cos[0, 0], sin[0, 0]
-    x = jnp.take(model.embed[...], tokens[0], axis=0)[0].astype(dt)
-    x, ss = finish(x, None, None)
-    count = None
-    new_k, new_v = [], []
-
-    def val(p):
-        return _param(p, dt)
-
-    cuda = _cuda_kernels(dt)
-    one_kernel = _cuda_layer(model, dt, cache.k[0])
-    if getattr(one_kernel, "whole_step", False):   # CUDAPERF_CUDA_LAYER=step: all layers from one FFI call
-        x, ss, new_k, new_v = one_kernel(model.layers, x, ss, cache.k, cache.v, kvm, cache_index, cos, sin)
-        h = norm_from(x, ss, model.final_norm.scale[...], model.final_norm.eps, None)
-        return h[None, None, :], KVCache(tuple(new_k), tuple(new_v))
-    for i, layer in enumerate(model.layers):
-        if one_kernel is not None:   # the whole layer in one persistent CUDA kernel
-            x, ss, kc, vc = one_kernel(layer, x, ss, cache.k[i], cache.v[i], kvm, cache_index, cos, sin)
-            new_k.append(kc)
-            new_v.append(vc)
-            continue
-        a, mlp = layer.attn, layer.mlp
-        extra = (_pow2_at_least(g, 16) - g) * hd
-        norm_in = {"x": x, "ss": ss, "ss_count": count, "scale": layer.attn_norm.scale[...], "eps": layer.attn_norm.eps}
-        qkv_parts = cuda("norm", a.qkv[...], norm_in, out_cols=a.qkv.shape[1] + extra, epilogue="sum")
-        if qkv_parts is None:
-            qkv_parts = matvec(a.qkv[...].astype(dt), "norm", extra_cols=extra, **norm_in)
-        attn, kc, vc = attend(qkv_parts, cache.k[i], cache.v[i], kvm, cache_index, cos, sin, num_heads=cfg.num_heads,
-                              bias=val(a.qkv_bias), q_norm=None if a.q_norm is None else a.q_norm.scale[...],
-                              k_norm=None if a.k_norm is None else a.k_norm.scale[...], eps=cfg.rms_norm_eps, dtype=dt)
-        new_k.append(kc)
-        new_v.append(vc)
-        o_res = cuda("attn", a.o[...], {"attn": attn, "group": g}, epilogue="residual", residual=(x, val(a.o_bias)))
-        if o_res is not None:
-            x, ss, count = o_res
-        else:
-            x, ss, count = _project_residual(a.o[...].astype(dt), "attn", x, val(a.o_bias), attn=attn, group=g)
-        gu_w = mlp.gate_up[...].astype(dt).reshape(cfg.hidden_size, -1)
-        gu_bias = None if mlp.gate_up_bias is None else val(mlp.gate_up_bias).reshape(-1)
-        norm_in = {"x": x, "ss": ss, "ss_count": count, "scale": layer.mlp_norm.scale[...], "eps": layer.mlp_norm.eps}
-        gu_parts = cuda("norm", mlp.gate_up[...].reshape(cfg.hidden_size, -1), norm_in)
-        down_res = None if gu_parts is None else cuda("swiglu", mlp.down[...], {"parts": gu_parts, "bias": gu_bias},
-                                                      epilogue="residual", residual=(x, val(mlp.down_bias)))
-        if down_res is not None:
-            x, ss, count = down_res
-        elif swiglu_in_gate_up(cfg):  # gate_up writes the activation; down reads it as a plain vector
-            act = matvec(gu_w, "norm", swiglu_out=True, bias=gu_bias, **norm_in)
-            x, ss, count = _project_residual(mlp.down[...].astype(dt), "plain", x, val(mlp.down_bias), x=act)
-        else:
-            gu_parts = matvec(gu_w, "norm", **norm_in) if gu_parts is None else gu_parts
-            x, ss, count = _project_residual(mlp.down[...].astype(dt), "swiglu", x, val(mlp.down_bias),
-                                             parts=gu_parts, bias=gu_bias)
-    h = norm_from(x, ss, model.final_norm.scale[...], model.final_norm.eps, count)
-    return h[None, None, :], KVCache(tuple(new_k), tuple(new_v))
