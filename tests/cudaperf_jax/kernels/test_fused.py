@@ -123,15 +123,16 @@ def test_decode_steps_match_xla(kind, over):
 
 
 def test_sampler_gives_the_same_tokens():
+    """(Before the config was a static argument, this test compared the XLA path with itself: the second Sampler
+    reused the first one's compiled program. In bf16 the fused path's roundings flip a near-tie at the 6th token.)"""
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
-    model = _model("qwen2", jnp.bfloat16)
+    model = _model("qwen2")
     params = SamplingParams(max_new_tokens=6, temperature=0.0, stop_token_ids=())
     prompts = [[7, 8, 9, 10, 11]]
     want = Sampler(model, prompt_bucket=8, kernels=DecodeKernels(path="xla")).generate(prompts, params)
-    fused_layers = DecodeKernels(path="pallas", lm_head="xla", interpret=True)   # the LM head as XLA's (bf16)
-    got = Sampler(model, prompt_bucket=8, kernels=fused_layers).generate(prompts, params)
+    got = Sampler(model, prompt_bucket=8, kernels=PALLAS).generate(prompts, params)
     np.testing.assert_array_equal(got.tokens, want.tokens)
-    np.testing.assert_allclose(got.logprobs, want.logprobs, atol=0.1)
+    np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-3)
 
 
 def test_unsupported_shapes_and_auto_mode_stay_on_xla():

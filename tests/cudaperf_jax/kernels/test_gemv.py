@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from cudaperf_jax.models import gemv
+from cudaperf_jax.kernels import DecodeKernels, gemv
+from cudaperf_jax.kernels import config as kconfig
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.decoder import Decoder
 from tests.cudaperf_jax.models import tiny
@@ -46,14 +47,14 @@ def test_default_configs_tile_real_model_shapes(k, n, tr):
     assert cfg.block_k >= 16 and cfg.block_n >= 8
 
 
-def test_gradient_goes_through_plain_matmuls(monkeypatch):
-    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "interpret")
+def test_gradient_goes_through_plain_matmuls():
     x = jax.random.normal(jax.random.key(0), (1, 64))
     w = jax.random.normal(jax.random.key(1), (64, 32))
     wt = jax.random.normal(jax.random.key(2), (48, 64))
 
     def f(x, w, wt):
-        return jnp.sum(gemv.matmul(x, w) ** 2) + jnp.sum(gemv.matmul(x, wt, transposed=True) ** 3)
+        kw = {"on": True, "interpret": True}
+        return jnp.sum(gemv.matmul(x, w, **kw) ** 2) + jnp.sum(gemv.matmul(x, wt, transposed=True, **kw) ** 3)
 
     def g(x, w, wt):
         return jnp.sum((x @ w) ** 2) + jnp.sum((x @ wt.T) ** 3)
@@ -62,89 +63,95 @@ def test_gradient_goes_through_plain_matmuls(monkeypatch):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
-def test_use_gemv_modes(monkeypatch):
+def test_use_gemv_and_the_resolved_paths():
     one, two = jnp.zeros((1, 1, 8)), jnp.zeros((2, 1, 8))
-    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "auto")
-    assert gemv.use_gemv(one) == (jax.default_backend() == "gpu" and jax.device_count() == 1)
-    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "interpret")
-    assert gemv.use_gemv(one) and not gemv.use_gemv(two)
-    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "off")
-    assert not gemv.use_gemv(one)
-    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "fast")
-    with pytest.raises(ValueError, match="auto, off, on or interpret"):
-        gemv.use_gemv(one)
+    assert gemv.use_gemv(one, True) and not gemv.use_gemv(two, True) and not gemv.use_gemv(one, False)
+    auto = DecodeKernels().resolve(1)
+    assert auto.on == (jax.default_backend() == "gpu" and jax.device_count() == 1)
+    assert DecodeKernels(path="pallas", interpret=True).resolve(1).on
+    assert not DecodeKernels(path="xla").resolve(1).on
+    with pytest.raises(ValueError, match="auto, xla, pallas, cuda"):
+        DecodeKernels(path="fast")
+    with pytest.raises(ValueError, match="unknown fields"):
+        DecodeKernels.from_config({"path": "xla", "speed": 2})
+    assert DecodeKernels.from_config({"path": "xla", "unroll": 2}) == DecodeKernels(path="xla", unroll=2)
+    assert hash(DecodeKernels()) == hash(DecodeKernels())   # a static argument of jit
 
 
 @pytest.mark.parametrize("tied", [True, False])
-def test_decoder_decode_step_same_with_kernel(monkeypatch, tied):
+def test_decoder_decode_step_same_with_kernel(tied):
     cfg = ModelConfig(model_type="qwen2", vocab_size=96, hidden_size=64, intermediate_size=96, num_layers=2,
                       num_heads=4, num_kv_heads=2, head_dim=16, qkv_bias=True, tie_word_embeddings=tied)
     model = Decoder(cfg, rngs=nnx.Rngs(0))
     toks = jnp.asarray([[5, 17, 3, 60, 11]], jnp.int32)
 
-    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "off")
     want = tiny.stepwise_logits(model, toks, 8)
-    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "interpret")
-    got = tiny.stepwise_logits(model, toks, 8)
+    got = tiny.stepwise_logits(model, toks, 8, kernels=DecodeKernels(path="pallas", interpret=True))
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
 
 
-def test_tuned_table_overrides_the_default_tiling(tmp_path, monkeypatch):
+def test_tuned_table_overrides_the_default_tiling(tmp_path):
     import json
     table = tmp_path / "t.json"
-    table.write_text(json.dumps([{"K": 128, "N": 64, "transposed": False,
+    table.write_text(json.dumps([{"kernel": "gemv", "K": 128, "N": 64,
                                   "config": {"block_n": 16, "split_k": 2, "block_k": 32, "num_warps": 8, "num_stages": 2}}]))
-    assert gemv.config_for(128, 64, False) == gemv.default_config(128, 64, False)
-    monkeypatch.setenv("CUDAPERF_GEMV_TABLE", str(table))
-    assert gemv.config_for(128, 64, False) == gemv.GemvConfig(16, 2, 32, 8, 2)
-    assert gemv.config_for(128, 32, False) == gemv.default_config(128, 32, False)  # other shapes: heuristic
+    assert gemv.config_for(128, 64, False, kconfig.tilings()) == gemv.default_config(128, 64, False)
+    rows = kconfig.tilings(str(table))
+    assert gemv.config_for(128, 64, False, rows) == gemv.GemvConfig(16, 2, 32, 8, 2)
+    assert gemv.config_for(128, 32, False, rows) == gemv.default_config(128, 32, False)  # other shapes: heuristic
     x, w = jnp.ones((128,)), jnp.ones((128, 64))
-    np.testing.assert_allclose(gemv.gemv_raw(x, w, interpret=True), np.full(64, 128.0))
-    monkeypatch.setenv("CUDAPERF_GEMV_TABLE", str(tmp_path / "missing.json"))
-    with pytest.raises(FileNotFoundError, match="CUDAPERF_GEMV_TABLE"):
-        gemv.config_for(128, 64, False)
+    np.testing.assert_allclose(gemv.gemv_raw(x, w, config=gemv.config_for(128, 64, False, rows), interpret=True),
+                               np.full(64, 128.0))
 
 
 def test_packaged_table_entries_are_valid_tilings():
-    for (k, n, tr), cfg in gemv._tuned(None).items():
-        assert n % cfg.block_n == 0 and k % cfg.split_k == 0 and (k // cfg.split_k) % cfg.block_k == 0
+    from cudaperf_jax.kernels import cuda_ffi
+    table = kconfig.tilings()
+    assert table, "the packaged tilings table is empty"
+    for (kernel, k, n), rec in table.items():
+        if kernel.startswith("gemv"):
+            cfg = gemv.GemvConfig(**rec)
+            assert n % cfg.block_n == 0 and k % cfg.split_k == 0 and (k // cfg.split_k) % cfg.block_k == 0
+        elif kernel.startswith("cuda"):
+            assert cuda_ffi.tiling_for(k, n, table, step=kernel == "cuda_step") == \
+                (rec["split_k"], rec["cols"], rec["unroll"])
 
 
 def test_sampler_falls_back_to_xla_when_the_kernel_fails(monkeypatch):
     """A real failure: auto mode believes it is on one GPU, so the kernel is compiled for Triton on the CPU,
-    which Pallas refuses; the sampler warns, turns the kernel off and gives the XLA path's tokens."""
+    which Pallas refuses; the sampler warns, holds path xla from then on and gives the XLA path's tokens."""
+    import dataclasses
+
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
     cfg = ModelConfig(model_type="llama", vocab_size=64, hidden_size=32, intermediate_size=48, num_layers=2,
                       num_heads=4, num_kv_heads=2, head_dim=8)
     model = Decoder(cfg, rngs=nnx.Rngs(0))
     prompt = [[5, 9, 2, 7]]
     params = SamplingParams(max_new_tokens=6, temperature=0.0, stop_token_ids=())
-    monkeypatch.setitem(gemv._state, "disabled", None)
-    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "off")
-    want = Sampler(model, prompt_bucket=4).generate(prompt, params).tokens
-    jax.clear_caches()
-    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "auto")
-    monkeypatch.setattr(gemv, "_auto_ok", lambda: True)
+    want = Sampler(model, prompt_bucket=4, kernels=DecodeKernels(path="xla")).generate(prompt, params).tokens
+    real = kconfig._resolve
+
+    def on_one_gpu(kc, batch):   # what auto resolves to on one GPU without the CUDA library
+        run = real(kc, batch)
+        return dataclasses.replace(run, path="pallas", lm_head="pallas") if kc.path == "auto" else run
+    monkeypatch.setattr(kconfig, "_resolve", on_one_gpu)
+    sampler = Sampler(model, prompt_bucket=4)
     with pytest.warns(RuntimeWarning, match="decode kernel failed"):
-        got = Sampler(model, prompt_bucket=4).generate(prompt, params).tokens
+        got = sampler.generate(prompt, params).tokens
     np.testing.assert_array_equal(got, want)
-    assert gemv._state["disabled"] and not gemv.use_gemv(jnp.zeros((1, 1, 8)))
-    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "on")  # forced: a failure is the user's to see
-    monkeypatch.setitem(gemv._state, "disabled", None)
-    jax.clear_caches()
+    assert sampler.kernels.path == "xla" and not sampler.kernels.resolve(1).on
+    forced = Sampler(model, prompt_bucket=4, kernels=DecodeKernels(path="pallas"))   # a failure is the user's to see
     with pytest.raises(Exception, match="interpret"):
-        Sampler(model, prompt_bucket=4).generate(prompt, params)
+        forced.generate(prompt, params)
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen3"])
-def test_decoder_with_every_decode_kernel_matches_xla(monkeypatch, kind):
+def test_decoder_with_every_decode_kernel_matches_xla(kind):
     cfg = ModelConfig(model_type=kind, vocab_size=96, hidden_size=64, intermediate_size=96, num_layers=2,
                       num_heads=4, num_kv_heads=2, head_dim=16, qk_norm=kind == "qwen3")
     model = Decoder(cfg, rngs=nnx.Rngs(2))
     toks = jnp.asarray([[5, 17, 3, 60, 11, 7]], jnp.int32)
 
-    for var in ("CUDAPERF_DECODE_GEMV", "CUDAPERF_DECODE_FUSED"):
-        monkeypatch.setenv(var, "off")
     want = tiny.stepwise_logits(model, toks, 8)
-    monkeypatch.setenv("CUDAPERF_DECODE_GEMV", "interpret")
-    np.testing.assert_allclose(tiny.stepwise_logits(model, toks, 8), want, atol=1e-4, rtol=1e-4)
+    got = tiny.stepwise_logits(model, toks, 8, kernels=DecodeKernels(path="pallas", interpret=True))
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
