@@ -145,11 +145,11 @@ class Sampler:
     """Generates continuations for batches of prompts with one Decoder (and optionally its tokenizer)."""
 
     def __init__(self, model: Decoder, tokenizer=None, *, mesh=None, cache_dtype=None, prompt_bucket: int = 64,
-                 pad_id: int | None = None, kernels: DecodeKernels = DecodeKernels()):
-        """kernels: the decode kernels (see DecodeKernels); after a kernel failure in auto mode the Sampler holds
-        path xla instead (its `kernels` attribute)."""
+                 pad_id: int | None = None, kernels: DecodeKernels | None = None):
+        """kernels: the decode kernels (default DecodeKernels(): auto); after a kernel failure in auto mode the Sampler
+        holds path xla instead (its `kernels` attribute)."""
         self.cfg = model.cfg
-        self.kernels = kernels
+        self.kernels = kernels or DecodeKernels()
         self.graphdef, self.state = nnx.split(model)
         self._dtype = model.dtype   # the compute dtype (update_weights keeps the structure)
         self.tokenizer = tokenizer

@@ -88,7 +88,7 @@ def _cuda_matvecs(kc: DecodeKernels, dt):
         split, cols, unroll = cuda_ffi.tiling_for(k, n, table)
         if not cuda_ffi.supported(k, n, split, cols):
             return None
-        opts = dict(split_k=split, out_cols=out_cols, cols=cols, unroll=unroll)
+        opts = {"split_k": split, "out_cols": out_cols, "cols": cols, "unroll": unroll}
         if kind == "norm":
             return cuda_ffi.matvec_norm(inputs["x"], inputs["ss"], inputs["scale"], w.astype(dt), eps=inputs["eps"],
                                         n_chunks=inputs["ss_count"] or fused.finish_count(k), **opts)

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from cudaperf_jax.kernels import DecodeKernels
+from cudaperf_jax.kernels import DecodeKernels, step
 from cudaperf_jax.kernels import fused as df
-from cudaperf_jax.kernels import step
 from cudaperf_jax.kernels.config import tilings
 from cudaperf_jax.kernels.gemv import GemvConfig
 from cudaperf_jax.models.config import ModelConfig

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cudaperf_jax.models import cuda_matvec as cm
+from cudaperf_jax.kernels import cuda_build, cuda_ffi
 from kernels_harness.emulation import EmulatedLibrary, build_shared_library
 
 ENTRY = r'''
@@ -64,7 +64,7 @@ BF16 = jnp.bfloat16
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    src = cm.KERNEL.read_text().replace("#pragma once", "") + ENTRY
+    src = cuda_build.KERNEL.read_text().replace("#pragma once", "") + ENTRY
     res = build_shared_library(src, tmp_path_factory.mktemp("mv") / "matvec.so", checks=False)
     assert res.ok, res.log[:2000]
     lib = EmulatedLibrary(res.path)
@@ -99,7 +99,7 @@ def _launch(lib, mode, w, split, y_extra=0, xp=None, x=None, ss=None, n_chunks=0
             group=1, cols=None, unroll=4, epi=0, rx=None, rb=None):
     lib_, fn = lib
     k, n = w.shape
-    cols = cols or cm.default_cols(n)
+    cols = cols or cuda_ffi.default_cols(n)
     y = np.full((split, n + y_extra), np.nan, np.float32)
     total = np.full(n + y_extra, np.nan, np.float32)
     xo = np.zeros(n, BF16)

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cudaperf_jax.models import cuda_matvec as cm
+from cudaperf_jax.kernels import cuda_build, cuda_step
 from kernels_harness.emulation import EmulatedLibrary, build_shared_library
 
 ENTRY = r'''
@@ -203,8 +203,8 @@ BF16 = jnp.bfloat16
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    layer_src = cm.LAYER_KERNEL.read_text().replace("#pragma once", "").replace('#include "matvec_kernel.cuh"', "")
-    src = cm.KERNEL.read_text().replace("#pragma once", "") + layer_src + ENTRY
+    layer_src = cuda_build.LAYER_KERNEL.read_text().replace("#pragma once", "").replace('#include "matvec_kernel.cuh"', "")
+    src = cuda_build.KERNEL.read_text().replace("#pragma once", "") + layer_src + ENTRY
     res = build_shared_library(src, tmp_path_factory.mktemp("layer") / "layer.so", checks=False)
     assert res.ok, res.log[:3000]
     lib = EmulatedLibrary(res.path)
@@ -419,7 +419,7 @@ def test_the_one_kernel_mlp_matches_the_two_kernels(lib, case, idx, pad, layers,
         bufs = [_buffers(case, w, x, ss, mask, idx, cos, sin, kc.copy(), vc.copy()) for w, kc, vc in weights]
         if rot in (3, 4, 6, 7):   # 5: the group-major kernel on the row-major weights (the layout matters)
             for layer_bufs in bufs:
-                layer_bufs[16] = np.ascontiguousarray(cm.mlp_gm_layout(layer_bufs[16]))
+                layer_bufs[16] = np.ascontiguousarray(cuda_step.mlp_gm_layout(layer_bufs[16]))
         assert _run(fns["run_step_fold"], bufs, case, layers + 100 * b + 100000 * rot) == 0, lib_.last_error()
         got[b, rot] = (bufs[0][28].astype(np.float32), bufs[0][29].copy(), bufs[-1][12], bufs[-1][13])
     one, two = got[blocks, 0], got[0, 0]

@@ -5,7 +5,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from cudaperf_jax.models import cuda_matvec as cm
+from cudaperf_jax.kernels import cuda_build, cuda_ffi
 from kernels_harness.emulation import EmulatedLibrary, build_shared_library
 
 ENTRY = r'''
@@ -29,7 +29,7 @@ extern "C" int topk(const float* x, int b, int v, int k, unsigned* maxima, float
 
 @pytest.fixture(scope="module")
 def topk(tmp_path_factory):
-    src = cm.TOPK_KERNEL.read_text().replace("#pragma once", "") + ENTRY
+    src = cuda_build.TOPK_KERNEL.read_text().replace("#pragma once", "") + ENTRY
     res = build_shared_library(src, tmp_path_factory.mktemp("topk") / "topk.so", checks=False)
     assert res.ok, res.log[:2000]
     lib = EmulatedLibrary(res.path)
@@ -41,7 +41,7 @@ def topk(tmp_path_factory):
         """sample: (noise [B, k], temperature, top_p, use_top_p) -> also (tok [B], logprob [B])."""
         x = np.ascontiguousarray(x, np.float32)
         b, v = x.shape
-        n_chunks = -(-v // cm.TOPK_CHUNK)
+        n_chunks = -(-v // cuda_ffi.TOPK_CHUNK)
         maxima = np.zeros((b, n_chunks), np.uint32)
         vals, idx = np.zeros((b, k), np.float32), np.zeros((b, k), np.int32)
         ms, lse = np.zeros((b, 2 * n_chunks), np.float32), np.full(b, 7.0, np.float32)
