@@ -146,13 +146,9 @@ def top_k(x: jax.Array, k: int, *, with_lse: bool = False):
     b, v = x.shape
     n_chunks = -(-v // TOPK_CHUNK)
     f32 = jnp.float32
-    one = jax.ShapeDtypeStruct((1,), f32)
     shapes = [jax.ShapeDtypeStruct((b, k), f32), jax.ShapeDtypeStruct((b, k), jnp.int32),
               jax.ShapeDtypeStruct((b, n_chunks), jnp.uint32),
               jax.ShapeDtypeStruct((b, 2 * n_chunks) if with_lse else (1,), f32),
-              jax.ShapeDtypeStruct((b,) if with_lse else (1,), f32), jax.ShapeDtypeStruct((1,), jnp.int32), one]
-    z = jnp.zeros((1,), f32)
-    out = jax.ffi.ffi_call(TARGETS["topk"][0], shapes)(
-        x.astype(f32), z, z, z, k=np.int64(k), with_lse=np.int64(int(with_lse)), sample=np.int64(0),
-        use_top_p=np.int64(0))
+              jax.ShapeDtypeStruct((b,) if with_lse else (1,), f32)]
+    out = jax.ffi.ffi_call(TARGETS["topk"][0], shapes)(x.astype(f32), k=np.int64(k), with_lse=np.int64(int(with_lse)))
     return (out[0], out[1], out[4]) if with_lse else (out[0], out[1])

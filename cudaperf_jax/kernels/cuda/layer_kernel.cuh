@@ -1,27 +1,10 @@
-// One whole decoder layer of a batch-1 decode step in ONE persistent kernel (cuda_matvec.layer; matvec.cu launches it
-// through the XLA FFI). decode_fused.py runs a layer as seven kernels (qkv, attend, o, finish, gate_up, down,
-// finish), each paying its launch, ramp and tail; here the same seven phases run back to back inside one grid of
-// (SMs x resident blocks per SM) blocks, separated by a grid-wide barrier. Before a block waits at a barrier it has
-// already issued the first weight rows of its next matvec item, so the weight stream never stops for long.
-//
-//   0 qkv      split-K partials of RMSNorm(x) @ w_qkv                       (matvec_columns, "norm" prologue)
-//   1 attend   (KV head, cache split) items: sum the qkv partials (+ bias), Qwen3's q/k norms, RoPE; split 0 writes
-//              the new key and value into the cache; unnormalised softmax over the split's slots (flash-decoding)
-//   2 o        split-K partials of merge(attention splits) @ w_o              ("attn" prologue)
-//   3 finish   x_mid = x + round(sum o partials) + bias, sums of squares per chunk
-//   4 gate_up  split-K partials of RMSNorm(x_mid) @ w_gu                      ("norm" prologue)
-//   5 down     split-K partials of swiglu(gate_up partials) @ w_down          ("swiglu" prologue)
-//   6 finish   x_out = x_mid + round(sum down partials) + bias, sums of squares per chunk
-//
-// The roundings are decode_fused's (and its matvec prologues', shared through matvec_kernel.cuh), so the step gives
-// the tokens of the fused path up to summation order. layer_kernel(p, lo, hi, pdl) runs phases [lo, hi): one launch
-// with (0, 7) on the GPU, or one launch per phase (no barrier at all: the CPU emulation in tests, and
-// CUDAPERF_CUDA_LAYER=phases on a GPU as a cross-check).
-//
-// The grid barrier needs every block of the grid resident at once: the host launches at most the occupancy
-// calculator's blocks per SM times the SM count. With pdl, the next layer's kernel may launch while this one runs
-// (its blocks take free slots and wait in griddepcontrol.wait before touching the barrier), so the barrier state is
-// only used after that wait.
+// The step launch's layer pieces (matvec.cu StepImpl launches them through the XLA FFI; cuda_step.py plans them):
+// LayerParams (one decoder layer's buffers and sizes), the prologue builders of its matvecs (RMSNorm, the attention
+// merge, SwiGLU, the residual rebuilt from fixed-point sums), and attend_kernel: (KV head, cache split, head group)
+// blocks that sum the qkv partials (or read their fixed-point sums), apply Qwen3's q/k norms and RoPE, write the new
+// key and value into the cache (split 0) and run an unnormalised softmax over the split's slots (flash-decoding),
+// with fused.py's roundings. (A persistent one-kernel layer with grid barriers lived here until it was measured
+// about 2x slower than the chained kernels: docs/decode_kernels.md.)
 #pragma once
 #include "matvec_kernel.cuh"
 
@@ -33,7 +16,6 @@ using cudaperf_matvec::round_bf16;
 using cudaperf_matvec::pdl_start;
 using cudaperf_matvec::pdl_wait;
 
-constexpr int kPhases = 7;
 constexpr int kRedFloats = 2080;   // max over TPR 8/16 of (kThreads / TPR) * (8 * TPR + 1): matvec_columns' red
 constexpr int kMaxGroup = 16;      // query heads per KV head
 constexpr int kMaxHeadDim = 256;
@@ -89,44 +71,6 @@ struct LayerParams {
   int qkv_fixed;                          // the attention reads qkv_parts as fixed-point sums [(h + 2 hkv) dh] (64-bit)
 };
 
-// Grid-wide barrier: arrival counter + generation. Self-resetting (the last block to arrive zeroes the counter
-// before it bumps the generation), so launches on one stream can share it.
-__device__ unsigned int g_layer_count;
-__device__ unsigned int g_layer_gen;
-
-__device__ __forceinline__ void grid_sync() {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    volatile unsigned int* gen = &g_layer_gen;
-    const unsigned int seen = *gen;   // read before arriving: it cannot have moved on without this block
-    __threadfence();
-    if (atomicAdd(&g_layer_count, 1u) == gridDim.x - 1) {
-      atomicExch(&g_layer_count, 0u);
-      __threadfence();
-      atomicAdd(&g_layer_gen, 1u);
-    } else {
-      while (*gen == seen) {
-#if defined(__CUDA_ARCH__)
-        __nanosleep(32);
-#endif
-      }
-    }
-    __threadfence();
-  }
-  __syncthreads();
-}
-
-// What a block must do before its first read of a phase's inputs: nothing, PDL's wait for the previous kernel
-// (first phase of a launch), or the grid barrier (later phases). wait() is idempotent within a phase.
-struct Sync {
-  int pending;   // 0 nothing, 1 PDL wait, 2 grid barrier
-  __device__ __forceinline__ void wait() {
-    if (pending == 1) MATVEC_WAIT_FOR_PRODUCER();
-    if (pending == 2) grid_sync();
-    pending = 0;
-  }
-};
-
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
@@ -149,69 +93,6 @@ __device__ __forceinline__ float sum_parts(const float* p, int n, int stride) {
     }
   }
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
-// Work items (column tile, K slice) of one matvec spread over the grid's blocks; y [split, n] float32 partials.
-template <int U, int MODE>
-__device__ void matvec_phase(const Prologue& pro, const __nv_bfloat16* __restrict__ w, int k, int n, int split,
-                             int cols, float* y, float* smem, Sync& sync) {
-  const int ks = k / split, tiles = n / cols, items = tiles * split;
-  float* red = smem;
-  float* xs = smem + kRedFloats;
-  auto wait = [&] { sync.wait(); };
-  for (int it = blockIdx.x; it < items; it += gridDim.x) {
-    __syncthreads();   // the previous item's readers of xs and red are done
-    const int tile = it % tiles, sp = it / tiles;
-    const float s = cols == 64 ? cudaperf_matvec::matvec_columns<8, U, MODE, true>(pro, w, n, ks, tile, sp, xs, red, wait)
-                               : cudaperf_matvec::matvec_columns<16, U, MODE, true>(pro, w, n, ks, tile, sp, xs, red, wait);
-    if (static_cast<int>(threadIdx.x) < cols) y[static_cast<size_t>(sp) * n + tile * cols + threadIdx.x] = s;
-  }
-}
-
-// decode_fused.finish: xo = x + round(round(sum_p parts[p]) + bias), ss[chunk] = sum of xo^2 over the chunk.
-__device__ void finish_phase(const __nv_bfloat16* x, const float* parts, int n_parts, const __nv_bfloat16* bias, int d,
-                             int chunk, __nv_bfloat16* xo, float* ss, float* smem, Sync& sync) {
-  const int items = d / chunk;
-  for (int it = blockIdx.x; it < items; it += gridDim.x) {
-    __syncthreads();
-    sync.wait();
-    const int i = it * chunk + threadIdx.x;
-    float sq = 0.f;
-    if (static_cast<int>(threadIdx.x) < chunk) {
-      float y = sum_parts(parts + i, n_parts, d);
-      y = round_bf16(y);
-      if (bias != nullptr) y = round_bf16(y + __bfloat162float(bias[i]));
-      const float xn = round_bf16(__bfloat162float(__ldcg(x + i)) + y);
-      xo[i] = __float2bfloat16(xn);
-      sq = xn * xn;
-    }
-    cudaperf_matvec::block_sum_to<kThreads / 32>(sq, smem, ss + it);
-  }
-}
-
-// The dh / 32 (1, 2, 4 or 8) key entries of lane `lane` in a key row of dh bf16, as floats (zeros unless valid).
-__device__ __forceinline__ void load_key_slice(const __nv_bfloat16* row, int dh, int lane, bool valid, float (&out)[8]) {
-  const int n = dh / 32;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) out[i] = 0.f;
-  if (!valid) return;
-  if (n == 8) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(row) + lane);
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      out[2 * i] = __uint_as_float(w[i] << 16);
-      out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-  } else if (n == 4) {
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(row) + lane);
-    out[0] = __uint_as_float(v.x << 16);
-    out[1] = __uint_as_float(v.x & 0xffff0000u);
-    out[2] = __uint_as_float(v.y << 16);
-    out[3] = __uint_as_float(v.y & 0xffff0000u);
-  } else {
-    for (int i = 0; i < n; ++i) out[i] = __bfloat162float(row[lane * n + i]);
-  }
 }
 
 // The KV head j's query heads h0 .. h0 + gl - 1 (default: all g), key and value of the new token, raw [gl + 2][dh]:
@@ -316,13 +197,6 @@ __device__ void attn_rope(const LayerParams& p, const float* raw, float* rot, in
   __syncthreads();
 }
 
-// Both of the above.
-__device__ void attn_prepare(const LayerParams& p, int j, float* raw, float* rot, int rot_stride, float* rs,
-                             const float* cosp, const float* sinp) {
-  attn_sum_parts(p, j, raw);
-  attn_rope(p, raw, rot, rot_stride, rs, cosp, sinp);
-}
-
 // One warp per head hh: the split's softmax numerators over its nt scores sc[hh * sc_stride + t] (-inf where the
 // slot is not attended), in place and rounded to bf16 (decode_fused rounds p for P.V), with the new token's own score
 // q . k (rot rows hh and g) on the first split (own); stat: running max m [kMaxGroup], l (the unrounded numerators
@@ -358,112 +232,6 @@ __device__ void split_softmax(const LayerParams& p, const float* rot, int rot_st
     }
   }
   __syncthreads();
-}
-
-// Floats of shared memory the attention phase uses (layout in attention_phase).
-__host__ __device__ inline int attention_smem_floats(int g, int dh, int span_max) {
-  return (g + 2) * dh + (g + 1) * dh + 32 + 3 * kMaxGroup + (g + 1) * (span_max + 1) + (kThreads / dh) * g * dh;
-}
-
-__device__ void attention_phase(const LayerParams& p, float* smem, Sync& sync) {
-  const int g = p.h / p.hkv, dh = p.dh, rows = g + 2, sw = p.span_max + 1;
-  const int nw = kThreads / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* raw = smem;                        // [g + 2][dh] q heads, k, v: partials summed, rounded, + bias
-  float* rot = raw + rows * dh;             // [g + 1][dh] q heads and k after the q/k norm and RoPE
-  float* rs = rot + (g + 1) * dh;           // [g + 1] q/k norm rstd (32 reserved)
-  float* stat = rs + 32;                    // m [kMaxGroup], l [kMaxGroup], own-token weight [kMaxGroup]
-  float* sc = stat + 3 * kMaxGroup;         // [g][span_max + 1] scores, then softmax numerators
-  float* ok = sc + g * sw;                  // [span_max + 1] 1 where the slot is attended (kv_mask), else 0
-  float* pv = ok + sw;                      // [kThreads / dh][g][dh] the thread groups' P.V sums
-  const int items = p.hkv * p.attn_splits;
-  for (int it = blockIdx.x; it < items; it += gridDim.x) {
-    __syncthreads();
-    sync.wait();
-    const int j = it / p.attn_splits, c = it % p.attn_splits;
-    const int idx = __ldcg(p.cache_index);
-    attn_prepare(p, j, raw, rot, dh, rs, p.cos, p.sin);
-    const size_t head = static_cast<size_t>(j) * p.s_len;
-    if (c == 0) {   // the new token's key and value, in place (no block reads slot idx from the cache)
-      for (int d = threadIdx.x; d < dh; d += kThreads) {
-        p.k_cache[(head + idx) * dh + d] = __float2bfloat16(rot[g * dh + d]);
-        p.v_cache[(head + idx) * dh + d] = __float2bfloat16(raw[(g + 1) * dh + d]);
-      }
-    }
-    // this split's slots: [t0, t1) of the earlier tokens, the splits sharing them evenly
-    const int span = (idx + p.attn_splits - 1) / p.attn_splits;
-    const int t0 = c * span, nt = max(min(t0 + span, idx) - t0, 0);
-    // scores: a warp per slot, each lane a dh / 32 slice of the key row (the row's loads coalesced), eight slots of
-    // a warp in flight at a time; lane hh keeps head hh's score
-    for (int t0w = warp; t0w < nt; t0w += 8 * nw) {
-      float kv[8][8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int t = t0w + u * nw;
-        const bool valid = t < nt && __ldg(p.kv_mask + t0 + t) != 0;
-        load_key_slice(p.k_cache + (head + t0 + (t < nt ? t : 0)) * dh, dh, lane, valid, kv[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int t = t0w + u * nw;
-        if (t >= nt) break;
-        const bool valid = __ldg(p.kv_mask + t0 + t) != 0;
-        float mine = 0.f;
-        for (int hh = 0; hh < g; ++hh) {
-          float s = 0.f;
-          const float* qd = rot + hh * dh + lane * (dh / 32);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            if (i < dh / 32) s += qd[i] * kv[u][i];
-          }
-          s = warp_sum(s);
-          if (lane == hh) mine = s;
-        }
-        if (lane < g) sc[lane * sw + t] = valid ? mine * p.scale : -INFINITY;
-        if (lane == 0) ok[t] = valid ? 1.f : 0.f;
-      }
-    }
-    __syncthreads();
-    const bool own = c == 0 && __ldcg(p.kv_mask + idx) != 0;   // the token itself: first split only
-    split_softmax(p, rot, dh, sc, sw, nt, own, stat);
-    const int tg = kThreads / dh, d = threadIdx.x % dh, grp = threadIdx.x / dh;
-    float a[kMaxGroup];
-#pragma unroll
-    for (int hh = 0; hh < kMaxGroup; ++hh) a[hh] = 0.f;
-    for (int tb = grp; tb < nt; tb += 8 * tg) {   // eight value loads in flight per thread
-      float vv[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int t = tb + u * tg;
-        vv[u] = t < nt && ok[t] != 0.f ? __bfloat162float(p.v_cache[(head + t0 + t) * dh + d]) : 0.f;
-      }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int t = tb + u * tg;
-        if (t >= nt) break;
-#pragma unroll
-        for (int hh = 0; hh < kMaxGroup; ++hh) {
-          if (hh < g) a[hh] += sc[hh * sw + t] * vv[u];   // p already rounded to bf16 (split_softmax)
-        }
-      }
-    }
-#pragma unroll
-    for (int hh = 0; hh < kMaxGroup; ++hh) {
-      if (hh < g) pv[(grp * g + hh) * dh + d] = a[hh];
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < g * dh; e += kThreads) {
-      const int hh = e / dh, dd = e % dh;
-      float o = 0.f;
-      for (int q = 0; q < tg; ++q) o += pv[(q * g + hh) * dh + dd];
-      if (own) o += stat[2 * kMaxGroup + hh] * raw[(g + 1) * dh + dd];
-      p.acc[((static_cast<size_t>(j) * p.attn_splits + c) * g + hh) * dh + dd] = o;
-    }
-    if (static_cast<int>(threadIdx.x) < g) {
-      float* ml = p.ml + (static_cast<size_t>(j) * p.attn_splits + c) * 2 * g;
-      ml[threadIdx.x] = stat[threadIdx.x];
-      ml[g + threadIdx.x] = stat[kMaxGroup + threadIdx.x];
-    }
-  }
 }
 
 // The matvec prologues (matvec_kernel.cuh) of a layer's projections: qkv (mlp false) and gate_up (mlp true) read
@@ -521,57 +289,6 @@ __host__ __device__ inline Prologue resnorm_prologue(const LayerParams& p, bool 
   pro.zero = fold_sums(mlp ? p.down_parts : p.o_parts);
   pro.n_zero = p.d;
   return pro;
-}
-
-__device__ __forceinline__ void layer_body(const LayerParams& p, int phase_lo, int phase_hi, int pdl) {
-  extern __shared__ float smem[];
-  if (pdl) MATVEC_RELEASE_DEPENDENTS();
-  Sync sync{pdl ? 1 : 0};
-  using cudaperf_matvec::kAttn;
-  using cudaperf_matvec::kNorm;
-  using cudaperf_matvec::kSwiglu;
-  const int n_qkv = (p.h + 2 * p.hkv) * p.dh;
-  for (int ph = phase_lo; ph < phase_hi; ++ph) {
-    if (ph > phase_lo) sync.pending = 2;
-    switch (ph) {
-      case 0:
-        matvec_phase<8, kNorm>(norm_prologue(p, false), p.w_qkv, p.d, n_qkv, p.split[0], p.cols[0], p.qkv_parts, smem,
-                               sync);
-        break;
-      case 1:
-        attention_phase(p, smem, sync);
-        break;
-      case 2:
-        matvec_phase<4, kAttn>(attn_prologue(p), p.w_o, p.h * p.dh, p.d, p.split[1], p.cols[1], p.o_parts, smem, sync);
-        break;
-      case 3:
-        finish_phase(p.x, p.o_parts, p.split[1], p.b_o, p.d, p.chunk, p.x_mid, p.ss_mid, smem, sync);
-        break;
-      case 4:
-        matvec_phase<4, kNorm>(norm_prologue(p, true), p.w_gu, p.d, 2 * p.f, p.split[2], p.cols[2], p.gu_parts, smem,
-                               sync);
-        break;
-      case 5:
-        matvec_phase<8, kSwiglu>(swiglu_prologue(p), p.w_down, p.f, p.d, p.split[3], p.cols[3], p.down_parts, smem,
-                                 sync);
-        break;
-      default:
-        finish_phase(p.x_mid, p.down_parts, p.split[3], p.b_down, p.d, p.chunk, p.x_out, p.ss_out, smem, sync);
-        break;
-    }
-    sync.wait();   // a block without items in this phase still takes part in the barrier
-  }
-}
-
-__global__ void __launch_bounds__(kThreads, kLayerMinBlocks) layer_kernel(LayerParams p, int phase_lo, int phase_hi,
-                                                                          int pdl) {
-  layer_body(p, phase_lo, phase_hi, pdl);
-}
-
-// One phase per kernel, a name per phase (CUDAPERF_CUDA_LAYER=phases: profiles show each phase's time).
-template <int PH>
-__global__ void __launch_bounds__(kThreads, kLayerMinBlocks) layer_phase_kernel(LayerParams p) {
-  layer_body(p, PH, PH + 1, 0);
 }
 
 // Slots of a cache split the standalone attention kernel stages in shared memory (the split count is raised until
@@ -801,14 +518,6 @@ inline AttendKernel attend_kernel_for(int dh, int g) {
     case 256: return attend_kernel_g<256>(g);
     default: return nullptr;
   }
-}
-
-// Shared memory (bytes) a launch needs: the matvec phases' red + input slice, or the attention phase's buffers.
-__host__ inline size_t layer_smem_bytes(const LayerParams& p) {
-  const int ks[4] = {p.d / p.split[0], p.h * p.dh / p.split[1], p.d / p.split[2], p.f / p.split[3]};
-  int need = attention_smem_floats(p.h / p.hkv, p.dh, p.span_max);
-  for (int i = 0; i < 4; ++i) need = need > kRedFloats + ks[i] ? need : kRedFloats + ks[i];
-  return static_cast<size_t>(need) * sizeof(float);
 }
 
 }  // namespace cudaperf_layer

@@ -148,37 +148,11 @@ ffi::Error dispatch(cudaStream_t stream, const Prologue& pro, ffi::Buffer<ffi::B
   return ffi::Error::Success();
 }
 
-ffi::Error FinishImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> parts,
-                      ffi::Buffer<ffi::BF16> bias, ffi::Result<ffi::Buffer<ffi::BF16>> xo,
-                      ffi::Result<ffi::Buffer<ffi::F32>> ss, int64_t n_parts, int64_t has_bias, int64_t pdl) {
-  constexpr int kChunk = cudaperf_matvec::kFinishChunk;
-  const int64_t n = x.element_count();
-  auto pd = parts.dimensions();
-  if (n % kChunk || static_cast<int64_t>(xo->element_count()) != n
-      || static_cast<int64_t>(ss->element_count()) != n / kChunk || pd.size() != 2
-      || (n_parts > 0 && (pd[0] != n_parts || pd[1] < n)) || (has_bias && static_cast<int64_t>(bias.element_count()) != n))
-    return ffi::Error::InvalidArgument(
-        "cudaperf_finish: x and xo must be [N] with N % 128 == 0, parts [n_parts, >= N], bias [N], ss [N / 128]");
-  Launch l(dim3(static_cast<unsigned>(n / kChunk), 1, 1), dim3(kChunk, 1, 1), 0, stream, pdl != 0);
-  cudaError_t e = cudaLaunchKernelEx(
-      &l.cfg, cudaperf_matvec::finish_kernel<false>, reinterpret_cast<const __nv_bfloat16*>(x.typed_data()),
-      static_cast<const float*>(parts.typed_data()), static_cast<int>(n_parts), static_cast<int>(pd[1]),
-      has_bias ? reinterpret_cast<const __nv_bfloat16*>(bias.typed_data()) : nullptr,
-      reinterpret_cast<__nv_bfloat16*>(xo->typed_data()), ss->typed_data(), static_cast<int>(pdl));
-  if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_finish: ") + cudaGetErrorString(e));
-  return ffi::Error::Success();
-}
-
 // with_lse: also the rows' logsumexp in lse [B] (ms [B, 2 ceil(V / 64)] its per-chunk pieces); else both untouched.
-// sample (needs with_lse): also the sampler's draw from the top k (topk_kernel.cuh SampleArgs) in tok [B] and
-// logprob [B], from noise [B, k], temperature [1] and top_p [1]; else those are unused [1] buffers.
-ffi::Error TopkImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> noise,
-                    ffi::Buffer<ffi::F32> temperature, ffi::Buffer<ffi::F32> top_p,
-                    ffi::Result<ffi::Buffer<ffi::F32>> vals,
+ffi::Error TopkImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x, ffi::Result<ffi::Buffer<ffi::F32>> vals,
                     ffi::Result<ffi::Buffer<ffi::S32>> idx, ffi::Result<ffi::Buffer<ffi::U32>> maxima,
-                    ffi::Result<ffi::Buffer<ffi::F32>> ms, ffi::Result<ffi::Buffer<ffi::F32>> lse,
-                    ffi::Result<ffi::Buffer<ffi::S32>> tok, ffi::Result<ffi::Buffer<ffi::F32>> logprob, int64_t k,
-                    int64_t with_lse, int64_t sample, int64_t use_top_p) {
+                    ffi::Result<ffi::Buffer<ffi::F32>> ms, ffi::Result<ffi::Buffer<ffi::F32>> lse, int64_t k,
+                    int64_t with_lse) {
   using namespace cudaperf_topk;
   auto xd = x.dimensions();
   if (xd.size() != 2 || k < 1 || k > kMaxK) return ffi::Error::InvalidArgument("cudaperf_topk: x must be [B, V], 1 <= k <= 64");
@@ -188,15 +162,6 @@ ffi::Error TopkImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x, ffi::Buffer<ff
     return ffi::Error::InvalidArgument("cudaperf_topk: needs k <= V <= 262144 and outputs [B, k], [B, k], [B, ceil(V / 64)]");
   if (with_lse && (ms->element_count() != static_cast<size_t>(2 * b * n_chunks) || lse->element_count() != static_cast<size_t>(b)))
     return ffi::Error::InvalidArgument("cudaperf_topk: with_lse needs outputs [B, 2 ceil(V / 64)] and [B]");
-  if (sample && (!with_lse || noise.element_count() != static_cast<size_t>(b * k) || temperature.element_count() != 1
-                 || top_p.element_count() != 1 || tok->element_count() != static_cast<size_t>(b)
-                 || logprob->element_count() != static_cast<size_t>(b)))
-    return ffi::Error::InvalidArgument("cudaperf_topk: sample needs with_lse, noise [B, k], temperature and top_p [1], "
-                                       "outputs [B] and [B]");
-  SampleArgs smp{};
-  if (sample)
-    smp = SampleArgs{noise.typed_data(), temperature.typed_data(), top_p.typed_data(), static_cast<int>(use_top_p != 0),
-                     tok->typed_data(), logprob->typed_data()};
   float2* msp = with_lse ? reinterpret_cast<float2*>(ms->typed_data()) : nullptr;
   float* lsep = with_lse ? lse->typed_data() : nullptr;
   constexpr int kWarps = kMaximaThreads / 32;
@@ -204,7 +169,7 @@ ffi::Error TopkImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x, ffi::Buffer<ff
                 stream>>>(x.typed_data(), static_cast<int>(v), static_cast<int>(n_chunks), maxima->typed_data(), msp);
   topk_select<<<static_cast<unsigned>(b), kSelectThreads, 0, stream>>>(
       x.typed_data(), static_cast<int>(v), static_cast<int>(n_chunks), maxima->typed_data(), static_cast<int>(k),
-      vals->typed_data(), idx->typed_data(), msp, lsep, smp);
+      vals->typed_data(), idx->typed_data(), msp, lsep);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_topk: ") + cudaGetErrorString(e));
   return ffi::Error::Success();
@@ -279,12 +244,6 @@ ffi::Error AttnImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> acc, ffi::Buffer<
 }
 
 
-// The layer kernels, one launch per phase (CUDAPERF_CUDA_LAYER=phases).
-void (*const kLayerPhaseKernels[cudaperf_layer::kPhases])(cudaperf_layer::LayerParams) = {
-    cudaperf_layer::layer_phase_kernel<0>, cudaperf_layer::layer_phase_kernel<1>, cudaperf_layer::layer_phase_kernel<2>,
-    cudaperf_layer::layer_phase_kernel<3>, cudaperf_layer::layer_phase_kernel<4>, cudaperf_layer::layer_phase_kernel<5>,
-    cudaperf_layer::layer_phase_kernel<6>};
-
 // The device's SM count (cached per device).
 cudaError_t sm_count(int* n) {
   static std::mutex mu;
@@ -301,33 +260,6 @@ cudaError_t sm_count(int* n) {
     it = known.emplace(dev, sms).first;
   }
   *n = it->second;
-  return cudaSuccess;
-}
-
-// The layer kernel's SM count and resident blocks per SM on the current device with smem bytes of shared memory.
-// The kernels' shared-memory attribute is set and the occupancy asked once per (device, smem): the handler runs for
-// every layer of every step.
-cudaError_t layer_grid(size_t smem, int* sms, int* per_sm) {
-  using cudaperf_layer::layer_kernel;
-  static std::mutex mu;
-  static std::map<std::pair<int, size_t>, int> known;
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e == cudaSuccess) e = sm_count(sms);
-  if (e != cudaSuccess) return e;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = known.find({dev, smem});
-  if (it == known.end()) {
-    e = cudaFuncSetAttribute(layer_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    for (int i = 0; i < cudaperf_layer::kPhases && e == cudaSuccess; ++i)
-      e = cudaFuncSetAttribute(kLayerPhaseKernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    int blocks = 0;
-    if (e == cudaSuccess)
-      e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, layer_kernel, cudaperf_layer::kThreads, smem);
-    if (e != cudaSuccess) return e;
-    it = known.emplace(std::make_pair(dev, smem), blocks).first;
-  }
-  *per_sm = it->second;
   return cudaSuccess;
 }
 
@@ -521,14 +453,12 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   return ffi::Error::Success();
 }
 
-// One decoder layer as one persistent kernel (layer_kernel.cuh). ints: heads, attn_splits, split x4 (qkv, o,
-// gate_up, down), cols x4, chunk, has_b_qkv, has_qk_norm, has_b_o, has_b_gu, has_b_down, pdl, launch (0: one
-// persistent launch, 1: one launch per phase, 2: seven standalone kernels, layer_kernels), blocks_per_sm (0: the
-// occupancy calculator's), unroll x4 (launch 2), attention head groups (launch 2: attend_kernel blocks per KV head
-// and split), L2 prefetch (launch 2: percent of gate_up's K bands, its issuer 0 the o kernel / 1 the qkv kernel,
-// percent of o's by the qkv kernel, of down's by the o kernel). floats: eps_attn, eps_mlp, eps_qk, scale.
-// The layer scratch results both the layer and the step handler return (after x_out, ss_out and, for the layer
-// handler, its caches): as parameters, and as FFI binding steps.
+// A layer of the step launch (layer_kernels). ints: heads, attn_splits, split x4 (qkv, o, gate_up, down), cols x4,
+// chunk, has_b_qkv, has_qk_norm, has_b_o, has_b_gu, has_b_down, pdl, launch (2: the standalone kernels),
+// blocks_per_sm, unroll x4, attention head groups (attend_kernel blocks per KV head and split), then four prefetch
+// words of which cuda_step.py sets only the flags word's kPfQkvFixed. floats: eps_attn, eps_mlp, eps_qk, scale.
+// The layer scratch results the step handler returns (after x_out and ss_out): as parameters, and as FFI binding
+// steps.
 #define LAYER_SCRATCH_PARAMS                                                                                   \
   ffi::Result<ffi::Buffer<ffi::F32>> qkv_parts, ffi::Result<ffi::Buffer<ffi::F32>> acc,                        \
       ffi::Result<ffi::Buffer<ffi::F32>> ml, ffi::Result<ffi::Buffer<ffi::F32>> o_parts,                       \
@@ -659,32 +589,6 @@ ffi::Error layer_params(cudaperf_layer::LayerParams& p, LAYER_PARAMS) {
   return ffi::Error::Success();
 }
 
-ffi::Error LayerImpl(cudaStream_t stream, LAYER_PARAMS) {
-  using namespace cudaperf_layer;
-  auto bad = [](const char* what) { return ffi::Error::InvalidArgument(std::string("cudaperf_layer: ") + what); };
-  LayerParams p;
-  ffi::Error err = layer_params(p, LAYER_ARGS);
-  if (err.failure()) return err;
-  if (w_gu.dimensions().size() != 2) return bad("gate_up must be [D, 2F] (group-major only in the step launch)");
-  if (ints[17] == 2) return layer_kernels(stream, p, ints, static_cast<int>(ints[16]));
-  const size_t smem = layer_smem_bytes(p);
-  if (smem > 200 * 1024) return bad("the attention split or a K slice is too long for shared memory");
-  int sms = 0, per_sm = 0;
-  cudaError_t e = layer_grid(smem, &sms, &per_sm);
-  if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
-  if (per_sm < 1) return bad("the kernel does not fit on an SM with this much shared memory");
-  if (ints[18] > 0 && ints[18] < per_sm) per_sm = static_cast<int>(ints[18]);
-  const bool pdl = ints[16] != 0, per_phase = ints[17] != 0;
-  Launch l(dim3(static_cast<unsigned>(sms * per_sm), 1, 1), dim3(kThreads, 1, 1), smem, stream, pdl && !per_phase);
-  if (per_phase) {
-    for (int i = 0; i < kPhases && e == cudaSuccess; ++i) e = cudaLaunchKernelEx(&l.cfg, kLayerPhaseKernels[i], p);
-  } else {
-    e = cudaLaunchKernelEx(&l.cfg, layer_kernel, p, 0, kPhases, static_cast<int>(pdl));
-  }
-  if (e != cudaSuccess) return ffi::Error::Internal(std::string("cudaperf_layer: ") + cudaGetErrorString(e));
-  return ffi::Error::Success();
-}
-
 // Every decoder layer of the step from ONE FFI call: each layer as layer_kernels launches it (seven kernels), so PDL
 // chains the whole step, layer boundaries included. Args: x, ss, cos, sin, kv_mask, cache_index, then per layer 14
 // bf16 buffers (attn_scale, mlp_scale, w_qkv, b_qkv, q_norm, k_norm, k_cache, v_cache, w_o, b_o, w_gu, b_gu, w_down,
@@ -797,68 +701,17 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfMatvecSwiglu, SwigluImpl,
                                   .Attr<int64_t>("has_bias"),
                               MATVEC_TRAITS);
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfFinish, FinishImpl,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::Buffer<ffi::BF16>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::BF16>>()
-                                  .Ret<ffi::Buffer<ffi::BF16>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Attr<int64_t>("n_parts")
-                                  .Attr<int64_t>("has_bias")
-                                  .Attr<int64_t>("pdl"),
-                              MATVEC_TRAITS);
-
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfTopk, TopkImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()     // x
-                                  .Arg<ffi::Buffer<ffi::F32>>()     // noise
-                                  .Arg<ffi::Buffer<ffi::F32>>()     // temperature
-                                  .Arg<ffi::Buffer<ffi::F32>>()     // top_p
                                   .Ret<ffi::Buffer<ffi::F32>>()     // vals
                                   .Ret<ffi::Buffer<ffi::S32>>()     // idx
                                   .Ret<ffi::Buffer<ffi::U32>>()     // maxima
                                   .Ret<ffi::Buffer<ffi::F32>>()     // ms
                                   .Ret<ffi::Buffer<ffi::F32>>()     // lse
-                                  .Ret<ffi::Buffer<ffi::S32>>()     // tok
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // logprob
                                   .Attr<int64_t>("k")
-                                  .Attr<int64_t>("with_lse")
-                                  .Attr<int64_t>("sample")
-                                  .Attr<int64_t>("use_top_p"),
-                              MATVEC_TRAITS);
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfLayer, LayerImpl,
-                              LAYER_SCRATCH_RETS(ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // x
-                                  .Arg<ffi::Buffer<ffi::F32>>()     // ss
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // attn_scale
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // mlp_scale
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // w_qkv
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // b_qkv
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // q_norm
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // k_norm
-                                  .Arg<ffi::Buffer<ffi::F32>>()     // cos
-                                  .Arg<ffi::Buffer<ffi::F32>>()     // sin
-                                  .Arg<ffi::Buffer<ffi::S32>>()     // kv_mask
-                                  .Arg<ffi::Buffer<ffi::S32>>()     // cache_index
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // k_cache
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // v_cache
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // w_o
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // b_o
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // w_gu
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // b_gu
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // w_down
-                                  .Arg<ffi::Buffer<ffi::BF16>>()    // b_down
-                                  .Ret<ffi::Buffer<ffi::BF16>>()    // x_out
-                                  .Ret<ffi::Buffer<ffi::F32>>()     // ss_out
-                                  .Ret<ffi::Buffer<ffi::BF16>>()    // k_cache (aliased)
-                                  .Ret<ffi::Buffer<ffi::BF16>>())   // v_cache (aliased)
-                                  .Attr<ffi::Span<const int64_t>>("ints")
-                                  .Attr<ffi::Span<const float>>("floats"),
+                                  .Attr<int64_t>("with_lse"),
                               MATVEC_TRAITS);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(CudaperfStep, StepImpl,

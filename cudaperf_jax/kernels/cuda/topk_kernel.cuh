@@ -7,7 +7,6 @@
 //                counting. Otherwise (more than kCand such entries, e.g. many ties): the block keeps the chunks
 //                reaching T (~k of them, k * kChunk entries), finds the k-th largest key among their entries by radix
 //                selection, gathers the entries above it plus the ties of smallest index, and writes them in order.
-//                With SampleArgs the block then draws the sampler's token from the k (sample_top_k).
 // The radix selections (four passes of 8-bit digits over shared-memory histograms, warp-aggregated increments)
 // replace the per-slice bitonic sorts of the first version (2048 entries per block and an 8192-entry merge, slower
 // than XLA's chunked sorts on the H200, 2026-12-03). The kept entries' keys are staged in shared memory once; the
@@ -84,8 +83,6 @@ struct SelectShared {
   unsigned sel_key[kMaxK];
   unsigned cand_key[kCand];    // the fast path's candidates (key, index), in no particular order
   int cand_idx[kCand];
-  float top_val[kMaxK];        // with sampling: the top k in order (values, indices)
-  int top_idx[kMaxK];
   unsigned digit, need;        // one radix pass's result
   int n_kept, n_sel, n_gt, n_tie, n_cand;
   float lse_m[kSelectThreads / 32], lse_s[kSelectThreads / 32];   // the warps' logsumexp pieces
@@ -137,20 +134,6 @@ __device__ unsigned radix_select(SelectShared& s, unsigned need, Visit visit, in
   return prefix;
 }
 
-// The sampler's draw from the top k (generation/sampling.py _draw_from_top_k with the CUDA top-k's logsumexp), done
-// by the select block once it has them: tok = the index of argmax(noise + masked), where masked = the values divided
-// by the temperature, and with use_top_p those outside the nucleus (softmax over the k; the mass of the entries
-// before one reaches top_p) set to -1e30; logprob = the chosen raw value - the row's logsumexp. noise [B, k]: the
-// Gumbel noise jax.random.categorical adds (computed by XLA from the step's key). tok null: no draw.
-struct SampleArgs {
-  const float* noise;
-  const float* temperature;   // [1]
-  const float* top_p;         // [1]
-  int use_top_p;
-  int* tok;                   // [B]
-  float* logprob;             // [B]
-};
-
 // The place of (key, j) among n (key, index) pairs: how many come before it (a larger key, or an equal key and a
 // smaller index - lax.top_k's order).
 __device__ __forceinline__ int rank_among(const unsigned* keys, const int* idxs, int n, unsigned key, int j) {
@@ -159,77 +142,12 @@ __device__ __forceinline__ int rank_among(const unsigned* keys, const int* idxs,
   return rank;
 }
 
-// (a_v, a_i) ahead of (b_v, b_i) in jnp.argmax's order: NaN first, then the larger value, then the smaller index
-__device__ __forceinline__ bool argmax_ahead(float a_v, int a_i, float b_v, int b_i) {
-  const bool an = a_v != a_v, bn = b_v != b_v;
-  if (an != bn) return an;
-  if (!an && a_v != b_v) return a_v > b_v;
-  return a_i < b_i;
-}
-
-// warp 0: the draw of SampleArgs from s.top_val / s.top_idx (k <= 64: entries lane and lane + 32)
-__device__ void sample_top_k(const SelectShared& s, int k, int b, float lse_v, const SampleArgs& a) {
-  const int lane = threadIdx.x & 31;
-  const float temp = *a.temperature;
-  float v[2], z[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int i = lane + 32 * h;
-    v[h] = i < k ? s.top_val[i] / temp : -INFINITY;
-  }
-  if (a.use_top_p) {   // jax.nn.softmax over the k (their maximum is the first), then before = cumsum - probability
-    const float m = __shfl_sync(0xffffffffu, v[0], 0), top_p = *a.top_p;
-    float e[2], sum = 0.f;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) sum += (e[h] = lane + 32 * h < k ? expf(v[h] - m) : 0.f);
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    float carry = 0.f;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float p = e[h] / sum;
-      float incl = p;
-      for (int o = 1; o < 32; o <<= 1) {
-        const float y = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += y;
-      }
-      incl += carry;
-      carry = __shfl_sync(0xffffffffu, incl, 31);
-      const int i = lane + 32 * h;
-      if (!(incl - p < top_p) && i != 0) v[h] = -1e30f;
-    }
-  }
-  float best_v = -INFINITY;
-  int best_i = 0x7fffffff;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int i = lane + 32 * h;
-    z[h] = i < k ? a.noise[static_cast<size_t>(b) * k + i] + v[h] : -INFINITY;
-    if (i < k && argmax_ahead(z[h], i, best_v, best_i)) {
-      best_v = z[h];
-      best_i = i;
-    }
-  }
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, best_v, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
-    if (argmax_ahead(ov, oi, best_v, best_i)) {
-      best_v = ov;
-      best_i = oi;
-    }
-  }
-  if (lane == 0) {
-    a.tok[b] = s.top_idx[best_i];
-    a.logprob[b] = s.top_val[best_i] - lse_v;
-  }
-}
-
 // dynamic shared memory: none (SelectShared is static); one block per row
-// ms, lse: topk_maxima's logsumexp pieces and the rows' logsumexp [B], or both null (then smp.tok null too).
+// ms, lse: topk_maxima's logsumexp pieces and the rows' logsumexp [B], or both null.
 __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __restrict__ x, int v_len, int n_chunks,
                                                               const unsigned* __restrict__ maxima, int k,
                                                               float* __restrict__ vals, int* __restrict__ idx,
-                                                              const float2* __restrict__ ms, float* __restrict__ lse,
-                                                              SampleArgs smp) {
+                                                              const float2* __restrict__ ms, float* __restrict__ lse) {
   __shared__ SelectShared s;
   const int b = blockIdx.x, lane = threadIdx.x & 31, warp0 = threadIdx.x & ~31;
   const float* row = x + static_cast<size_t>(b) * v_len;
@@ -273,22 +191,12 @@ __global__ void __launch_bounds__(kSelectThreads) topk_select(const float* __res
     const float v = row[j];
     vals[static_cast<size_t>(b) * k + rank] = v;
     idx[static_cast<size_t>(b) * k + rank] = j;
-    if (smp.tok != nullptr) {
-      s.top_val[rank] = v;
-      s.top_idx[rank] = j;
-    }
   };
-  auto finish = [&]() {   // every thread, after its place() calls: the logsumexp (thread 0) and the draw (warp 0)
-    if (smp.tok != nullptr) __syncthreads();
-    if (threadIdx.x >= 32 || (lse == nullptr && smp.tok == nullptr)) return;
-    float lse_v = 0.f;
-    if (threadIdx.x == 0) {   // (the warps' pieces were stored before a barrier)
-      float m = -INFINITY, sum = 0.f;
-      for (int w = 0; w < kSelectThreads / 32; ++w) lse_merge(m, sum, s.lse_m[w], s.lse_s[w]);
-      lse_v = m == -INFINITY ? -INFINITY : m + logf(sum);
-      if (lse != nullptr) lse[b] = lse_v;
-    }
-    if (smp.tok != nullptr) sample_top_k(s, k, b, __shfl_sync(0xffffffffu, lse_v, 0), smp);
+  auto finish = [&]() {   // thread 0, after the place() calls: the logsumexp
+    if (threadIdx.x != 0 || lse == nullptr) return;
+    float m = -INFINITY, sum = 0.f;   // (the warps' pieces were stored before a barrier)
+    for (int w = 0; w < kSelectThreads / 32; ++w) lse_merge(m, sum, s.lse_m[w], s.lse_s[w]);
+    lse[b] = m == -INFINITY ? -INFINITY : m + logf(sum);
   };
   const unsigned n_top = static_cast<unsigned>(k < n_chunks ? k : n_chunks);
   auto each_maximum = [&](auto f) {

@@ -1,7 +1,6 @@
-"""The one-kernel decoder layer (cuda/layer_kernel.cuh) run by the CPU emulation, one launch per phase (the grid
-barrier of the persistent launch needs a GPU: test_cuda_matvec_gpu.py), against a numpy decoder layer with
-decode_fused's bf16 roundings: Qwen2-like (qkv bias, GQA), Qwen3-like (q/k norms, no bias), left padding, a hidden
-size that is not a multiple of 128, and fewer blocks than work items (the phases' grid-stride loops)."""
+"""The step launch's kernels (cuda/layer_kernel.cuh's attend_kernel, matvec_kernel.cuh's matvecs, MLP and finish
+kernels, in matvec.cu's order) run by the CPU emulation, against a numpy decoder layer with fused.py's bf16 roundings: Qwen2-like (qkv bias, GQA), Qwen3-like (q/k norms, no bias), left padding, a hidden
+size that is not a multiple of 128, longer caches and attention head groups."""
 import ctypes
 
 import jax.numpy as jnp
@@ -28,20 +27,6 @@ void fill(LayerParams& p, void** b, const int* n, const float* fl) {
   p.w_down = (cb)b[18]; p.b_down = (cb)b[19]; p.qkv_parts = (float*)b[20]; p.acc = (float*)b[21]; p.ml = (float*)b[22];
   p.o_parts = (float*)b[23]; p.x_mid = (__nv_bfloat16*)b[24]; p.ss_mid = (float*)b[25]; p.gu_parts = (float*)b[26];
   p.down_parts = (float*)b[27]; p.x_out = (__nv_bfloat16*)b[28]; p.ss_out = (float*)b[29];
-}
-
-extern "C" int run_layer(void** b, const int* n, const float* fl, int blocks) {
-  LayerParams p = {};
-  fill(p, b, n, fl);
-  const size_t smem = layer_smem_bytes(p);
-  cudaFuncSetAttribute(layer_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  for (int ph = 0; ph < kPhases; ++ph) {
-    layer_kernel<<<blocks, kThreads, smem>>>(p, ph, ph + 1, 0);
-    cudaDeviceSynchronize();
-    int e = (int)cudaGetLastError();
-    if (e) return e;
-  }
-  return 0;
 }
 
 template <int TPR, int MODE>
@@ -209,7 +194,7 @@ def lib(tmp_path_factory):
     assert res.ok, res.log[:3000]
     lib = EmulatedLibrary(res.path)
     fns = {}
-    for name in ("run_layer", "run_layer_kernels", "run_step_fold"):
+    for name in ("run_layer_kernels", "run_step_fold"):
         fns[name] = lib.entry(name)
         fns[name].argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     fns["fixed_sums"] = lib.entry("fixed_sums")
@@ -301,8 +286,7 @@ CASES = {   # d, heads, kv heads, head dim, F, cache slots, bias, q/k norm, atte
 }
 
 
-@pytest.mark.parametrize("case,idx,pad", [("qwen2", 21, 0), ("qwen2", 39, 5), ("qwen3", 0, 0), ("qwen3", 17, 3),
-                                          ("qwen3_kernels", 17, 3), ("qwen3_kernels", 0, 0), ("qwen2_kernels", 39, 5),
+@pytest.mark.parametrize("case,idx,pad", [("qwen3_kernels", 17, 3), ("qwen3_kernels", 0, 0), ("qwen2_kernels", 39, 5),
                                           ("long_kernels", 290, 7), ("groups_kernels", 39, 5),
                                           ("groups_kernels", 0, 0), ("qwen2_kernels_early", 39, 5),
                                           ("long_kernels_early", 290, 7), ("groups_kernels_early", 21, 4)])
@@ -311,7 +295,7 @@ def test_layer_matches_numpy(lib, case, idx, pad):
     early = case.endswith("_early")
     case = case.removesuffix("_early")
     lib_, fns = lib
-    fn = fns["run_layer_kernels" if case.endswith("_kernels") else "run_layer"]
+    fn = fns["run_layer_kernels"]
     d, heads = CASES[case][:2]
     blocks = CASES[case][10]
     rng = np.random.default_rng(idx + pad + d)

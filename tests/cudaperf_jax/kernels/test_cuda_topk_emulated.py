@@ -11,16 +11,13 @@ from kernels_harness.emulation import EmulatedLibrary, build_shared_library
 ENTRY = r'''
 using namespace cudaperf_topk;
 
-// ms, lse: null, or the rows' logsumexp pieces [b, 2 n_chunks] and logsumexp [b]; tok null: no draw (else noise
-// [b, k], temperature, top_p, tok [b], logprob [b])
+// ms, lse: null, or the rows' logsumexp pieces [b, 2 n_chunks] and logsumexp [b]
 extern "C" int topk(const float* x, int b, int v, int k, unsigned* maxima, float* vals, int* idx, float* ms,
-                    float* lse, const float* noise, const float* temperature, const float* top_p, int use_top_p,
-                    int* tok, float* logprob) {
-  const SampleArgs smp{noise, temperature, top_p, use_top_p, tok, logprob};
+                    float* lse) {
   const int n_chunks = (v + kChunk - 1) / kChunk, warps = kMaximaThreads / 32;
   topk_maxima<<<dim3((n_chunks + warps - 1) / warps, b), kMaximaThreads>>>(x, v, n_chunks, maxima, (float2*)ms);
   cudaDeviceSynchronize();
-  topk_select<<<b, kSelectThreads>>>(x, v, n_chunks, maxima, k, vals, idx, (const float2*)ms, lse, smp);
+  topk_select<<<b, kSelectThreads>>>(x, v, n_chunks, maxima, k, vals, idx, (const float2*)ms, lse);
   cudaDeviceSynchronize();
   return (int)cudaGetLastError();
 }
@@ -34,11 +31,9 @@ def topk(tmp_path_factory):
     assert res.ok, res.log[:2000]
     lib = EmulatedLibrary(res.path)
     fn = lib.entry("topk")
-    fn.argtypes = ([ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 8
-                   + [ctypes.c_int] + [ctypes.c_void_p] * 2)
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 5
 
-    def run(x, k, with_lse=False, sample=None):
-        """sample: (noise [B, k], temperature, top_p, use_top_p) -> also (tok [B], logprob [B])."""
+    def run(x, k, with_lse=False):
         x = np.ascontiguousarray(x, np.float32)
         b, v = x.shape
         n_chunks = -(-v // cuda_ffi.TOPK_CHUNK)
@@ -48,16 +43,8 @@ def topk(tmp_path_factory):
 
         def ptr(a):
             return a.ctypes.data_as(ctypes.c_void_p)
-        extra = (ptr(ms), ptr(lse)) if with_lse or sample else (None, None)
-        draw = (None, None, None, 0, None, None)
-        if sample is not None:
-            noise = np.ascontiguousarray(sample[0], np.float32)
-            temp, top_p = np.float32([sample[1]]), np.float32([sample[2]])
-            tok, logprob = np.full(b, -1, np.int32), np.zeros(b, np.float32)
-            draw = (ptr(noise), ptr(temp), ptr(top_p), int(sample[3]), ptr(tok), ptr(logprob))
-        assert fn(ptr(x), b, v, k, ptr(maxima), ptr(vals), ptr(idx), *extra, *draw) == 0, lib.last_error()
-        if sample is not None:
-            return vals, idx, tok, logprob
+        extra = (ptr(ms), ptr(lse)) if with_lse else (None, None)
+        assert fn(ptr(x), b, v, k, ptr(maxima), ptr(vals), ptr(idx), *extra) == 0, lib.last_error()
         return (vals, idx, lse) if with_lse else (vals, idx)
     return run
 
@@ -160,28 +147,3 @@ def test_each_path_of_the_select_block(topk, chunks, per_chunk):
         np.testing.assert_array_equal(vals, want_v)
         np.testing.assert_array_equal(idx, want_i)
 
-
-@pytest.mark.parametrize("temperature,top_p,use_top_p", [(0.8, 0.9, True), (1.3, 1.0, False), (0.7, 0.3, True)])
-@pytest.mark.parametrize("b,v,k", [(2, 151936, 50), (3, 9000, 64), (1, 20000, 7)])
-def test_the_draw_inside_the_select_block_is_the_samplers(topk, b, v, k, temperature, top_p, use_top_p):
-    """SampleArgs: the select block draws from its top k as generation.sampling._draw_from_top_k does (temperature,
-    top-p nucleus, argmax of Gumbel noise + masked values) and returns the raw logit - logsumexp; against the JAX
-    function itself on the same top k and noise, for several noise draws."""
-    import jax
-    import jax.numpy as jnp
-
-    from cudaperf_jax.generation.sampling import NEG_INF
-    x = (3 * np.random.default_rng(v + k).standard_normal((b, v))).astype(np.float32)
-    want_v, want_i = _want(x, k)
-    for seed in range(4):
-        noise = np.asarray(jax.random.gumbel(jax.random.PRNGKey(seed), (b, k), jnp.float32))
-        _, idx, tok, logprob = topk(x, k, sample=(noise, temperature, top_p, use_top_p))
-        np.testing.assert_array_equal(idx, want_i)
-        scaled = jnp.asarray(want_v) / jnp.float32(temperature)
-        if use_top_p:
-            probs = jax.nn.softmax(scaled, axis=-1)
-            keep = ((jnp.cumsum(probs, axis=-1) - probs) < jnp.float32(top_p)).at[..., 0].set(True)
-            scaled = jnp.where(keep, scaled, NEG_INF)
-        pick = np.asarray(jnp.argmax(jnp.asarray(noise) + scaled, axis=-1))
-        np.testing.assert_array_equal(tok, want_i[np.arange(b), pick])
-        np.testing.assert_allclose(logprob, want_v[np.arange(b), pick] - _logsumexp(x), rtol=1e-5, atol=1e-5)
