@@ -1,5 +1,5 @@
 // Host side: a kernel launch configuration for cudaLaunchKernelEx, with programmatic stream serialization
-// (programmatic dependent launch, PDL) when asked. matvec.cu's handlers and benchmarks/pdl_chain.cu use it.
+// (programmatic dependent launch, PDL) when asked. matvec.cu's handlers use it.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -20,9 +20,9 @@ constexpr int kRedFloats = 2080;   // max over TPR 8/16 of (kThreads / TPR) * (8
 constexpr int kMaxGroup = 16;      // query heads per KV head
 constexpr int kMaxHeadDim = 256;
 // Resident blocks per SM the kernel is compiled for (registers <= 65536 / (3 * 256) = 85 per thread); the grid is
-// SMs x min(this, the occupancy calculator's), and cuda_matvec.layer_tiling sizes the work items for that grid.
+// SMs x min(this, the occupancy calculator's), and cuda_ffi.layer_tiling sizes the work items for that grid.
 constexpr int kLayerMinBlocks = 3;
-// LayerParams::pf_flags; kPfQkvFixed (the step launch with folded finishes, CUDAPERF_CUDA_QKV_FIXED, on by default):
+// LayerParams::pf_flags; kPfQkvFixed (the step launch with folded finishes):
 // qkv adds its column sums as fixed point (kEpiFixed into qkv_parts) in every layer after the call's first, o clears
 // them after the attention has read them, and the attention reads one sum a column (qkv_fixed) instead of split[0]
 // partials.
@@ -198,7 +198,7 @@ __device__ void attn_rope(const LayerParams& p, const float* raw, float* rot, in
 }
 
 // One warp per head hh: the split's softmax numerators over its nt scores sc[hh * sc_stride + t] (-inf where the
-// slot is not attended), in place and rounded to bf16 (decode_fused rounds p for P.V), with the new token's own score
+// slot is not attended), in place and rounded to bf16 (fused.py rounds p for P.V), with the new token's own score
 // q . k (rot rows hh and g) on the first split (own); stat: running max m [kMaxGroup], l (the unrounded numerators
 // + the own weight) [kMaxGroup], own weight [kMaxGroup]; g: the heads in rot (default all of a KV head's). Ends with
 // __syncthreads.
@@ -212,7 +212,7 @@ __device__ void split_softmax(const LayerParams& p, const float* rot, int rot_st
       for (int d = lane; d < dh; d += 32) s_own += rot[hh * rot_stride + d] * rot[g * rot_stride + d];
       s_own = warp_sum(s_own) * p.scale;
     }
-    float m = -1e30f;   // decode_fused's NEG: an empty split keeps it (its weight in the merge is then 0)
+    float m = -1e30f;   // fused.py's NEG: an empty split keeps it (its weight in the merge is then 0)
     for (int t = lane; t < nt; t += 32) m = fmaxf(m, sc[hh * sc_stride + t]);
     m = warp_max(m);
     if (own) m = fmaxf(m, s_own);
@@ -267,7 +267,7 @@ __host__ __device__ inline Prologue swiglu_prologue(const LayerParams& p) {
   return pro;
 }
 
-// The step launch with its finish kernels folded into their consumers (CUDAPERF_CUDA_FOLD_FINISH; matvec.cu's
+// The step launch with its finish kernels folded into their consumers (matvec.cu's
 // layer_kernels): o and down add their column sums to fixed-point accumulators of D entries (kEpiFixed; fold_sums,
 // in the o_parts and down_parts scratch), and the next norm prologue rebuilds the residual from them (kResNorm): gate_up
 // (mlp true) from the layer input x, o's sums and b_o into x_mid; qkv of every layer after the first (mlp false) from
@@ -292,14 +292,14 @@ __host__ __device__ inline Prologue resnorm_prologue(const LayerParams& p, bool 
 }
 
 // Slots of a cache split the standalone attention kernel stages in shared memory (the split count is raised until
-// ceil(S / splits) fits: cuda_matvec.kernels_attn_splits).
+// ceil(S / splits) fits: cuda_ffi.kernels_attn_splits).
 constexpr int kAttendMaxSlots = 128;
 
 // Row stride (bf16) of the staged keys and values: a multiple of 8 whose byte size is 64 more than a multiple of 128,
 // so that the score loop's 16-byte reads of two adjacent rows by eight lanes fall in distinct banks.
 __host__ __device__ constexpr int attend_row(int dh) { return dh == 32 ? dh : dh + 32; }
 
-// Shared memory (bytes) of attend_kernel (cuda_matvec.layer_kernels_supported mirrors it): the keys [span_max][row]
+// Shared memory (bytes) of attend_kernel (cuda_ffi.layer_kernels_supported mirrors it): the keys [span_max][row]
 // bf16, whose space the P.V partial sums [groups][g][dh] float32 reuse (at most 2048 g bytes), the values
 // [span_max][row] bf16, then float32 raw [g + 2][dh], rot [g + 1][dh], rs [32], scores [g][span_max], valid [span_max],
 // stat [3][kMaxGroup], cos and sin [2][dh].
@@ -312,7 +312,7 @@ __host__ __device__ inline size_t attend_smem_bytes(int g, int dh, int span_max)
 
 // One-token attention of one (KV head, cache split[, head group]) per block: the layer handler's `kernels` and `step` launches
 // (standalone kernels chained by programmatic dependent launch). DH: the head dim (32, 64, 128 or 256; attend_kernel_for).
-// As attention_phase, with decode_fused's roundings: the new token's q, k, v from the qkv partials, Qwen3's q/k norms,
+// As attention_phase, with fused.py's roundings: the new token's q, k, v from the qkv partials, Qwen3's q/k norms,
 // RoPE; split 0 writes the new k and v into the cache; the split's scores, unnormalised softmax and P.V -> acc [Hkv,
 // splits, g, dh], ml [Hkv, splits, 2, g]. Built for few instructions per thread (a block runs once per layer, on a
 // handful of SMs, so its time is its longest thread's dependent chain): the split's key and value rows are staged in
@@ -346,7 +346,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   float* stat = okf + cap;                                                              // m, l, own weight
   float* csn = stat + 3 * kMaxGroup;                                                    // cos [DH], sin [DH]
   // Everything is read after the wait (the program's inputs may come from the XLA kernel just before this call, which
-  // a PDL chain need not have waited for) - except with kPdlEarlyKV (CUDAPERF_CUDA_ATTEND_EARLY): the slot index and the
+  // a PDL chain need not have waited for) - except with kPdlEarlyKV (off: measured even, docs/decode_kernels.md): the slot index and the
   // first batch of the split's key and value rows are loaded through L2 before the wait. The index is an input of the
   // FFI call, whose first kernel then launches as an ordinary kernel (kPdlNoAttr: after everything before it), and the
   // rows of slots before the index were written by earlier calls; only the new token's row is this call's, and no split
@@ -499,7 +499,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   }
 }
 
-// The attend kernel for head dim dh and g query heads per KV head, or nullptr (cuda_matvec.layer_kernels_supported
+// The attend kernel for head dim dh and g query heads per KV head, or nullptr (cuda_ffi.layer_kernels_supported
 // takes only head dims 32, 64, 128, 256 and g <= kMaxGroup).
 using AttendKernel = void (*)(LayerParams, int);
 template <int DH>

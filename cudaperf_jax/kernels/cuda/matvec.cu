@@ -1,4 +1,4 @@
-// Batch-1 matrix-vector product for decode, as an XLA FFI custom call (cudaperf_jax/models/cuda_matvec.py).
+// Batch-1 matrix-vector product for decode, as an XLA FFI custom call (cudaperf_jax/kernels/cuda_ffi.py).
 //
 //   y[s, n] = sum_{k in slice s} round_bf16(sum_p xp[p, k]) * w[k, n]      (float32 split-K partials)
 //
@@ -7,10 +7,10 @@
 // a slicing copy. w [K, N] bfloat16, row-major as the decoder stores its kernels. y [S, >= N] float32 (columns
 // past N are left alone: the attention kernel reads a padded buffer).
 //
-// Two more prologues, as decode_fused.py's Pallas matvec has them (same roundings):
+// Two more prologues, as fused.py's Pallas matvec has them (same roundings):
 //   norm    x bf16 [K], ss float32 (its chunks' sums of squares), scale bf16 [K]: the input is RMSNorm(x)
 //   swiglu  parts float32 [P, 2K] (gate/up split-K partials), bias bf16 [2K]: silu(gate) * up
-//   attn    acc float32 [Hkv, S, Gp, Dh], ml float32 [Hkv, S, 2, Gp] (decode_fused.attend's unnormalised
+//   attn    acc float32 [Hkv, S, Gp, Dh], ml float32 [Hkv, S, 2, Gp] (fused.attend's unnormalised
 //           splits), group = heads per KV head: the merged attention output of head k / Dh
 //
 // A block of 256 threads owns 8 * TPR output columns and one K slice: TPR threads span a row with one 16-byte
@@ -43,13 +43,8 @@
 namespace ffi = xla::ffi;
 
 // The handlers only launch kernels on the given stream, so XLA may capture them into its command buffers (CUDA
-// graphs) with the kernels around them; cuda_matvec.py builds without this (-DMATVEC_NO_CMD_BUFFER) when
-// CUDAPERF_CUDA_CMDBUF=off.
-#ifdef MATVEC_NO_CMD_BUFFER
-#define MATVEC_TRAITS {}
-#else
+// graphs) with the kernels around them.
 #define MATVEC_TRAITS {ffi::Traits::kCmdBufferCompatible}
-#endif
 
 namespace {
 
@@ -277,19 +272,17 @@ cudaError_t launch_cols(int cols, int unroll, cudaStream_t stream, const Prologu
 // programmatic dependent launch: inside the CUDA graph XLA captures this call into, the launches keep their
 // programmatic edges, so each matvec streams its first weight rows while the kernel before it drains. (Separate FFI
 // calls become separate child graphs, between which PDL does nothing.) Needs chunk == kFinishChunk.
-// fold (the step launch, CUDAPERF_CUDA_FOLD_FINISH): kFoldOn - no finish kernels: o and down add fixed-point sums, the
+// fold (the step launch): kFoldOn - no finish kernels: o and down add fixed-point sums, the
 // next norm prologues rebuild the residual (layer_kernel.cuh's resnorm_prologue; prev_b_down: the down bias of the
 // layer before), except the qkv of the call's first layer (first_of_call), which reads x and ss as usual; kFoldLast -
 // the last layer (one finish kernel from x_mid and down's sums gives x_out and ss_out).
-// kFoldMlp (with kFoldOn; CUDAPERF_CUDA_MLP): gate_up and down as one mlp_kernel (matvec_kernel.cuh), a block per SM;
-// o clears down's sums then. kFoldMlpRotate (CUDAPERF_CUDA_MLP=rotate): its blocks add their sums from staggered
-// columns; kFoldMlpLean (=lean): mlp_kernel_lean (48 registers, room for a block of the next qkv beside it); kFoldMlpGM
-// (=gm, and with kFoldMlpLean =gm_lean): w_gu group-major (cuda_matvec.mlp_gm_layout), each block's gate and up columns
-// one contiguous region; gm with six of gate_up's 16-byte loads in flight a thread (64 registers; pdl_chain.cu's MLP
-// chain on the H200: 676 us a step against 687 with four, 712 row-major).
-// kFoldMlp768 (=gm768, with kFoldMlpGM): mlp_kernel_capped, blocks of 768 threads held to 64 registers; kFoldMlpWide
-// (set by layer_kernels): group-major with more 8-feature groups a block than warps (mlp_body kWide, 1024 threads).
-constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpRotate = 8, kFoldMlpLean = 16, kFoldMlpGM = 32,
+// kFoldMlp (with kFoldOn): gate_up and down as one kernel (matvec_kernel.cuh), a block per SM; o clears down's sums
+// then. With kFoldMlpGM | kFoldMlp768 (w_gu group-major, cuda_step.mlp_gm_layout: each block's gate and up columns one
+// contiguous region) mlp_kernel_capped, blocks of 768 threads held to 64 registers; where a block's features do not
+// fit 768 threads, the 1024-thread group-major mlp_kernel (six 16-byte loads in flight a thread), with kFoldMlpWide
+// (set by layer_kernels) when a block has more 8-feature groups than warps. With kFoldMlpLean (w_gu row-major, not
+// prepared): mlp_kernel_lean (48 registers, room for a block of the next qkv beside it).
+constexpr int kFoldOn = 1, kFoldLast = 2, kFoldMlp = 4, kFoldMlpLean = 16, kFoldMlpGM = 32,
               kFoldMlp768 = 64, kFoldMlpWide = 128;
 int mlp_threads(int fold_flags) {
   return (fold_flags & kFoldMlp768) != 0 ? 768 : cudaperf_matvec::kMlpThreads;
@@ -308,14 +301,10 @@ cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p
   pro.zero = nullptr;   // the kernel adds to those sums itself (o cleared them)
   pro.n_zero = 0;
   const size_t smem = mlp_smem_bytes(p.d, p.f, blocks, fold_flags);
-  const bool lean = (fold_flags & kFoldMlpLean) != 0;
   auto kernel = (fold_flags & kFoldMlpWide) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 4, 4, true>
                 : (fold_flags & kFoldMlp768) != 0 ? cudaperf_matvec::mlp_kernel_capped<768, 64, 6, 4>
-                : (fold_flags & kFoldMlpGM) != 0 ? (lean ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1, true>
-                                                       : cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 6>)
-                : (fold_flags & kFoldMlpRotate) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 2>
-                : (fold_flags & kFoldMlpLean) != 0 ? cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1>
-                                                   : cudaperf_matvec::mlp_kernel<kMlpThreads, 1>;
+                : (fold_flags & kFoldMlpGM) != 0 ? cudaperf_matvec::mlp_kernel<kMlpThreads, 1, true, 6>
+                                                 : cudaperf_matvec::mlp_kernel_lean<kMlpThreads, 1>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   Launch l(dim3(static_cast<unsigned>(blocks), 1, 1), dim3(static_cast<unsigned>(mlp_threads(fold_flags)), 1, 1), smem,
@@ -353,7 +342,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
         || mlp_smem_bytes(p.d, p.f, mlp_blocks, fold_flags) > 227 * 1024)
       return ffi::Error::InvalidArgument(
           "cudaperf_layer: the one-kernel MLP needs D a multiple of 8 up to 8192 and F a multiple of 8 up to 1024 x the "
-          "SM count (set CUDAPERF_CUDA_MLP=off)");
+          "SM count");
   }
   constexpr int kChunk = cudaperf_matvec::kFinishChunk;
   if (p.chunk != kChunk || p.d % kChunk)
@@ -595,9 +584,8 @@ ffi::Error layer_params(cudaperf_layer::LayerParams& p, LAYER_PARAMS) {
 // b_down). Results: x_out, ss_out and the layer handler's scratch (shared by the layers: each kernel writes them only
 // after PDL's wait, when every kernel before it has finished), then per layer the k and v caches (aliased). ints: the
 // layer handler's 28, then the layer count, then fold (0, or 1: the finish kernels folded into their consumers), then
-// mlp (with fold only: 1 each layer's gate_up and down as one kernel, 2 the same with staggered adds, 3 as
-// mlp_kernel_lean, 4 / 5 as mlp_kernel / mlp_kernel_lean with w_gu group-major, 6 mlp_kernel_capped of 768 threads
-// group-major - cuda_matvec.mlp_kernel_code; 0: two kernels).
+// mlp (with fold only: 3 each layer's gate_up and down as one mlp_kernel_lean on a row-major w_gu, 6 as
+// mlp_kernel_capped of 768 threads on a group-major w_gu - cuda_step.py; 0: two kernels).
 ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<ffi::F32> ss, ffi::Buffer<ffi::F32> cos,
                     ffi::Buffer<ffi::F32> sin, ffi::Buffer<ffi::S32> kv_mask, ffi::Buffer<ffi::S32> cache_index,
                     ffi::RemainingArgs layers, ffi::Result<ffi::Buffer<ffi::BF16>> x_out,
@@ -608,14 +596,11 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
     return ffi::Error::InvalidArgument("cudaperf_step: needs 31 int attributes");
   const int64_t n_layers = ints[kLayerInts];
   const bool fold = ints[kLayerInts + 1] != 0, mlp = fold && ints[kLayerInts + 2] != 0;
-  // the fold flags of each mlp code (cuda_matvec.mlp_kernel_code)
-  constexpr int kMlpCodeFlags[] = {0, kFoldMlp, kFoldMlp | kFoldMlpRotate, kFoldMlp | kFoldMlpLean,
-                                   kFoldMlp | kFoldMlpGM, kFoldMlp | kFoldMlpLean | kFoldMlpGM,
-                                   kFoldMlp | kFoldMlpGM | kFoldMlp768};
+  // the fold flags of the mlp codes (cuda_step.py): 0 two kernels, 3 row-major lean, 6 group-major capped
   const int64_t mlp_code = ints[kLayerInts + 2];
-  if (mlp_code < 0 || mlp_code >= static_cast<int64_t>(sizeof(kMlpCodeFlags) / sizeof(int)))
-    return ffi::Error::InvalidArgument("cudaperf_step: the mlp code must be 0-6");
-  const int mlp_flags = mlp ? kMlpCodeFlags[mlp_code] : 0;
+  if (mlp_code != 0 && mlp_code != 3 && mlp_code != 6)
+    return ffi::Error::InvalidArgument("cudaperf_step: the mlp code must be 0, 3 or 6");
+  const int mlp_flags = !mlp ? 0 : mlp_code == 3 ? kFoldMlp | kFoldMlpLean : kFoldMlp | kFoldMlpGM | kFoldMlp768;
   const __nv_bfloat16* prev_b_down = nullptr;
   if (layers.size() != static_cast<size_t>(n_layers * kPerLayer) || caches.size() != static_cast<size_t>(2 * n_layers))
     return ffi::Error::InvalidArgument("cudaperf_step: needs 14 buffers and 2 cache results per layer");

@@ -29,7 +29,7 @@ constexpr int kThreads = 256;
 // only once this one's wait has returned (instead of at its start: then every kernel of a chain can become resident
 // early, its blocks holding SM slots while they wait).
 // kPdlEarlyKV (attend_kernel only): the slot index and the first key and value rows loaded before the wait
-// (CUDAPERF_CUDA_ATTEND_EARLY). kPdlNoAttr (host side, matvec.cu): an ordinary launch - after everything before it
+// (not used: measured even). kPdlNoAttr (host side, matvec.cu): an ordinary launch - after everything before it
 // on the stream - of a kernel that still lets the next one launch early (an FFI call's first kernel, so that no kernel
 // of the call starts before the call's inputs are complete).
 constexpr int kPdlOn = 1, kPdlLate = 2, kPdlEarlyKV = 4, kPdlNoAttr = 8;
@@ -93,7 +93,7 @@ __device__ __forceinline__ void stream_rows(float (&acc)[8], const uint4 (&pre)[
 enum Mode { kParts = 0, kNorm = 1, kSwiglu = 2, kAttn = 3, kResNorm = 4 };
 
 // Fixed-point split-K sums, for the step launch with its finish kernels folded into their consumers
-// (CUDAPERF_CUDA_FOLD_FINISH): each block of the producer adds its column sums s as round(s * 2^28) to a 64-bit integer
+// (the step launch's folded finishes): each block of the producer adds its column sums s as round(s * 2^28) to a 64-bit integer
 // accumulator per column. Integer adds give the same total in any order, so the result stays deterministic, unlike
 // float atomics. |s| < 2^20 keeps a term below 2^48, so up to 256 splits cannot overflow; a larger or non-finite s adds
 // kFixedBad instead, which from_fixed turns into NaN (as a float sum of such partials would be Inf or NaN, or at least
@@ -186,7 +186,7 @@ __device__ __forceinline__ void l2_prefetch_kv(const Prologue& pro) {
 // kEpiSum and kEpiResidual the last block of each column tile to finish (a self-resetting arrival counter per
 // tile) sums the tile's splits itself (all its threads load them at once):
 //   kEpiSum       sum[col] = sum_s y[s, col]                                     (float32)
-//   kEpiResidual  xo[col] = round(rx[col] + round(round(sum_s y[s, col]) + rb[col]))  (bf16, decode_fused.finish's
+//   kEpiResidual  xo[col] = round(rx[col] + round(round(sum_s y[s, col]) + rb[col]))  (bf16, fused.finish's
 //                 roundings; rb optional) and ss[tile] = sum over the tile of xo^2 (the next norm's input)
 // With one split no counter is used. y is scratch then (still written when split > 1).
 //   kEpiFixed     fixed[col] += to_fixed(s) (no partials written; the folded finish)
@@ -271,7 +271,7 @@ __device__ __forceinline__ float sum_strided(float acc, const float* p, int n, s
   return acc;
 }
 
-// silu(gate) * up of feature k in bf16 roundings, as decode_fused's swiglu prologue: g and u are the float sums of
+// silu(gate) * up of feature k in bf16 roundings, as fused.py's swiglu prologue: g and u are the float sums of
 // the gate and up columns; bias [2f] (gate's, then up's) or null.
 __device__ __forceinline__ float swiglu_bf16(float g, float u, const __nv_bfloat16* bias, int f, int k) {
   g = round_bf16(g);
@@ -291,7 +291,7 @@ __device__ __forceinline__ float input_at(const Prologue& p, int k, float rstd) 
     const float xn = round_bf16(__bfloat162float(act<kL2>(p.x + k)) * rstd);
     return round_bf16(xn * __bfloat162float(p.vec[k]));
   }
-  if (MODE == kAttn) {   // flash-decoding's combine of the head's splits, as decode_fused's "attn" prologue
+  if (MODE == kAttn) {   // flash-decoding's combine of the head's splits, as fused.py's "attn" prologue
     const int h = k / p.dh, d = k % p.dh, j = h / p.group, r = h % p.group;
     const float* ml = p.ml + static_cast<size_t>(j) * p.splits * 2 * p.gp;
     float mx = -INFINITY, num = 0.f, den = 0.f;
@@ -368,7 +368,7 @@ __device__ __forceinline__ void fill_input(const Prologue& pro, int k0, int ks, 
       xs[i] = round_bf16(sum_strided<kL2>(0.f, pro.xp + k0 + i, pro.n_parts, pro.x_stride));
     }
   } else if (MODE == kResNorm) {
-    // decode_fused.finish folded in: every block rebuilds the whole residual r = round(x + round(round(sum) + bias))
+    // fused.finish folded in: every block rebuilds the whole residual r = round(x + round(round(sum) + bias))
     // (rs: k_total floats of shared memory after xs; loads kB per thread in flight), sums its squares and normalises
     // its slice; the blocks of column tile 0 write r over their slice to xo
     float* rs = xs + ks;
@@ -463,7 +463,7 @@ __device__ __forceinline__ float matvec_columns(const Prologue& pro, const __nv_
   return s;
 }
 
-// kL2: activations read with __ldcg (see act; benchmarks/pdl_chain.cu times both); the handlers use plain loads.
+// kL2: activations read with __ldcg (see act; pdl_chain.cu (removed; docs/decode_kernels.md) times both); the handlers use plain loads.
 template <int TPR, int U, int MODE, bool kL2 = false>
 __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue epi, const __nv_bfloat16* __restrict__ w,
                                                          int n, int ks, float* __restrict__ y, int y_stride, int pdl) {
@@ -539,7 +539,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
   block_sum_to<kThreads / 32>(sq, warp_sq, epi.ss + blockIdx.x);
 }
 
-// The MLP of a decoder layer as ONE kernel (CUDAPERF_CUDA_MLP; the step launch with folded finishes): no grid-wide
+// The MLP of a decoder layer as ONE kernel (the step launch with folded finishes): no grid-wide
 // dependency between gate_up and down, since each block owns a range of intermediate features. Block b of the grid
 // (one per SM: kMlpThreads threads, the whole register file) takes the features [fa, fa + nf) of the 8-feature groups
 // split as evenly as the grid allows (F = 8960 over 132 SMs: 64 or 72 features) and
@@ -583,7 +583,7 @@ __device__ __forceinline__ void warp_half_sums(float (&acc)[8], float* out) {
 
 // kAdd: how the block adds its d column sums to out - 1 in column order, 2 starting at a column that depends on the
 // block (blocks spread over d in 32-column steps, so that the ~130 blocks ending together do not add to the same
-// addresses at once; the same totals: the sums are integers) - or 0 (benchmarks/pdl_chain.cu only): no adds (wrong
+// addresses at once; the same totals: the sums are integers) - or 0 (pdl_chain.cu (removed; docs/decode_kernels.md) only): no adds (wrong
 // sums; prices them).
 template <int NT, int kAdd, bool kGM = false, int kU1 = 4, int kU2 = 4, bool kWide = false>
 __device__ __forceinline__ void mlp_body(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
@@ -703,11 +703,11 @@ __global__ void __launch_bounds__(NT, 1) mlp_kernel(Prologue pro, const __nv_bfl
   mlp_body<NT, kAdd, kGM, kU1, kU2, kWide>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
 }
 
-// mlp_kernel held to kMlpLeanRegs registers a thread (CUDAPERF_CUDA_MLP=lean; 58 otherwise): 1024 x 48 leaves 16K of
+// mlp_kernel held to kMlpLeanRegs registers a thread (the row-major form the step launch runs for an unprepared gate_up; 58 otherwise): 1024 x 48 leaves 16K of
 // the SM's 64K registers, so that a block of the next layer's qkv kernel (256 threads, <= 64 registers) can become
 // resident while the MLP drains and stream its first weight rows before its PDL wait (with 58 no qkv block fits
 // beside it). ptxas (CUDA 13.0, sm_90): 48 registers, no spills for kAdd 1; group-major (kGM) with 3 of phase 2's loads in
-// flight a thread (4: 40 bytes of spills, 765 us against 686 a step in benchmarks/pdl_chain.cu), 8 bytes of spills.
+// flight a thread (4: 40 bytes of spills, 765 us against 686 a step in pdl_chain.cu (removed; docs/decode_kernels.md)), 8 bytes of spills.
 constexpr int kMlpLeanRegs = 48;
 template <int NT = kMlpThreads, int kAdd = 1, bool kGM = false>
 __global__ void __maxnreg__(kMlpLeanRegs) mlp_kernel_lean(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
@@ -719,7 +719,7 @@ __global__ void __maxnreg__(kMlpLeanRegs) mlp_kernel_lean(Prologue pro, const __
 
 // mlp_kernel with blocks of NT threads held to kRegs registers, NT x kRegs <= 48K so that a block of the next qkv
 // kernel (16K) fits beside it (as mlp_kernel_lean does) while more loads stay in flight than lean's 48 registers
-// allow: CUDAPERF_CUDA_MLP=gm768 (768 x 64, six gate_up loads a thread: 72 KB a SM against lean's 64 KB; the default),
+// allow: gm768 (768 x 64, six gate_up loads a thread: 72 KB a SM against lean's 64 KB; the default),
 // group-major. ptxas (CUDA 13.0, sm_90): no spills. (640 x 72 and 512 x 96, eight and twelve loads, were slower.)
 template <int NT, int kRegs, int kU1, int kU2, bool kGM = true>
 __global__ void __maxnreg__(kRegs) mlp_kernel_capped(Prologue pro, const __nv_bfloat16* __restrict__ w_gu,
@@ -729,7 +729,7 @@ __global__ void __maxnreg__(kRegs) mlp_kernel_capped(Prologue pro, const __nv_bf
   mlp_body<NT, 1, kGM, kU1, kU2>(pro, w_gu, b_gu, w_down, d, f, out, pdl);
 }
 
-// decode_fused.finish as a CUDA kernel, so that it can take part in programmatic dependent launch: one block of
+// fused.finish as a CUDA kernel, so that it can take part in programmatic dependent launch: one block of
 // kFinishChunk threads per chunk of the residual stream x [N]:
 //   xo[i] = round(x[i] + round(round(sum_p parts[p, i]) + bias[i]))   (bias optional; P = 0: xo = x)
 //   ss[chunk] = sum over the chunk of xo^2

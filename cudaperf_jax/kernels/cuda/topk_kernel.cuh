@@ -16,7 +16,7 @@
 // 0.0; NaNs sort last. With lse (optional), the row's logsumexp comes along (the sampler's log-probabilities without
 // two more passes over the row): topk_maxima writes each chunk's largest value and its sum of exp(x - that), the
 // select block merges them (NaN and +inf entries make it NaN, an all -inf row gives -inf, as XLA's log_softmax).
-// cuda_matvec.py calls it through the XLA FFI (matvec.cu); tests run it emulated.
+// cuda_ffi.py calls it through the XLA FFI (matvec.cu); tests run it emulated.
 #pragma once
 #include <cstdint>
 #include <cuda_runtime.h>
