@@ -1,9 +1,8 @@
 """Batch-1 decode layers as seven Pallas (Triton) kernels each, with the small work folded into them.
 
-A decode step of one sequence reads every weight once, so it should take bytes / HBM bandwidth. On an
-H200 the XLA-compiled step spent a third of its time in ~15 small kernels per layer (RMSNorm, split-K
-sums, RoPE, cache writes, the attention einsums and softmax, residual adds; WORKSPACE_NOTES.md), each a
-microsecond or two of launch and tail for almost no data. Here each layer is:
+A decode step of one sequence reads every weight once, so it should take bytes / HBM bandwidth; the small work
+around the projections (RMSNorm, split-K sums, RoPE, cache writes, attention, residual adds) is folded into seven
+kernels per layer:
 
   1. finish  residual + the previous branch's split-K partials (+ bias), one program per 128 entries;
              writes the residual stream x and per-chunk sums of squares.
@@ -17,15 +16,11 @@ microsecond or two of launch and tail for almost no data. Here each layer is:
   7. down    matvec whose prologue sums the gate/up partials (+ bias) of its K slice and applies SwiGLU.
 
 Every matvec writes float32 split-K partials [split, N] that the consumer sums, so no separate reduction
-kernel runs. When the tiling of o or down has no split-K (split_k 1), that matvec adds its result to the
-residual stream in its epilogue and the finish kernel after it goes (7 -> 5 kernels per layer; whether it
-is faster depends on the shape: benchmarks/decode_tune.py tries it). Likewise a gate_up tiling without split-K
-(block_n dividing F) applies SwiGLU in its epilogue and down reads the activation with a plain prologue. On the
-H200 both were slower for the Qwen2.5-1.5B shapes (gate_up 1.644 -> 2.38 ms a step, o 1.91, down 3.64: too few,
-too narrow programs), so the shipped table keeps split-K there. (Summing the partials in every consumer program was measured slower on the H200: each
-re-read all partials of the vector; and one program for the whole finish took 4.5 us; WORKSPACE_NOTES.md.) The numbers follow the XLA path's
-roundings (bf16 after each projection, norm statistics in float32), so greedy decoding gives the same
-tokens up to summation order.
+kernel runs. A tiling of o or down without split-K (split_k 1) adds the result to the residual stream in the matvec's
+epilogue (no finish kernel after it); a gate_up tiling without split-K (block_n dividing F) applies SwiGLU in its
+epilogue and down reads a plain vector. The numbers follow the XLA path's roundings (bf16 after each projection, norm
+statistics in float32), so greedy decoding gives the same tokens up to summation order. Measurements:
+docs/decode_kernels.md.
 
 Tilings come from the tilings table (config.tilings: records `fused_<prologue>` and `fused_attend`), else the
 plain matvec's (gemv.config_for). It is a sampling path: no gradients are defined (training never calls the decoder
@@ -320,12 +315,12 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
     head_dim = attn[0].shape[-1] if kind == "attn" else 0
     cfg = config or _config(k, n, kind, head_dim, table or {})
     if not valid_config(cfg, k, n, kind, head_dim):
-        raise ValueError(f"decode_fused.matvec: no tiling for {kind} K={k} N={n} ({cfg})")
+        raise ValueError(f"fused.matvec: no tiling for {kind} K={k} N={n} ({cfg})")
     s, ks, bn = cfg.split_k, k // cfg.split_k, cfg.block_n
     if residual is not None and s != 1:
-        raise ValueError(f"decode_fused.matvec: the residual epilogue needs split_k 1, the tiling has {s}")
+        raise ValueError(f"fused.matvec: the residual epilogue needs split_k 1, the tiling has {s}")
     if swiglu_out and (s != 1 or (n // 2) % bn or kind == "swiglu" or residual is not None):
-        raise ValueError(f"decode_fused.matvec: the swiglu epilogue needs split_k 1, block_n dividing N/2 and a "
+        raise ValueError(f"fused.matvec: the swiglu epilogue needs split_k 1, block_n dividing N/2 and a "
                          f"plain/norm/attn prologue; got {kind} with {cfg} for N={n}")
     n_parts = 0 if parts is None else parts.shape[0]
     if kind == "plain":
@@ -337,7 +332,7 @@ def matvec(w: jax.Array, kind: str = "plain", *, x=None, parts=None, bias=None, 
     elif kind == "swiglu":
         args = [parts] + ([bias.astype(w.dtype)] if bias is not None else [])
     else:
-        raise ValueError(f"decode_fused.matvec: unknown prologue {kind!r}; use one of {KINDS}")
+        raise ValueError(f"fused.matvec: unknown prologue {kind!r}; use one of {KINDS}")
     res_args, out_specs = [], pl.BlockSpec((None, bn), lambda j, i: (i, j))
     out_shape = jax.ShapeDtypeStruct((s, n + extra_cols), jnp.float32)
     if residual is not None:

@@ -1,9 +1,8 @@
 """Batch-1 matrix-vector products for decode, as a Pallas (Triton) kernel on NVIDIA GPUs.
 
-Batch-1 decode reads every weight once per token, so its speed is HBM bandwidth. XLA's own batch-1
-dots (cuBLAS / Triton GEMMs with M = 1) reached about 1.5 TB/s on an H200 for the 1.5B model's
-matrices (WORKSPACE_NOTES.md); this kernel streams the weight in its stored layout with split-K, so
-that even the narrow projections give every SM work.
+Batch-1 decode reads every weight once per token, so its speed is HBM bandwidth. This kernel streams the weight in
+its stored layout with split-K, so that even the narrow projections give every SM work (XLA's M = 1 dots reached
+about 1.5 TB/s on an H200: docs/decode_kernels.md).
 
     y = gemv(x, w)                     # x [..., K] with one row, w [K, N] -> y [..., N] float32
     y = gemv(x, w, transposed=True)    # w [N, K] (tied embeddings as the LM head)
@@ -75,10 +74,8 @@ def config_for(k: int, n: int, transposed: bool, table: dict | None = None) -> G
 def reduce_loop(n_iter: int, loads, out_len: int, transposed: bool = False, n_out: int = 1):
     """The n_out float32 vectors sum over i < n_iter of x_i @ w_i, where loads(i) = (x_i float32 [block_k],
     (w_i, ...) tiles [block_k, out_len], or [out_len, block_k] when transposed): each K step multiplies a
-    float32 tile and reduces it along K. Measured on the H200 decode step (2026-12-02) against two other ways:
-    keeping float32 product tiles and reducing once after the loop was 15% slower (1.892 vs 1.638 ms), and a
-    tensor-core product of x padded to 16 rows per step (Triton then streams the weights through shared
-    memory) 1.8% slower (1.570 vs 1.542 ms); benchmarks/results/decode_tune_h200_1p5b_{tileacc,dot_baseline}.json."""
+    float32 tile and reduces it along K (faster on the H200 than reducing after the loop or a tensor-core product:
+    docs/decode_kernels.md)."""
     def body(i, acc):
         xv, ws = loads(i)
         if transposed:

@@ -98,7 +98,7 @@ extern "C" int fixed_sums(const float* v, float* out) {
 // StepImpl chains them): layer l's buffers at b + 30 l, the residual stream and the scratch those of layer 0.
 // arg: the layer count + 100 x the one-kernel MLP's blocks (kFoldMlp: mlp_kernel instead of gate_up and down; 0 for
 // the two kernels) + 100000 with its staggered adds (kFoldMlpRotate), + 200000 as mlp_kernel_lean (kFoldMlpLean), + 300000
-// group-major (kFoldMlpGM: w_gu as cuda_matvec.mlp_gm_layout) as mlp_kernel_lean (+ 500000 as well: the test gives it
+// group-major (kFoldMlpGM: w_gu as cuda_step.mlp_gm_layout) as mlp_kernel_lean (+ 500000 as well: the test gives it
 // row-major weights), + 400000 the same as mlp_kernel, + 600000 group-major as mlp_kernel_capped of 768 threads,
 // + 700000 group-major wide (more groups a block than warps: the host's choice then); + 10000000: qkv's sums as fixed
 // point after the first layer (kPfQkvFixed: o clears them, the attention reads them).

@@ -1,6 +1,6 @@
 """The CUDA matvec kernel itself (cuda/matvec_kernel.cuh, which matvec.cu launches through the XLA FFI), run by
 the CPU emulation (kernels_harness.emulation) against numpy for each prologue, column tiling and split, with
-decode_fused's bf16 roundings. The FFI wrapper and PDL need a GPU (test_cuda_matvec_gpu.py)."""
+fused.py's bf16 roundings. The FFI wrapper and PDL need a GPU (test_kernels_gpu.py)."""
 import ctypes
 
 import jax.numpy as jnp
