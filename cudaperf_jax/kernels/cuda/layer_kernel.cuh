@@ -19,14 +19,11 @@ using cudaperf_matvec::pdl_wait;
 constexpr int kRedFloats = 2080;   // max over TPR 8/16 of (kThreads / TPR) * (8 * TPR + 1): matvec_columns' red
 constexpr int kMaxGroup = 16;      // query heads per KV head
 constexpr int kMaxHeadDim = 256;
-// Resident blocks per SM the kernel is compiled for (registers <= 65536 / (3 * 256) = 85 per thread); the grid is
-// SMs x min(this, the occupancy calculator's), and cuda_ffi.layer_tiling sizes the work items for that grid.
-constexpr int kLayerMinBlocks = 3;
 // LayerParams::pf_flags; kPfQkvFixed (the step launch with folded finishes):
 // qkv adds its column sums as fixed point (kEpiFixed into qkv_parts) in every layer after the call's first, o clears
 // them after the attention has read them, and the attention reads one sum a column (qkv_fixed) instead of split[0]
 // partials.
-constexpr int kPfGuByQkv = 1, kPfKv = 2, kPfKvEarly = 4, kPfQkvFixed = 8;
+constexpr int kPfQkvFixed = 8;
 
 struct LayerParams {
   int d, h, hkv, dh, f, s_len, chunk;     // hidden, heads, KV heads, head dim, intermediate, cache slots, finish chunk
@@ -47,10 +44,7 @@ struct LayerParams {
   __nv_bfloat16* v_cache;
   int attn_splits, span_max;              // cache splits per KV head; ceil(s_len / attn_splits)
   int attn_hsplit;                        // attend_kernel: blocks per (KV head, split), each with g / this q heads
-  int pf_gu, pf_flags, pf_o, pf_down;     // kernels launch: L2 prefetch, percent of each K band of gate_up, down (by
-                                          // the o kernel, or the qkv kernel with pf_flags & kPfGuByQkv) and o (by the
-                                          // qkv kernel); pf_flags & kPfKv / kPfKvEarly: the attention's cache rows by
-                                          // the qkv kernel after / before its wait (l2_prefetch_kv)
+  int pf_flags;                           // kPfQkvFixed: qkv's sums as fixed point (the step launch)
   const __nv_bfloat16* w_o;               // [h dh, d]
   const __nv_bfloat16* b_o;               // [d] or null
   const __nv_bfloat16* w_gu;              // [d, 2f] (gate columns, then up)
@@ -346,12 +340,8 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   float* stat = okf + cap;                                                              // m, l, own weight
   float* csn = stat + 3 * kMaxGroup;                                                    // cos [DH], sin [DH]
   // Everything is read after the wait (the program's inputs may come from the XLA kernel just before this call, which
-  // a PDL chain need not have waited for) - except with kPdlEarlyKV (off: measured even, docs/decode_kernels.md): the slot index and the
-  // first batch of the split's key and value rows are loaded through L2 before the wait. The index is an input of the
-  // FFI call, whose first kernel then launches as an ordinary kernel (kPdlNoAttr: after everything before it), and the
-  // rows of slots before the index were written by earlier calls; only the new token's row is this call's, and no split
-  // reads it. Otherwise two round trips after the wait: (1) the index, cos/sin and the qkv partials, (2) the rows.
-  const bool early = (pdl & cudaperf_matvec::kPdlEarlyKV) != 0;
+  // a PDL chain need not have waited for): (1) the index, cos/sin and the qkv partials, (2) the split's key and value
+  // rows. (Loading the index and the first rows before the wait measured even: docs/decode_kernels.md.)
   int idx = 0, t0 = 0, nt = 0, total = 0;
   const size_t head = static_cast<size_t>(j) * p.s_len;
   const uint4 *kg = nullptr, *vg = nullptr;
@@ -368,13 +358,13 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
   };
   constexpr int kBatch = 4;   // pieces of keys (and of values) per thread in flight at once
   uint4 kr[kBatch], vr[kBatch];
-  auto load = [&](int q0, bool l2) {
+  auto load = [&](int q0) {
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int q = q0 + u * kThreads;
       if (q < total) {
-        kr[u] = l2 ? __ldcg(kg + q) : kg[q];
-        vr[u] = l2 ? __ldcg(vg + q) : vg[q];
+        kr[u] = kg[q];
+        vr[u] = vg[q];
       }
     }
   };
@@ -388,13 +378,8 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
       }
     }
   };
-  if (early) {
-    idx = __ldcg(p.cache_index);
-    plan();
-    load(threadIdx.x, true);
-  }
   pdl_wait(pdl);
-  if (!early) idx = *p.cache_index;
+  idx = *p.cache_index;
   static_assert(kMaxHeadDim <= kThreads, "a thread per cos/sin entry");
   const bool trig = static_cast<int>(threadIdx.x) < DH;
   const float cs_r = trig ? p.cos[threadIdx.x] : 0.f, sn_r = trig ? p.sin[threadIdx.x] : 0.f;
@@ -403,16 +388,14 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(LayerParams p, int pdl
     csn[threadIdx.x] = cs_r;
     csn[DH + threadIdx.x] = sn_r;
   }
-  if (!early) {
-    plan();
-    load(threadIdx.x, false);
-  }
+  plan();
+  load(threadIdx.x);
   const bool own = c == 0 && p.kv_mask[idx] != 0;   // the token itself: first split only
   for (int t = threadIdx.x; t < nt; t += kThreads) okf[t] = p.kv_mask[t0 + t] != 0 ? 1.f : 0.f;
   attn_rope<DH>(p, raw, rot, DH, rs, csn, csn + DH, gl);   // starts and ends with __syncthreads (okf is complete)
   store(threadIdx.x);
   for (int q0 = threadIdx.x + kBatch * kThreads; q0 < total; q0 += kBatch * kThreads) {   // long splits
-    load(q0, false);
+    load(q0);
     store(q0);
   }
   __syncthreads();   // the staged rows

@@ -313,15 +313,13 @@ cudaError_t launch_mlp(cudaStream_t stream, const cudaperf_layer::LayerParams& p
                             cudaperf_layer::fold_sums(p.down_parts), pdl);
 }
 
-// pdl_flags: the kernels' PDL flags; kPdlEarlyKV goes to attend_kernel only, and with it the call's first kernel
-// (first_of_call) launches with kPdlNoAttr.
+// pdl_flags: the kernels' PDL flags (kPdlOn | kPdlLate, or 0).
 ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams& p, ffi::Span<const int64_t> ints,
                          int pdl_flags, int fold_flags = 0, const __nv_bfloat16* prev_b_down = nullptr,
                          bool first_of_call = true) {
   using namespace cudaperf_layer;
   const int pdl = pdl_flags & (cudaperf_matvec::kPdlOn | cudaperf_matvec::kPdlLate);   // all kernels but attend
-  const int early = pdl != 0 ? pdl_flags & cudaperf_matvec::kPdlEarlyKV : 0;
-  const int qkv_pdl = pdl | (early && first_of_call ? cudaperf_matvec::kPdlNoAttr : 0);
+  const int qkv_pdl = pdl;
   using cudaperf_matvec::kResNorm;
   const bool fold = (fold_flags & kFoldOn) != 0, rebuild = fold && !first_of_call;
   if (fold && (p.split[1] < 2 || p.split[3] < 2))
@@ -355,8 +353,6 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   if (att_smem > 200 * 1024) return ffi::Error::InvalidArgument("cudaperf_layer: the attention split is too long");
   const AttendKernel attend = attend_kernel_for(p.dh, g / p.attn_hsplit);
   if (attend == nullptr) return ffi::Error::InvalidArgument("cudaperf_layer: head dim must be 32, 64, 128 or 256");
-  // L2 prefetches issued before the kernels' waits (l2_prefetch_share): the first pct % of each K band (a split's rows,
-  // which its blocks stream in order) of a weight [k, n]
   Prologue qkv_pro = rebuild ? resnorm_prologue(p, false, prev_b_down) : norm_prologue(p, false), o_pro = attn_prologue(p);
   if (fold && !rebuild) {   // the first layer's qkv still clears o's sums
     qkv_pro.zero = fold_sums(p.o_parts);
@@ -385,27 +381,6 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
     o_pro.zero = fold_sums(p.down_parts);
     o_pro.n_zero = p.d;
   }
-  auto bands = [](Prologue& pro, int r, const __nv_bfloat16* w, int k, int n, int split, int pct) {
-    if (pct <= 0) return;
-    const unsigned long long rows = static_cast<unsigned long long>(k / split), row_bytes = 2ull * n;
-    pro.pf_base[r] = reinterpret_cast<const char*>(w);
-    pro.pf_band[r] = rows * static_cast<unsigned long long>(pct > 100 ? 100 : pct) / 100 * row_bytes;
-    pro.pf_stride[r] = rows * row_bytes;
-    pro.pf_bands[r] = split;
-  };
-  bands(qkv_pro, 0, p.w_o, p.h * p.dh, p.d, p.split[1], p.pf_o);
-  bands((p.pf_flags & kPfGuByQkv) != 0 ? qkv_pro : o_pro, 1, p.w_gu, p.d, 2 * p.f, p.split[2], p.pf_gu);
-  if ((p.pf_flags & (kPfKv | kPfKvEarly)) != 0) {   // the attention's cache rows below the new slot, by the qkv kernel
-    qkv_pro.kv_base[0] = reinterpret_cast<const char*>(p.k_cache);
-    qkv_pro.kv_base[1] = reinterpret_cast<const char*>(p.v_cache);
-    qkv_pro.kv_index = p.cache_index;
-    qkv_pro.kv_stride = 2ull * p.s_len * p.dh;
-    qkv_pro.kv_row_bytes = 2 * p.dh;
-    qkv_pro.kv_heads = p.hkv;
-    qkv_pro.kv_slots = p.s_len;
-    qkv_pro.kv_early = (p.pf_flags & kPfKvEarly) != 0;
-  }
-  bands(o_pro, 0, p.w_down, p.f, p.d, p.split[3], p.pf_down);
   cudaError_t e = rebuild ? launch_cols<kResNorm>(p.cols[0], static_cast<int>(ints[19]), stream, qkv_pro, p.w_qkv, p.d,
                                                   n_qkv, p.split[0], p.qkv_parts, qkv_pdl, qkv_epi)
                           : launch_cols<kNorm>(p.cols[0], static_cast<int>(ints[19]), stream, qkv_pro, p.w_qkv, p.d,
@@ -415,7 +390,7 @@ ffi::Error layer_kernels(cudaStream_t stream, const cudaperf_layer::LayerParams&
   if (e == cudaSuccess) {
     Launch l(dim3(static_cast<unsigned>(p.hkv * p.attn_splits * p.attn_hsplit), 1, 1), dim3(kThreads, 1, 1), att_smem,
              stream, pdl != 0);
-    e = cudaLaunchKernelEx(&l.cfg, attend, pa, pdl | early);
+    e = cudaLaunchKernelEx(&l.cfg, attend, pa, pdl);
   }
   if (e == cudaSuccess)
     e = launch_cols<kAttn>(p.cols[1], static_cast<int>(ints[20]), stream, o_pro, p.w_o, p.h * p.dh, p.d, p.split[1],
@@ -521,10 +496,7 @@ ffi::Error layer_params(cudaperf_layer::LayerParams& p, LAYER_PARAMS) {
   if (p.chunk < 1 || p.chunk > kThreads || p.d % p.chunk || p.attn_splits < 1)
     return bad("chunk must divide D and be <= 256, attn_splits >= 1");
   p.attn_hsplit = static_cast<int>(ints[23]);
-  p.pf_gu = static_cast<int>(ints[24]);
-  p.pf_flags = static_cast<int>(ints[25]);
-  p.pf_o = static_cast<int>(ints[26]);
-  p.pf_down = static_cast<int>(ints[27]);
+  p.pf_flags = static_cast<int>(ints[25]);   // ints 24, 26, 27: unused (the L2 prefetch settings once)
   if (p.attn_hsplit < 1 || g % p.attn_hsplit) return bad("the attention's head groups must divide the heads per KV head");
   p.span_max = (p.s_len + p.attn_splits - 1) / p.attn_splits;
   p.eps_attn = floats[0];

@@ -17,22 +17,17 @@ constexpr int kThreads = 256;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define MATVEC_RELEASE_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
 #define MATVEC_WAIT_FOR_PRODUCER() asm volatile("griddepcontrol.wait;\n\tfence.acquire.gpu;" ::: "memory")
-#define MATVEC_L2_PREFETCH(at, size) \
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(at), "r"(size) : "memory")
 #else
 #define MATVEC_RELEASE_DEPENDENTS() ((void)0)
 #define MATVEC_WAIT_FOR_PRODUCER() ((void)0)
-#define MATVEC_L2_PREFETCH(at, size) ((void)(at), (void)(size))
 #endif
 
 // The kernels' `pdl` argument: 0 an ordinary launch; otherwise kPdlOn, plus kPdlLate to let the next kernel launch
 // only once this one's wait has returned (instead of at its start: then every kernel of a chain can become resident
 // early, its blocks holding SM slots while they wait).
-// kPdlEarlyKV (attend_kernel only): the slot index and the first key and value rows loaded before the wait
-// (not used: measured even). kPdlNoAttr (host side, matvec.cu): an ordinary launch - after everything before it
-// on the stream - of a kernel that still lets the next one launch early (an FFI call's first kernel, so that no kernel
-// of the call starts before the call's inputs are complete).
-constexpr int kPdlOn = 1, kPdlLate = 2, kPdlEarlyKV = 4, kPdlNoAttr = 8;
+// kPdlNoAttr (host side, matvec.cu): an ordinary launch - after everything before it on the stream - of a kernel that
+// still lets the next one launch early. The step launch uses kPdlOn | kPdlLate (`late`; `on` alone measured slower).
+constexpr int kPdlOn = 1, kPdlLate = 2, kPdlNoAttr = 8;
 __device__ __forceinline__ void pdl_start(int pdl) {
   if ((pdl & (kPdlOn | kPdlLate)) == kPdlOn) MATVEC_RELEASE_DEPENDENTS();
 }
@@ -131,56 +126,7 @@ struct Prologue {
   int n_zero;
   unsigned long long* zero2;    // a second region to clear (n_zero2 entries; the o kernel: qkv's fixed-point sums)
   int n_zero2;
-  // L2 prefetch regions (none where base is null): the block's share of the first `band` bytes of each of `bands`
-  // bands `stride` bytes apart, requested before the dependency wait (l2_prefetch_share)
-  const char* pf_base[2];
-  unsigned long long pf_band[2], pf_stride[2];
-  int pf_bands[2];
-  // The attention's cache rows to pull into L2 (none where kv_base[0] is null): key and value rows of slots below
-  // *kv_index of kv_heads heads kv_stride bytes apart (rows of kv_row_bytes), requested after the dependency wait, or
-  // before it with kv_early (l2_prefetch_kv)
-  const char* kv_base[2];
-  const int* kv_index;
-  unsigned long long kv_stride;
-  int kv_row_bytes, kv_heads, kv_slots;
-  bool kv_early;
 };
-
-// Bulk L2 prefetches (cp.async.bulk.prefetch.L2, sm_90: one instruction per 16 KiB piece, nothing to wait for) of
-// this block's share of a region - the first `band` bytes of each of `bands` bands `stride` bytes apart: piece q of
-// the region goes to block q % blocks, every block's threads taking its pieces at once. Nothing on other targets (the
-// CPU emulation).
-__device__ __forceinline__ void l2_prefetch_bands(const char* base, unsigned long long band, unsigned long long stride,
-                                                  int bands) {
-  constexpr unsigned long long kPiece = 16384;
-  const unsigned long long blocks = static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z;
-  const unsigned long long b = (static_cast<unsigned long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x
-                               + blockIdx.x;
-  const unsigned long long per_band = (band + kPiece - 1) / kPiece, total = per_band * bands;
-  for (unsigned long long q = b + blocks * threadIdx.x; q < total; q += blocks * blockDim.x) {
-    const unsigned long long off = (q % per_band) * kPiece, left = band - off;
-    const unsigned size = static_cast<unsigned>((left < kPiece ? left : kPiece) & ~15ull);
-    if (size > 0) MATVEC_L2_PREFETCH(base + q / per_band * stride + off, size);
-  }
-}
-
-// pro's weight regions (l2_prefetch_bands). A kernel issues them before its dependency wait, so that the HBM streams
-// weights a later kernel reads while the latency-bound kernels before it (attention, finish) leave it idle.
-__device__ __forceinline__ void l2_prefetch_share(const Prologue& pro) {
-  for (int r = 0; r < 2; ++r) {
-    if (pro.pf_base[r] != nullptr) l2_prefetch_bands(pro.pf_base[r], pro.pf_band[r], pro.pf_stride[r], pro.pf_bands[r]);
-  }
-}
-
-// The key and value cache rows the layer's attention will read (slots below *kv_index, the new token's slot, which
-// the attention writes itself), by l2_prefetch_bands: issued by the qkv kernel, so that the attention's loads - the
-// cache of every layer leaves L2 while the step streams its weights - hit L2 instead of the HBM.
-__device__ __forceinline__ void l2_prefetch_kv(const Prologue& pro) {
-  if (pro.kv_base[0] == nullptr) return;
-  const int slots = min(max(*pro.kv_index, 0), pro.kv_slots);
-  const unsigned long long bytes = static_cast<unsigned long long>(slots) * pro.kv_row_bytes;
-  for (int r = 0; r < 2; ++r) l2_prefetch_bands(pro.kv_base[r], bytes, pro.kv_stride, pro.kv_heads);
-}
 
 // What a block does with its column sums. kEpiPartials: y[split, col] (the consumer sums the splits). With
 // kEpiSum and kEpiResidual the last block of each column tile to finish (a self-resetting arrival counter per
@@ -473,12 +419,8 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
   __shared__ float red[kGroups][kCols + 1];
 
   pdl_start(pdl);
-  l2_prefetch_share(pro);
-  if (pro.kv_early) l2_prefetch_kv(pro);
-  float s = matvec_columns<TPR, U, MODE, kL2>(pro, w, n, ks, blockIdx.x, blockIdx.y, xs, &red[0][0], [&] {
-    pdl_wait(pdl);
-    if (!pro.kv_early) l2_prefetch_kv(pro);
-  });
+  float s = matvec_columns<TPR, U, MODE, kL2>(pro, w, n, ks, blockIdx.x, blockIdx.y, xs, &red[0][0],
+                                              [&] { pdl_wait(pdl); });
   static_assert(kCols <= kThreads, "one column per thread in the epilogue");
   const int c = threadIdx.x, oc = blockIdx.x * kCols + c;   // this thread's output column
   if (blockIdx.x == 0 && blockIdx.y == 0) {   // after the wait (in matvec_columns)

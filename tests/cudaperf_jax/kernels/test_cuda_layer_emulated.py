@@ -47,11 +47,10 @@ int mv_cols(int cols, const Prologue& pro, const __nv_bfloat16* w, int k, int n,
   return mv<8, MODE>(pro, w, k, n, split, y, epi);
 }
 
-// The seven standalone kernels of the handler's `kernels` launch (matvec.cu layer_kernels), in its order.
-// arg: the attention's head groups, plus 256 for attend_kernel's kPdlEarlyKV (its first key and value loads issued
-// before the wait, which the emulation runs as nothing).
+// A layer's standalone kernels with the finish kernels (matvec.cu layer_kernels without the fold), in its order.
+// arg: the attention's head groups.
 extern "C" int run_layer_kernels(void** b, const int* n, const float* fl, int arg) {
-  const int head_groups = arg % 256, attend_pdl = arg / 256 ? cudaperf_matvec::kPdlEarlyKV : 0;
+  const int head_groups = arg, attend_pdl = 0;
   LayerParams p = {};
   fill(p, b, n, fl);
   p.attn_hsplit = head_groups;
@@ -288,12 +287,8 @@ CASES = {   # d, heads, kv heads, head dim, F, cache slots, bias, q/k norm, atte
 
 @pytest.mark.parametrize("case,idx,pad", [("qwen3_kernels", 17, 3), ("qwen3_kernels", 0, 0), ("qwen2_kernels", 39, 5),
                                           ("long_kernels", 290, 7), ("groups_kernels", 39, 5),
-                                          ("groups_kernels", 0, 0), ("qwen2_kernels_early", 39, 5),
-                                          ("long_kernels_early", 290, 7), ("groups_kernels_early", 21, 4)])
+                                          ("groups_kernels", 0, 0)])
 def test_layer_matches_numpy(lib, case, idx, pad):
-    """*_early: the attention's slot index and first key and value loads before PDL's wait (kPdlEarlyKV)."""
-    early = case.endswith("_early")
-    case = case.removesuffix("_early")
     lib_, fns = lib
     fn = fns["run_layer_kernels"]
     d, heads = CASES[case][:2]
@@ -304,7 +299,7 @@ def test_layer_matches_numpy(lib, case, idx, pad):
     want_mid, want_k, want_v = attention_half(w, x.astype(np.float32), kc, vc, mask, idx, cos, sin, heads, 1e-6)
     k_out, v_out = kc.copy(), vc.copy()
     bufs = _buffers(case, w, x, ss, mask, idx, cos, sin, k_out, v_out)
-    rc = _run(fn, [bufs], case, blocks + 256 * early)
+    rc = _run(fn, [bufs], case, blocks)
     assert rc == 0, lib_.last_error()
     got_mid, got_x = bufs[24].astype(np.float32), bufs[28].astype(np.float32)
     assert np.isfinite(got_x).all()
