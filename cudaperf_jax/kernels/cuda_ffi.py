@@ -70,14 +70,9 @@ def _call(kind: str, w: jax.Array, args: list, split_k: int, out_cols: int | Non
                          f"dividing K (K / split_k <= 51200) and out_cols >= N; got w {w.dtype}{list(w.shape)}, "
                          f"split_k {split_k}, cols {cols}, out_cols {out_cols}")
     require_gpu()
-    width = out_cols or n
-    one_f32, one_bf16 = jax.ShapeDtypeStruct((1,), jnp.float32), jax.ShapeDtypeStruct((1,), jnp.bfloat16)
-    shapes = [jax.ShapeDtypeStruct((split_k, width), jnp.float32), one_f32, one_bf16, one_f32]
-    # The handlers' epi / has_rbias attributes and residual inputs (rx, rb) stay in the ABI, always unused (epi 0).
-    y, *_ = jax.ffi.ffi_call(TARGETS[kind][0], shapes)(
-        *args, w, _DUMMY_BF16, _DUMMY_BF16, split_k=np.int64(split_k), pdl=np.int64(0), epi=np.int64(0),
-        has_rbias=np.int64(0), unroll=np.int64(unroll), cols=np.int64(cols), **attrs)
-    return y
+    shape = jax.ShapeDtypeStruct((split_k, out_cols or n), jnp.float32)
+    return jax.ffi.ffi_call(TARGETS[kind][0], shape)(
+        *args, w, split_k=np.int64(split_k), pdl=np.int64(0), unroll=np.int64(unroll), cols=np.int64(cols), **attrs)
 
 
 def matvec(xp: jax.Array, w: jax.Array, *, split_k: int = 1, out_cols: int | None = None, **tiling) -> jax.Array:

@@ -81,22 +81,14 @@ cudaError_t launch_unrolled(int unroll, cudaStream_t stream, const Prologue& pro
   return launch<TPR, 4, MODE, kL2>(stream, pro, epi, w, k, n, split, y, y_stride, pdl);
 }
 
-// The outputs every handler returns: y [split, >= N] float32 partials (scratch unless epi == 0), sum [>= N]
-// float32 (epi 1), xo [N] bf16 and ss [N / cols] float32 (epi 2); the unused ones may be 1-element dummies.
-struct Outputs {
-  ffi::Result<ffi::Buffer<ffi::F32>> y, sum;
-  ffi::Result<ffi::Buffer<ffi::BF16>> xo;
-  ffi::Result<ffi::Buffer<ffi::F32>> ss;
-};
-
 struct Options {
-  int64_t split_k, pdl, epi, has_rbias, unroll, cols;
+  int64_t split_k, pdl, unroll, cols;
 };
 
 template <int MODE>
-ffi::Error dispatch(cudaStream_t stream, const Prologue& pro, ffi::Buffer<ffi::BF16>& w, ffi::Buffer<ffi::BF16>& rx,
-                    ffi::Buffer<ffi::BF16>& rb, Outputs& out, const Options& opt) {
-  auto wd = w.dimensions(), yd = out.y->dimensions();
+ffi::Error dispatch(cudaStream_t stream, const Prologue& pro, ffi::Buffer<ffi::BF16>& w,
+                    ffi::Result<ffi::Buffer<ffi::F32>>& y, const Options& opt) {
+  auto wd = w.dimensions(), yd = y->dimensions();
   if (wd.size() != 2 || yd.size() != 2) return ffi::Error::InvalidArgument("cudaperf_matvec: w and y must be 2-D");
   const int64_t k = wd[0], n = wd[1], split_k = opt.split_k;
   if (split_k < 1 || k % split_k || yd[0] != split_k || yd[1] < n)
@@ -106,28 +98,9 @@ ffi::Error dispatch(cudaStream_t stream, const Prologue& pro, ffi::Buffer<ffi::B
   const int64_t cols = opt.cols;
   if ((cols != 64 && cols != 128 && cols != 256) || n % cols)
     return ffi::Error::InvalidArgument("cudaperf_matvec: cols (columns per block) must be 64, 128 or 256 and divide N");
-  Epilogue epi = {};
-  epi.mode = static_cast<int>(opt.epi);
-  if (opt.epi < 0 || opt.epi > 2) return ffi::Error::InvalidArgument("cudaperf_matvec: epi must be 0, 1 or 2");
-  if (opt.epi != 0 && split_k > 1 && n / cols > cudaperf_matvec::kMaxTiles)
-    return ffi::Error::InvalidArgument("cudaperf_matvec: too many column tiles for the split-K epilogue");
-  if (opt.epi == 1) {
-    if (static_cast<int64_t>(out.sum->element_count()) < n)
-      return ffi::Error::InvalidArgument("cudaperf_matvec: sum must have >= N entries");
-    epi.sum = out.sum->typed_data();
-  }
-  if (opt.epi == 2) {
-    if (static_cast<int64_t>(rx.element_count()) != n || static_cast<int64_t>(out.xo->element_count()) != n
-        || static_cast<int64_t>(out.ss->element_count()) != n / cols
-        || (opt.has_rbias && static_cast<int64_t>(rb.element_count()) != n))
-      return ffi::Error::InvalidArgument("cudaperf_matvec: the residual epilogue needs rx, rb, xo [N] and ss [N / cols]");
-    epi.rx = reinterpret_cast<const __nv_bfloat16*>(rx.typed_data());
-    epi.rb = opt.has_rbias ? reinterpret_cast<const __nv_bfloat16*>(rb.typed_data()) : nullptr;
-    epi.xo = reinterpret_cast<__nv_bfloat16*>(out.xo->typed_data());
-    epi.ss = out.ss->typed_data();
-  }
+  const Epilogue epi = {};   // kEpiPartials
   const auto* wptr = reinterpret_cast<const __nv_bfloat16*>(w.typed_data());
-  float* yptr = out.y->typed_data();
+  float* yptr = y->typed_data();
   const int ys = static_cast<int>(yd[1]);
   const int u = static_cast<int>(opt.unroll);
   const int pdl = opt.pdl != 0 ? cudaperf_matvec::kPdlOn : 0;
@@ -170,14 +143,9 @@ ffi::Error TopkImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x, ffi::Result<ff
   return ffi::Error::Success();
 }
 
-#define MATVEC_OUTPUTS                                                                                  \
-  ffi::Buffer<ffi::BF16> rx, ffi::Buffer<ffi::BF16> rb, ffi::Result<ffi::Buffer<ffi::F32>> y,          \
-      ffi::Result<ffi::Buffer<ffi::F32>> sum, ffi::Result<ffi::Buffer<ffi::BF16>> xo,                   \
-      ffi::Result<ffi::Buffer<ffi::F32>> ss, int64_t split_k, int64_t pdl, int64_t epi, int64_t has_rbias, \
-      int64_t unroll, int64_t cols
-#define MATVEC_DISPATCH(MODE) \
-  Outputs out{y, sum, xo, ss}; \
-  return dispatch<MODE>(stream, pro, w, rx, rb, out, Options{split_k, pdl, epi, has_rbias, unroll, cols})
+#define MATVEC_OUTPUTS \
+  ffi::Result<ffi::Buffer<ffi::F32>> y, int64_t split_k, int64_t pdl, int64_t unroll, int64_t cols
+#define MATVEC_DISPATCH(MODE) return dispatch<MODE>(stream, pro, w, y, Options{split_k, pdl, unroll, cols})
 
 ffi::Error PartsImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> xp, ffi::Buffer<ffi::BF16> w, MATVEC_OUTPUTS) {
   auto xd = xp.dimensions();
@@ -609,20 +577,13 @@ ffi::Error StepImpl(cudaStream_t stream, ffi::Buffer<ffi::BF16> x, ffi::Buffer<f
 }
 }  // namespace
 
-// Arguments after the prologue's and w: rx, rb (bf16); results y, sum, xo, ss; attributes split_k, pdl, epi,
-// has_rbias, unroll, cols, then the prologue's.
+// Arguments: the prologue's, then w (bf16); result y (float32 partials); attributes split_k, pdl, unroll, cols, then
+// the prologue's.
 #define MATVEC_COMMON(BINDING)                                                                                 \
-  BINDING.Arg<ffi::Buffer<ffi::BF16>>()                                                                        \
-      .Arg<ffi::Buffer<ffi::BF16>>()                                                                           \
-      .Arg<ffi::Buffer<ffi::BF16>>()                                                                           \
-      .Ret<ffi::Buffer<ffi::F32>>()                                                                            \
-      .Ret<ffi::Buffer<ffi::F32>>()                                                                            \
-      .Ret<ffi::Buffer<ffi::BF16>>()                                                                           \
-      .Ret<ffi::Buffer<ffi::F32>>()                                                                            \
+  BINDING.Arg<ffi::Buffer<ffi::BF16>>()   /* w */                                                              \
+      .Ret<ffi::Buffer<ffi::F32>>()       /* y */                                                              \
       .Attr<int64_t>("split_k")                                                                                \
       .Attr<int64_t>("pdl")                                                                                    \
-      .Attr<int64_t>("epi")                                                                                    \
-      .Attr<int64_t>("has_rbias")                                                                              \
       .Attr<int64_t>("unroll")                                                                                 \
       .Attr<int64_t>("cols")
 

@@ -128,31 +128,15 @@ struct Prologue {
   int n_zero2;
 };
 
-// What a block does with its column sums. kEpiPartials: y[split, col] (the consumer sums the splits). With
-// kEpiSum and kEpiResidual the last block of each column tile to finish (a self-resetting arrival counter per
-// tile) sums the tile's splits itself (all its threads load them at once):
-//   kEpiSum       sum[col] = sum_s y[s, col]                                     (float32)
-//   kEpiResidual  xo[col] = round(rx[col] + round(round(sum_s y[s, col]) + rb[col]))  (bf16, fused.finish's
-//                 roundings; rb optional) and ss[tile] = sum over the tile of xo^2 (the next norm's input)
-// With one split no counter is used. y is scratch then (still written when split > 1).
-//   kEpiFixed     fixed[col] += to_fixed(s) (no partials written; the folded finish)
-enum EpilogueMode { kEpiPartials = 0, kEpiSum = 1, kEpiResidual = 2, kEpiFixed = 3 };
+// What a block does with its column sums. kEpiPartials: y[split, col] (the consumer sums the splits);
+// kEpiFixed: fixed[col] += to_fixed(s) (no partials written; the folded finish). (Epilogues in which the last block of
+// a column tile summed the splits were slower than a finish kernel: docs/decode_kernels.md.)
+enum EpilogueMode { kEpiPartials = 0, kEpiFixed = 3 };
 
 struct Epilogue {
   int mode;
-  float* sum;                   // kEpiSum: [>= N]
-  const __nv_bfloat16* rx;      // kEpiResidual: the residual stream [N]
-  const __nv_bfloat16* rb;      // kEpiResidual: bias [N] or null
-  __nv_bfloat16* xo;            // kEpiResidual: the new residual stream [N]
-  float* ss;                    // kEpiResidual: [N / columns per block]
   unsigned long long* fixed;    // kEpiFixed: [N], zero before the launch
 };
-
-constexpr int kMaxTiles = 4096;
-// Arrival counters, one per column tile; every launch that uses them leaves them at zero. Launches on one
-// stream never use them at the same time: a PDL launch touches them only after griddepcontrol.wait, which
-// returns once the previous grid has finished.
-__device__ unsigned int g_tile_arrivals[kMaxTiles];
 
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
 
@@ -433,52 +417,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(Prologue pro, Epilogue
     if (c < kCols) atomicAdd(epi.fixed + oc, to_fixed(s));
     return;
   }
-  if (epi.mode == kEpiPartials || gridDim.y > 1) {
-    if (c < kCols) y[static_cast<size_t>(blockIdx.y) * y_stride + oc] = s;
-    if (epi.mode == kEpiPartials) return;
-    __shared__ int last;
-    __threadfence();   // this block's partials are visible before its arrival is counted
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(&g_tile_arrivals[blockIdx.x], 1u) == gridDim.y - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    // kThreads / kCols thread groups each sum every kSpan-th split (independent loads, issued together), then
-    // the groups' sums meet in shared memory (red is free again)
-    constexpr int kSpan = kThreads / kCols;
-    const int tc = threadIdx.x % kCols, tg = threadIdx.x / kCols;
-    const float* yp = y + static_cast<size_t>(blockIdx.x) * kCols + tc;
-    float part[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (unsigned sp0 = tg; sp0 < gridDim.y; sp0 += 8 * kSpan) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const unsigned sp = sp0 + j * kSpan;
-        if (sp < gridDim.y) part[j] += __ldcg(yp + static_cast<size_t>(sp) * y_stride);
-      }
-    }
-    float t = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-    red[tg][tc] = t;
-    __syncthreads();
-    if (c < kCols) {
-      s = 0.f;
-      for (int g = 0; g < kSpan; ++g) s += red[g][c];
-    }
-    if (threadIdx.x == 0) g_tile_arrivals[blockIdx.x] = 0;
-  }
-  if (epi.mode == kEpiSum) {
-    if (c < kCols) epi.sum[oc] = s;
-    return;
-  }
-  float sq = 0.f;
-  if (c < kCols) {
-    float v = round_bf16(s);
-    if (epi.rb != nullptr) v = round_bf16(v + __bfloat162float(epi.rb[oc]));
-    const float xn = round_bf16(__bfloat162float(epi.rx[oc]) + v);
-    epi.xo[oc] = __float2bfloat16(xn);
-    sq = xn * xn;
-  }
-  __shared__ float warp_sq[kThreads / 32];
-  block_sum_to<kThreads / 32>(sq, warp_sq, epi.ss + blockIdx.x);
+  if (c < kCols) y[static_cast<size_t>(blockIdx.y) * y_stride + oc] = s;
 }
 
 // The MLP of a decoder layer as ONE kernel (the step launch with folded finishes): no grid-wide

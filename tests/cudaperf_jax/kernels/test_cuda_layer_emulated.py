@@ -221,7 +221,7 @@ def _rope(a, cos, sin):
 
 
 def attention_half(w, x, kc, vc, mask, idx, cos, sin, heads, eps):
-    """numpy attention block with decode_fused's roundings: (x + attention, k row, v row written at idx)."""
+    """numpy attention block with fused.py's roundings: (x + attention, k row, v row written at idx)."""
     hkv, _, dh = kc.shape
     g = heads // hkv
     f32 = {k: (None if v is None else v.astype(np.float32)) for k, v in w.items()}
@@ -257,7 +257,7 @@ def attention_half(w, x, kc, vc, mask, idx, cos, sin, heads, eps):
 
 
 def mlp_half(w, x1, eps):
-    """numpy MLP block with decode_fused's roundings: x1 + mlp(x1)."""
+    """numpy MLP block with fused.py's roundings: x1 + mlp(x1)."""
     f32 = {k: (None if v is None else v.astype(np.float32)) for k, v in w.items()}
     gu = _r(_norm(x1, f32["mlp_scale"], eps).astype(np.float64) @ f32["w_gu"].astype(np.float64))
     if f32["b_gu"] is not None:

@@ -35,14 +35,12 @@ static int pick(int cols, int unroll, const Prologue& pro, const Epilogue& epi, 
 extern "C" int entry(int mode, const float* xp, int n_parts, int x_stride, const __nv_bfloat16* x, const float* ss,
                      int n_chunks, float eps, const __nv_bfloat16* vec, const float* acc, const float* ml, int splits,
                      int gp, int dh, int group, const __nv_bfloat16* w, int k, int n, int split, float* y, int y_stride,
-                     int cols, int unroll, int epi_mode, float* sum, const __nv_bfloat16* rx, const __nv_bfloat16* rb,
-                     __nv_bfloat16* xo, float* ss_out) {
+                     int cols, int unroll) {
   Prologue pro = {};
   pro.xp = xp; pro.n_parts = n_parts; pro.x_stride = x_stride; pro.x = x; pro.ss = ss; pro.n_chunks = n_chunks;
   pro.k_total = k; pro.eps = eps; pro.vec = vec; pro.acc = acc; pro.ml = ml; pro.splits = splits; pro.gp = gp;
   pro.dh = dh; pro.group = group;
-  Epilogue epi = {};
-  epi.mode = epi_mode; epi.sum = sum; epi.rx = rx; epi.rb = rb; epi.xo = xo; epi.ss = ss_out;
+  const Epilogue epi = {};   // partials
   switch (mode) {
     case 0: return pick<kParts>(cols, unroll, pro, epi, w, k, n, split, y, y_stride);
     case 1: return pick<kNorm>(cols, unroll, pro, epi, w, k, n, split, y, y_stride);
@@ -73,7 +71,7 @@ def lib(tmp_path_factory):
                                     ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     fn.argtypes += [ctypes.c_int] * 4 + [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
                                          ctypes.c_int]
-    fn.argtypes += [ctypes.c_int] * 3 + [ctypes.c_void_p] * 5
+    fn.argtypes += [ctypes.c_int] * 2
     return lib, fn
 
 
@@ -91,28 +89,20 @@ def _r(a):  # round to bf16, back to float32
 
 def run(lib, mode, w, split, y_extra=0, xp=None, x=None, ss=None, n_chunks=0, eps=0.0, vec=None, acc=None, ml=None,
         group=1, cols=None, unroll=4):
-    """The kernel's float32 split-K partials [split, N] (epilogue "partials")."""
-    return _launch(lib, mode, w, split, y_extra, xp, x, ss, n_chunks, eps, vec, acc, ml, group, cols, unroll)[0]
-
-
-def _launch(lib, mode, w, split, y_extra=0, xp=None, x=None, ss=None, n_chunks=0, eps=0.0, vec=None, acc=None, ml=None,
-            group=1, cols=None, unroll=4, epi=0, rx=None, rb=None):
+    """The kernel's float32 split-K partials [split, N]."""
     lib_, fn = lib
     k, n = w.shape
     cols = cols or cuda_ffi.default_cols(n)
     y = np.full((split, n + y_extra), np.nan, np.float32)
-    total = np.full(n + y_extra, np.nan, np.float32)
-    xo = np.zeros(n, BF16)
-    ss_out = np.full(n // cols, np.nan, np.float32)
-    keep = [np.ascontiguousarray(a) if a is not None else None for a in (xp, x, ss, vec, acc, ml, w, rx, rb)]
-    xp_, x_, ss_, vec_, acc_, ml_, w_, rx_, rb_ = keep
+    keep = [np.ascontiguousarray(a) if a is not None else None for a in (xp, x, ss, vec, acc, ml, w)]
+    xp_, x_, ss_, vec_, acc_, ml_, w_ = keep
     rc = fn(MODES[mode], _ptr(xp_), 0 if xp is None else xp.shape[0], 0 if xp is None else xp.shape[1], _ptr(x_), _ptr(ss_),
             n_chunks, eps, _ptr(vec_), _ptr(acc_), _ptr(ml_), 0 if acc is None else acc.shape[1],
             0 if acc is None else acc.shape[2], 0 if acc is None else acc.shape[3], group, _ptr(w_), k, n, split,
-            _ptr(y), n + y_extra, cols, unroll, epi, _ptr(total), _ptr(rx_), _ptr(rb_), _ptr(xo), _ptr(ss_out))
+            _ptr(y), n + y_extra, cols, unroll)
     assert rc == 0, lib_.last_error()
-    assert np.isnan(y[:, n:]).all() and np.isnan(total[n:]).all()   # columns past N are left alone
-    return y[:, :n], total[:n], xo, ss_out
+    assert np.isnan(y[:, n:]).all()   # columns past N are left alone
+    return y[:, :n]
 
 
 def _check(got, xin, w):
@@ -190,21 +180,6 @@ def test_column_tilings_and_unrolls(lib, cols, unroll):
     _check(run(lib, "parts", w, 5, xp=xp, cols=cols, unroll=unroll), _r(xp.sum(axis=0)), w)
 
 
-@pytest.mark.parametrize("split,cols", [(1, 128), (6, 64), (4, 256)])
-def test_the_sum_epilogue_adds_the_splits_in_the_last_block(lib, split, cols):
-    rng = np.random.default_rng(split)
-    k, n = 384, 256
-    w = _bf(rng.standard_normal((k, n)))
-    xp = rng.standard_normal((2, k + 8)).astype(np.float32)
-    y, total, _, _ = _launch(lib, "parts", w, split, y_extra=16, xp=xp, cols=cols, epi=1)
-    _check(total[None, :], _r(xp.sum(axis=0)[:k]), w)
-    if split > 1:   # the partials stay in y; the sum is theirs (in another order)
-        np.testing.assert_allclose(total, _ordered(y), rtol=1e-5, atol=1e-5 * np.abs(total).max())
-    # the arrival counters are left at zero: a second launch gives the same sums
-    _, again, _, _ = _launch(lib, "parts", w, split, y_extra=16, xp=xp, cols=cols, epi=1)
-    np.testing.assert_array_equal(again, total)
-
-
 def _ordered(y):
     t = np.zeros(y.shape[1], np.float32)
     for row in y:
@@ -212,32 +187,8 @@ def _ordered(y):
     return t
 
 
-@pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("split,cols", [(1, 64), (7, 128), (3, 256)])
-def test_the_residual_epilogue_is_decode_fuseds_finish(lib, split, cols, bias):
-    rng = np.random.default_rng(split + cols + bias)
-    k, n = 672, 512   # divisible by every split below
-    w = _bf(rng.standard_normal((k, n)) * 0.05)
-    xp = rng.standard_normal((1, k)).astype(np.float32)
-    rx = _bf(rng.standard_normal(n))
-    rb = _bf(rng.standard_normal(n)) if bias else None
-    y, _, xo, ss = _launch(lib, "parts", w, split, xp=xp, cols=cols, epi=2, rx=rx, rb=rb)
-    # the sum the block had: with one split the same launch with epilogue "partials" (y is not written), else the
-    # partials summed as the kernel does (kThreads / cols groups over every (kThreads / cols)-th split)
-    span = 256 // cols
-    s = sum(_ordered(y[g::span]) for g in range(span)) if split > 1 else run(lib, "parts", w, 1, xp=xp, cols=cols)[0]
-    v = _r(s)
-    if bias:
-        v = _r(v + rb.astype(np.float32))
-    want = _r(rx.astype(np.float32) + v)
-    np.testing.assert_array_equal(xo.astype(np.float32), want)   # finish's roundings, bit for bit
-    np.testing.assert_allclose(ss, (want.reshape(-1, cols) ** 2).sum(axis=1), rtol=1e-5)
-    # and the projection itself is right
-    _check(s[None, :], _r(xp[0]), w)
-
-
 @pytest.mark.parametrize("n_parts,bias", [(0, False), (1, False), (5, True), (40, True), (70, False)])
-def test_the_finish_kernel_is_decode_fuseds(lib, n_parts, bias):
+def test_the_finish_kernel_is_fuseds(lib, n_parts, bias):
     lib_, _ = lib
     fn = lib_.entry("finish")
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
