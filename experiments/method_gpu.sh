@@ -122,6 +122,6 @@ wait
 wait
 # 4: where one RL step's time goes (benchmarks/rl_step.py: SmolLM2-135M and a random Qwen2.5-0.5B shape)
 mkdir -p "$R/rl_step"
-stage rl_step 420 env OUT="$R/rl_step" python3 benchmarks/rl_step.py --tasks=8 --samples=8 --turns=3 --new_tokens=512
+[ -z "${NO_RL_STEP:-}" ] && stage rl_step 420 env OUT="$R/rl_step" python3 benchmarks/rl_step.py --tasks=8 --samples=8 --turns=3 --new_tokens=512
 echo "== all stages in $(( $(date +%s) - t_start )) s"
 report
