@@ -27,11 +27,31 @@ def split_model(model: nnx.Module):
     return nnx.split(model, nnx.Param, ...)
 
 
-def sequence_logprobs(model, tokens: jax.Array, positions: jax.Array, kv_mask: jax.Array) -> jax.Array:
-    """log p(tokens[:, t+1] | tokens[:, :t+1]): float32[B, L-1]."""
-    logits = model(tokens, positions, kv_mask=kv_mask)[:, :-1]
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    return jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
+def sequence_logprobs(model, tokens: jax.Array, positions: jax.Array, kv_mask: jax.Array,
+                      chunk: int = 256) -> jax.Array:
+    """log p(tokens[:, t+1] | tokens[:, :t+1]): float32[B, L-1].
+
+    The LM head and the log-normaliser run over `chunk` positions at a time, each chunk rematerialised in the
+    backward pass, so float32 logits [B, L, V] (V ~ 50-150k) never exist at once: memory for the head is
+    O(B * chunk * V) instead of O(B * L * V), with the same values as a log_softmax over all of them."""
+    h, _ = model.hidden(tokens, positions, kv_mask=kv_mask)
+    h, targets = h[:, :-1], tokens[:, 1:]
+    b, t, d = h.shape
+    chunk = max(1, min(chunk, t))
+    n = -(-t // chunk)
+    pad = n * chunk - t
+    hs = jnp.pad(h, ((0, 0), (0, pad), (0, 0))).reshape(b, n, chunk, d).swapaxes(0, 1)
+    ts = jnp.pad(targets, ((0, 0), (0, pad))).reshape(b, n, chunk).swapaxes(0, 1)
+
+    @jax.checkpoint
+    def one(args):
+        hc, tc = args
+        logits = model.logits(hc).astype(jnp.float32)                       # [B, chunk, V]
+        picked = jnp.take_along_axis(logits, tc[..., None], axis=-1)[..., 0]
+        return picked - jax.nn.logsumexp(logits, axis=-1)
+
+    out = jax.lax.map(one, (hs, ts))                                         # [n, B, chunk]
+    return out.swapaxes(0, 1).reshape(b, n * chunk)[:, :t]
 
 
 def make_train_step(graphdef, others, optimizer: optax.GradientTransformation, loss: str = "grpo",

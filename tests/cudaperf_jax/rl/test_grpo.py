@@ -103,3 +103,31 @@ def test_multi_turn_advantages_discount_then_normalise_per_task_and_turn():
     np.testing.assert_allclose(adv_g[1, 0], [-1.0, 1.0], atol=1e-4)
     with pytest.raises(ValueError, match="unknown advantage"):
         grpo.multi_turn_advantages(r, 0.4, "ppo")
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 256])
+def test_chunked_sequence_logprobs_equal_the_full_log_softmax(chunk):
+    """The chunked LM head gives the log_softmax's values and gradients (L-1 = 11 is no multiple of 5)."""
+    from cudaperf_jax.rl.train_step import sequence_logprobs, split_model
+    model = _tiny_model()
+    graphdef, params, others = split_model(model)
+    rng = np.random.default_rng(0)
+    tokens = jnp.asarray(rng.integers(0, model.cfg.vocab_size, (2, 12)), jnp.int32)
+    positions = jnp.broadcast_to(jnp.arange(12, dtype=jnp.int32), (2, 12))
+    kv_mask = jnp.ones((2, 12), bool).at[1, :3].set(False)
+
+    def full(p):
+        m = nnx.merge(graphdef, p, others)
+        logp = jax.nn.log_softmax(m(tokens, positions, kv_mask=kv_mask)[:, :-1].astype(jnp.float32), axis=-1)
+        return jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
+
+    def chunked(p):
+        return sequence_logprobs(nnx.merge(graphdef, p, others), tokens, positions, kv_mask, chunk=chunk)
+
+    want, got = full(params), chunked(params)
+    assert got.shape == (2, 11)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    g_want = jax.grad(lambda p: full(p).sum())(params)
+    g_got = jax.grad(lambda p: chunked(p).sum())(params)
+    for a, b in zip(jax.tree.leaves(g_want), jax.tree.leaves(g_got)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-5)
