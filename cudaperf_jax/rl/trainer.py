@@ -205,10 +205,10 @@ def train(config, workdir) -> dict:
     from kernels_harness.run.pool import HarnessPool
     run = open_run(workdir, config, name="train_rl")
     tr = Trainer(config, run)
-    start = run.restore_step()
-    if start:
-        restored = run.restore(tr.state)
+    restored = run.restore(tr.state)  # first: a damaged newest checkpoint is set aside, the one before used
+    if restored is not None:
         tr.state = dict(restored)
+    start = run.restore_step()
     c = config
     rows = []
     with HarnessPool(backend=c.harness.backend, workers=c.harness.workers or None,
