@@ -141,7 +141,9 @@ def run_chunk(pool, tasks: dict, cands: list[dict]) -> dict:
     verdicts, mismatches = [], []
     for c, r in zip(cands, results):
         status = r.status if r is not None else "no_result"
-        verdicts.append({"i": c["i"], "category": c["category"], "name": c["name"], "status": status})
+        sec = r.seconds if r is not None else {}
+        verdicts.append({"i": c["i"], "category": c["category"], "name": c["name"], "status": status,
+                         "compile_s": round(sec.get("compile", 0.0), 2), "execute_s": round(sec.get("execute", 0.0), 2)})
         if status not in c["accept"]:
             mismatches.append({"i": c["i"], "task": c["task"], "name": c["name"], "category": c["category"],
                                "status": status, "accept": c["accept"],
@@ -209,6 +211,7 @@ def main(argv=None) -> int:
     ap.add_argument("--per_family", type=int, default=2)
     ap.add_argument("--call_timeout", type=float, default=5.0)
     ap.add_argument("--compile_timeout", type=float, default=30.0)
+    ap.add_argument("--compile_memory_mib", type=int, default=2048, help="PoolConfig.compile_memory_bytes")
     ap.add_argument("--max_minutes", type=float, default=0, help="stop after the chunk that passes this (0: never)")
     ap.add_argument("--no_torch", action="store_true", help="leave out the torch2cuda families")
     ap.add_argument("--out", default="benchmarks/results/soak")
@@ -217,7 +220,7 @@ def main(argv=None) -> int:
     (out / "chunks").mkdir(parents=True, exist_ok=True)
     escape = out / "escape"
     escape.mkdir(exist_ok=True)
-    from kernels_harness.run import HarnessPool
+    from kernels_harness.run import HarnessPool, PoolConfig
     tasks, cands = soak_mix.build_mix(args.n, args.seed, args.backend, str(escape.resolve()), args.per_family,
                                       torch=not args.no_torch)
     starts = list(range(0, args.n, args.chunk))
@@ -227,7 +230,7 @@ def main(argv=None) -> int:
     t_start = time.time()
     with HarnessPool(args.backend, workers=args.workers, compile_workers=args.compile_workers, features=False,
                      call_timeout_s=args.call_timeout, compile_timeout_s=args.compile_timeout,
-                     cpu_budget_bytes=1 << 20) as pool:
+                     cpu_budget_bytes=1 << 20, config=PoolConfig(compile_memory_bytes=args.compile_memory_mib << 20)) as pool:
         print(f"soak: {args.n} candidates on {args.backend}, {len(pool._slots)} workers, {len(tasks)} tasks, "
               f"{len(done)} chunks already saved", flush=True)
         print(f"{'chunk':>5} {'n':>4} {'s':>6} {'/min':>6} {'wrong':>5} {'procs':>5} {'orph':>4} {'stray':>5} "
@@ -246,7 +249,7 @@ def main(argv=None) -> int:
             p = ch["probe"]
             print(f"{k:>5} {ch['n']:>4} {ch['seconds']:>6.0f} {ch['per_min']:>6.1f} {len(ch['mismatches']):>5} "
                   f"{p['descendants']:>5} {p['orphans']:>4} {p.get('stray', 0):>5} {p['root_files']:>5} "
-                  f"{p['root_bytes'] / 2**20:>6.1f} {p.get("gpu_used_mib", "-")!s:>7}", flush=True)
+                  f"{p['root_bytes'] / 2**20:>6.1f} {p.get('gpu_used_mib', '-')!s:>7}", flush=True)
         root = pool.root
     time.sleep(1.0)
     final = probe(None)

@@ -13,8 +13,8 @@ implementation of any task, so they run against every kind of signature:
     file_hidden                  fopen for writing, the same way                   -> cpu: runtime_error;
                                  cuda: the open fails and the result stands (and no file may appear)
     huge_output                  ~64 MiB printed to stdout                         -> the verdict of the base
-    huge_template / huge_constexpr  exponential template instantiation / a constexpr evaluation at the
-                                 compiler's operation limit                        -> compile_error
+    huge_template / huge_constexpr  2^20 template instantiations (past the pool's compile memory limit) / a
+                                 constexpr evaluation at the compiler's operation limit -> compile_error
 """
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ _OOB_KERNEL = ("template <typename T> __global__ void soak_oob(T* p, long long a
                "{ if (threadIdx.x == 0) p[at] = (T)7; }\n")
 _TEMPLATE = ("template <int N, int K> struct SoakT { enum { v = SoakT<N - 1, 2 * K>::v + SoakT<N - 1, 2 * K + 1>::v }; };\n"
              "template <int K> struct SoakT<0, K> { enum { v = K & 1 }; };\n"
-             "static const int soak_big = SoakT<17, 0>::v;\n")
+             "static const int soak_big = SoakT<20, 0>::v;\n")
 _CONSTEXPR = ("constexpr unsigned long soak_ce() { unsigned long s = 0; for (unsigned long i = 0; i < 200000UL; ++i)"
               " for (unsigned long j = 0; j < 200000UL; ++j) s += i ^ (s >> 3) ^ j; return s; }\n"
               "static_assert(soak_ce() != 1UL, \"soak\");\n")

@@ -20,6 +20,9 @@ class PoolConfig:
       library, not the candidate: the candidate is rebuilt alone and run again.
     sandbox: execution workers run candidates under kernels_harness.run.sandbox (Landlock file and network
       rules, seccomp against processes and sockets, on cpu a candidate thread that may not write files).
+    compile_memory_bytes: address-space limit of each compile worker and the compilers it runs (a source that
+      makes the compiler instantiate templates without end fails with a compile error instead of taking the
+      machine's memory); None: no limit.
     """
     batch_size: int = 16
     cache: bool = True
@@ -29,12 +32,15 @@ class PoolConfig:
     oom_recheck: bool = True
     reload_retry: bool = True
     sandbox: bool = True
+    compile_memory_bytes: int | None = 8 << 30
 
     def __post_init__(self):
         if not 1 <= self.batch_size <= 256:
             raise ValueError(f"PoolConfig.batch_size must be between 1 and 256, not {self.batch_size}")
         if self.cache_max_bytes < 1 << 20:
             raise ValueError("PoolConfig.cache_max_bytes must be at least 1 MiB (or set cache=False)")
+        if self.compile_memory_bytes is not None and self.compile_memory_bytes < 512 << 20:
+            raise ValueError("PoolConfig.compile_memory_bytes must be at least 512 MiB (or None for no limit)")
         if not 1 <= self.workers_per_gpu <= 64:
             raise ValueError(f"PoolConfig.workers_per_gpu must be between 1 and 64, not {self.workers_per_gpu}")
 

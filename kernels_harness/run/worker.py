@@ -1,8 +1,9 @@
 """The execution worker: `python -m kernels_harness.run.worker --fd N --backend cpu|cuda --device D`.
 
 Started by kernels_harness.run.pool in a private temporary directory with a scrubbed environment. It
-limits itself (kernels_harness.run.limits), sends its stdout/stderr to worker.log (a candidate's
-printf cannot corrupt the protocol), becomes a child subreaper, imports every harness module it may need, installs the sandbox
+limits itself (kernels_harness.run.limits), sends its stdout to /dev/null and its stderr to worker.log,
+emptied between jobs once past 1 MiB (a candidate's printf can neither corrupt the protocol nor fill the
+disk), becomes a child subreaper, imports every harness module it may need, installs the sandbox
 (kernels_harness.run.sandbox: Landlock, seccomp, on cpu a candidate thread) and then answers messages on
 the socket `fd` (pickled tuples, multiprocessing.connection framing):
   ("eval", job) -> ("progress", stage)* then ("result", dict from protocol.evaluate_job)
@@ -34,12 +35,26 @@ def _exit_with_parent() -> None:
 
 
 def _redirect_output() -> None:
+    """stdout (a candidate's printf) goes to /dev/null, stderr (tracebacks, AddressSanitizer's reports) to worker.log."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
     fd = os.open("worker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
+
+
+def _trim_log(limit: int = 1 << 20) -> None:
+    """Empties worker.log between jobs once it passes `limit`: what earlier candidates wrote to stderr must not
+    fill it up to the file-size limit, where later reports could no longer be written (the pool reads its tail
+    only when a job's worker dies, so between jobs nothing in it is needed)."""
+    try:
+        if os.fstat(2).st_size > limit:
+            os.ftruncate(2, 0)
+    except OSError:
+        pass
 
 
 def _setup(backend_name: str, device: int, progress, use_numba: bool):
@@ -175,6 +190,7 @@ def main(argv=None) -> int:
             return 0
         if msg[0] != "eval":
             continue
+        _trim_log()
         t0 = time.perf_counter()
         free0 = info.get("free_memory")
         try:
