@@ -120,6 +120,8 @@ class Probe:
                        stray=len([p for p in mine if p not in pids and table[p]["ppid"] != self.me]))
             files, size = tree_size(pool.root, skip=None)
             bfiles, bsize = tree_size(pool.cache_dir)
+            names = [os.path.relpath(os.path.join(d, f), pool.root) for d, _, fs in os.walk(pool.root) for f in fs]
+            rec["root_names"] = sorted(n for n in names if not n.startswith("build" + os.sep))[:30]
             rec.update(root_files=files - bfiles, root_bytes=size - bsize, build_files=bfiles, build_bytes=bsize,
                        worker_dirs=len([d for d in os.listdir(pool.root) if d.startswith("w")]))
         else:
@@ -168,6 +170,7 @@ def summarize(chunks: list[dict], final: dict, args, n_done: int) -> dict:
              "escaped_files": final["escaped_files"], "after_close_descendants": final["descendants"],
              "after_close_orphans": final["orphans"], "pool_root_left": final.get("root_left", False),
              "max_stray": max((ch["probe"].get("stray", 0) for ch in chunks), default=0),
+             "max_zombies": max((ch["probe"]["zombies"] for ch in chunks), default=0),
              "max_worker_dirs": max((ch["probe"].get("worker_dirs", 0) for ch in chunks), default=0)}
     if args.backend == "cuda":
         leaks["gpu_foreign_apps_after_close"] = final.get("gpu_foreign_apps", 0)
@@ -233,7 +236,7 @@ def main(argv=None) -> int:
                      cpu_budget_bytes=1 << 20, config=PoolConfig(compile_memory_bytes=args.compile_memory_mib << 20)) as pool:
         print(f"soak: {args.n} candidates on {args.backend}, {len(pool._slots)} workers, {len(tasks)} tasks, "
               f"{len(done)} chunks already saved", flush=True)
-        print(f"{'chunk':>5} {'n':>4} {'s':>6} {'/min':>6} {'wrong':>5} {'procs':>5} {'orph':>4} {'stray':>5} "
+        print(f"{'chunk':>5} {'n':>4} {'s':>6} {'/min':>6} {'wrong':>5} {'procs':>5} {'orph':>4} {'stray':>5} {'zomb':>4} "
               f"{'tmpf':>5} {'tmpMB':>6} {'gpuMiB':>7}", flush=True)
         for k, s in enumerate(starts):
             if k in done:
@@ -248,7 +251,7 @@ def main(argv=None) -> int:
             done[k] = ch
             p = ch["probe"]
             print(f"{k:>5} {ch['n']:>4} {ch['seconds']:>6.0f} {ch['per_min']:>6.1f} {len(ch['mismatches']):>5} "
-                  f"{p['descendants']:>5} {p['orphans']:>4} {p.get('stray', 0):>5} {p['root_files']:>5} "
+                  f"{p['descendants']:>5} {p['orphans']:>4} {p.get('stray', 0):>5} {p['zombies']:>4} {p['root_files']:>5} "
                   f"{p['root_bytes'] / 2**20:>6.1f} {p.get('gpu_used_mib', '-')!s:>7}", flush=True)
         root = pool.root
     time.sleep(1.0)

@@ -118,6 +118,7 @@ def _sandbox(args, ctx, info: dict) -> None:
 def _compile_loop(conn) -> int:
     """("build", args of compile.build) -> ("result", build dict);
     ("build_batch", args of compile.build_batch) -> ("result", {"built", "alone", "seconds"})."""
+    from kernels_harness.run import limits as limits_lib
     from kernels_harness.run.compile import build, build_batch
     conn.send(("ready", {"pid": os.getpid(), "role": "compile"}))
     while True:
@@ -128,9 +129,15 @@ def _compile_loop(conn) -> int:
         if msg[0] == "exit":
             return 0
         if msg[0] == "build":
-            conn.send(("result", build(*msg[1])))
+            res = build(*msg[1])
         elif msg[0] == "build_batch":
-            conn.send(("result", build_batch(*msg[1])))
+            res = build_batch(*msg[1])
+        else:
+            continue
+        # a compiler's timeout kills only the driver (g++, nvcc): its cc1plus/cicc/ptxas went on running and,
+        # this worker being a subreaper, end up here; kill and reap them before the next build
+        limits_lib.kill_children()
+        conn.send(("result", res))
 
 
 def _warm_up_cupy(cp) -> None:
