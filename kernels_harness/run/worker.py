@@ -118,8 +118,12 @@ def _sandbox(args, ctx, info: dict) -> None:
 def _compile_loop(conn) -> int:
     """("build", args of compile.build) -> ("result", build dict);
     ("build_batch", args of compile.build_batch) -> ("result", {"built", "alone", "seconds"})."""
+    import shutil
+    import tempfile
+
     from kernels_harness.run import limits as limits_lib
     from kernels_harness.run.compile import build, build_batch
+    home = os.getcwd()  # the worker's private directory (its TMPDIR)
     conn.send(("ready", {"pid": os.getpid(), "role": "compile"}))
     while True:
         try:
@@ -128,15 +132,20 @@ def _compile_loop(conn) -> int:
             return 0
         if msg[0] == "exit":
             return 0
-        if msg[0] == "build":
-            res = build(*msg[1])
-        elif msg[0] == "build_batch":
-            res = build_batch(*msg[1])
-        else:
+        if msg[0] not in ("build", "build_batch"):
             continue
-        # a compiler's timeout kills only the driver (g++, nvcc): its cc1plus/cicc/ptxas went on running and,
-        # this worker being a subreaper, end up here; kill and reap them before the next build
-        limits_lib.kill_children()
+        # each build gets its own TMPDIR, removed after it: a compiler killed at its timeout leaves its
+        # temporary files (g++'s cc*.s) behind
+        tmp = tempfile.mkdtemp(prefix="build_", dir=home)
+        os.environ["TMPDIR"] = tempfile.tempdir = tmp
+        try:
+            res = (build if msg[0] == "build" else build_batch)(*msg[1])
+        finally:
+            # a compiler's timeout kills only the driver (g++, nvcc): its cc1plus/cicc/ptxas go on running and,
+            # this worker being a subreaper, end up here; kill and reap them before the next build
+            limits_lib.kill_children()
+            shutil.rmtree(tmp, ignore_errors=True)
+            os.environ["TMPDIR"] = tempfile.tempdir = home
         conn.send(("result", res))
 
 
