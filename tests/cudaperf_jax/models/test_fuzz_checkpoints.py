@@ -77,6 +77,23 @@ def test_hf_config_json_mutations(sources, tmp_path_factory, seed, value, delete
         assert np.asarray(out[0](TOKENS)).shape == ref
 
 
+def damaged(data: bytes, mode: str, rnd: random.Random, header: tuple[int, int]) -> bytes:
+    """data cut at a random point, with random bytes here and there or in the header span, or replaced."""
+    data = bytearray(data)
+    if mode == "truncate":
+        return bytes(data[:rnd.randrange(len(data))])
+    if mode in ("flip", "header"):
+        lo, hi = (0, len(data)) if mode == "flip" else header
+        for _ in range(rnd.randint(1, 16)):
+            data[rnd.randrange(lo, min(hi, len(data)))] = rnd.randrange(256)
+        return bytes(data)
+    if mode == "empty":
+        return b""
+    if mode == "text":
+        return b'{"not": "safetensors"}'
+    return b"GGUF" + bytes(rnd.randrange(256) for _ in range(rnd.randrange(300)))
+
+
 @SMALL
 @given(seed=st.integers(0, 10**6), mode=st.sampled_from(["truncate", "flip", "header", "empty", "text"]))
 def test_damaged_safetensors(sources, tmp_path_factory, seed, mode):
@@ -84,21 +101,7 @@ def test_damaged_safetensors(sources, tmp_path_factory, seed, mode):
     d = tmp_path_factory.mktemp("hf")
     shutil.copytree(root / "hf", d, dirs_exist_ok=True)
     f = d / "model.safetensors"
-    data = bytearray(f.read_bytes())
-    rnd = random.Random(seed)
-    if mode == "truncate":
-        data = data[:rnd.randrange(len(data))]
-    elif mode == "flip":
-        for _ in range(rnd.randint(1, 16)):
-            data[rnd.randrange(len(data))] = rnd.randrange(256)
-    elif mode == "header":
-        for _ in range(rnd.randint(1, 8)):
-            data[rnd.randrange(min(len(data), 400))] = rnd.randrange(256)
-    elif mode == "empty":
-        data = bytearray()
-    else:
-        data = bytearray(b'{"not": "safetensors"}')
-    f.write_bytes(bytes(data))
+    f.write_bytes(damaged(f.read_bytes(), mode, random.Random(seed), (0, 400)))
     rejected_in_one_line(load_policy, d, tokenizer=False)
 
 
@@ -107,19 +110,7 @@ def test_damaged_safetensors(sources, tmp_path_factory, seed, mode):
 def test_damaged_gguf(sources, tmp_path_factory, seed, mode):
     root, _ = sources
     f = tmp_path_factory.mktemp("gguf") / "m.gguf"
-    data = bytearray((root / "tiny.gguf").read_bytes())
-    rnd = random.Random(seed)
-    if mode == "truncate":
-        data = data[:rnd.randrange(len(data))]
-    elif mode == "flip":
-        for _ in range(rnd.randint(1, 16)):
-            data[rnd.randrange(len(data))] = rnd.randrange(256)
-    elif mode == "header":
-        for _ in range(rnd.randint(1, 4)):
-            data[rnd.randrange(4, 200)] = rnd.randrange(256)
-    else:
-        data = bytearray(b"GGUF" + bytes(rnd.randrange(256) for _ in range(rnd.randrange(300))))
-    f.write_bytes(bytes(data))
+    f.write_bytes(damaged((root / "tiny.gguf").read_bytes(), mode, random.Random(seed), (4, 200)))
     rejected_in_one_line(read_checkpoint, f)
 
 
