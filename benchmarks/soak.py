@@ -274,7 +274,7 @@ def main(argv=None) -> int:
     for m in summary["mismatches"][:15]:
         print("  MISMATCH", m)
     leaked = any(summary["leaks"][k] for k in ("orphans", "escaped_files", "after_close_descendants",
-                                               "after_close_orphans", "pool_root_left"))
+                                               "after_close_orphans", "pool_root_left", "max_stray", "max_zombies"))
     return 1 if summary["mismatches"] or leaked else 0
 
 
