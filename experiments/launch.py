@@ -38,14 +38,14 @@ def define_config(default: str):
 def user_errors() -> tuple[type, ...]:
     """Exception types that mean 'the user asked for something impossible', reported in one line."""
     from cudaperf_jax.assets import ModelNotAvailable
-    from cudaperf_jax.experiment.workdir import ConfigMismatch
+    from cudaperf_jax.experiment.workdir import CheckpointDamaged, ConfigMismatch
     from cudaperf_jax.models.config import ConfigError
     from cudaperf_jax.models.hf_io import CheckpointError
     from kernels_harness.build.nvcc import CompilerNotFound
     from kernels_harness.run.pool import HarnessSetupError
     from kernels_harness.tasks.errors import TaskError
     return (ModelNotAvailable, ConfigMismatch, CompilerNotFound, TaskError, FileNotFoundError, CheckpointError,
-            ConfigError, HarnessSetupError)
+            ConfigError, HarnessSetupError, CheckpointDamaged)
 
 
 def run(main, name: str):

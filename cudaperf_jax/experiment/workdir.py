@@ -1,8 +1,8 @@
 """A run directory: `config.json`, `metrics.jsonl`, TensorBoard summaries and Orbax checkpoints.
 
     run = open_run(workdir, config, name="train_rl")
+    state = run.restore(abstract_state) or init_state  # first: a damaged newest checkpoint is set aside
     start = run.restore_step()             # 0 on a fresh run, last checkpointed step + 1 on resume
-    state = run.restore(abstract_state) or init_state
     for step in range(start, config.steps):
         ...
         run.log(step, {"loss": loss})
@@ -12,6 +12,7 @@
 Re-opening an existing workdir with the same config resumes: metrics written after the last
 checkpoint are dropped (they will be recomputed), so a killed and resumed run writes the same
 metrics as an uninterrupted one. A different config in an existing workdir is refused (ConfigMismatch).
+A damaged newest checkpoint is reported in one sentence and the one before it used (`Run.restore`).
 """
 from __future__ import annotations
 
@@ -34,6 +35,16 @@ class ConfigMismatch(ValueError):
     """The workdir holds a run started with another config."""
 
 
+class CheckpointDamaged(RuntimeError):
+    """No checkpoint of the run directory can be read."""
+
+
+def _reason(e: BaseException) -> str:
+    """One line of an exception, for a sentence."""
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:160]}" if text else type(e).__name__
+
+
 def package_versions() -> dict[str, str]:
     out = {}
     for p in PACKAGES:
@@ -47,10 +58,10 @@ def package_versions() -> dict[str, str]:
 def git_state(repo: Path | None = None) -> dict[str, Any]:
     repo = repo or Path(__file__).resolve().parents[2]
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=False,
                                 timeout=10).stdout.strip()
         dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
-                                    capture_output=True, text=True, timeout=10).stdout.strip())
+                                    capture_output=True, text=True, timeout=10, check=False).stdout.strip())
     except (OSError, subprocess.TimeoutExpired):
         return {"commit": None, "dirty": None}
     return {"commit": commit or None, "dirty": dirty if commit else None}
@@ -118,7 +129,7 @@ class Run:
     def log(self, step: int, values: dict, echo: bool = False):
         """Appends one row to metrics.jsonl (keys starting with '_' are wall-clock, not compared)."""
         row = {"step": int(step), **{k: _jsonable(v) for k, v in values.items()},
-               "_time": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+               "_time": datetime.datetime.now(datetime.UTC).isoformat()}
         with open(self.metrics_path, "a") as f:
             f.write(json.dumps(row, sort_keys=True) + "\n")
         self._summaries.scalars(step, {k: v for k, v in row.items() if not k.startswith("_")})
@@ -168,12 +179,48 @@ class Run:
             self.checkpoints.wait_until_finished()
 
     def restore(self, abstract_state):
-        """The latest checkpointed state shaped like `abstract_state`, or None on a fresh run."""
+        """The newest readable checkpointed state shaped like `abstract_state`, or None on a fresh run.
+
+        A checkpoint that cannot be read (a truncated, missing or damaged file) while an older one can is
+        reported in one sentence on stderr and moved aside to `checkpoints/<step>.damaged`; the older one is
+        used and the metric rows after it are dropped, so `restore_step()` (call it after this) resumes there.
+        If none can be read, CheckpointDamaged says so and nothing is moved (the state may not match the code).
+        """
         import orbax.checkpoint as ocp
-        last = self.latest_checkpoint()
-        if last is None:
+        steps = self._steps()
+        if not steps:
             return None
-        return self.checkpoints.restore(last, args=ocp.args.StandardRestore(abstract_state))
+        errors = []
+        for step in steps:
+            try:
+                state = self.checkpoints.restore(step, args=ocp.args.StandardRestore(abstract_state))
+            except Exception as e:  # noqa: BLE001 - Orbax/TensorStore raise many kinds for a damaged file
+                errors.append((step, e))
+                continue
+            for bad, e in errors:
+                aside = self.ckpt_dir / f"{bad}.damaged"
+                if aside.exists():
+                    aside = self.ckpt_dir / f"{bad}.damaged.{os.getpid()}"
+                os.replace(self.ckpt_dir / str(bad), aside)
+                print(f"[{self.name}] checkpoint {bad} in {self.ckpt_dir} could not be read ({_reason(e)}); it was "
+                      f"moved to {aside.name} and the run resumes from checkpoint {step}.", file=sys.stderr)
+            if errors:
+                self._reset_manager()
+                self._truncate_metrics(after=step)
+            return state
+        raise CheckpointDamaged(f"no checkpoint in {self.ckpt_dir} could be read (checkpoint {steps[0]}: "
+                                f"{_reason(errors[0][1])}); remove the damaged ones or use a new --workdir")
+
+    def _steps(self) -> list[int]:
+        """Finished checkpoint steps, newest first (unfinished saves are temporary directories Orbax ignores)."""
+        if self.latest_checkpoint() is None:
+            return []
+        return sorted(self.checkpoints.all_steps(), reverse=True)
+
+    def _reset_manager(self):
+        if self._manager is not None:
+            self._manager.close()
+            self._manager = None
 
     def write_json(self, name: str, data) -> Path:
         path = self.workdir / name
@@ -219,11 +266,11 @@ def open_run(workdir: str | Path, config, name: str) -> Run:
                                  "differ); pass the same config to resume, or use a new --workdir")
         meta = old
         meta.setdefault("resumes", []).append({"argv": sys.argv, "git": git_state(),
-                                               "time": datetime.datetime.now(datetime.timezone.utc).isoformat()})
+                                               "time": datetime.datetime.now(datetime.UTC).isoformat()})
     else:
         meta = {"name": name, "config": cfg, "git": git_state(), "versions": package_versions(),
                 "argv": sys.argv, "host": platform.node(), "python": platform.python_version(),
-                "started": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+                "started": datetime.datetime.now(datetime.UTC).isoformat()}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
     os.replace(tmp, path)

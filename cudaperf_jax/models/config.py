@@ -7,11 +7,15 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 SUPPORTED_TYPES = ("llama", "qwen2", "qwen3")
 SUPPORTED_ROPE = ("default", "linear", "dynamic", "llama3", "yarn")
 _ARCH = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+# size field -> the largest value a real checkpoint has (beyond: a damaged config, refused before any allocation)
+_SIZES = {"vocab_size": 1 << 22, "hidden_size": 1 << 17, "intermediate_size": 1 << 19, "num_layers": 1 << 10,
+          "num_heads": 1 << 10, "num_kv_heads": 1 << 10, "head_dim": 1 << 12, "max_position_embeddings": 1 << 24}
 
 
 class ConfigError(ValueError):
@@ -34,6 +38,16 @@ class RopeConfig:
     mscale_all_dim: float | None = None            # yarn
     truncate: bool | None = None                   # yarn
     partial_rotary_factor: float = 1.0
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name == "type" or v is None or (f.name == "truncate" and isinstance(v, bool)):
+                continue
+            if f.name == "truncate" or not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                raise ConfigError(f"rope parameter {f.name} must be a finite number, not {v!r}; fix config.json")
+        if not isinstance(self.type, str):
+            raise ConfigError(f"rope_type must be a string, not {self.type!r}; fix config.json")
 
     def to_hf(self) -> dict[str, Any]:
         d = {"rope_type": self.type, "rope_theta": self.theta}
@@ -72,6 +86,22 @@ class ModelConfig:
     def __post_init__(self):
         if self.model_type not in SUPPORTED_TYPES:
             raise ConfigError(f"model_type {self.model_type!r} is not supported; use one of {SUPPORTED_TYPES}")
+        for name, top in _SIZES.items():
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= top:
+                raise ConfigError(f"{name} must be an integer from 1 to {top}, not {v!r}; fix config.json")
+        for name in ("bos_token_id", "pad_token_id"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+                raise ConfigError(f"{name} must be an integer or null, not {v!r}; fix config.json")
+        e = self.eos_token_id
+        if e is not None and not (isinstance(e, int) and not isinstance(e, bool)) and not (
+                isinstance(e, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) for x in e)):
+            raise ConfigError(f"eos_token_id must be an integer, a list of them or null, not {e!r}; fix config.json")
+        if not (self.rms_norm_eps >= 0 and math.isfinite(self.rms_norm_eps)):
+            raise ConfigError(f"rms_norm_eps must be a finite number >= 0, not {self.rms_norm_eps!r}; fix config.json")
+        if not (self.rope.theta > 0 and math.isfinite(self.rope.theta)):
+            raise ConfigError(f"rope_theta must be a finite number > 0, not {self.rope.theta!r}; fix config.json")
         if self.num_heads % self.num_kv_heads:
             raise ConfigError(f"num_attention_heads ({self.num_heads}) must be a multiple of "
                               f"num_key_value_heads ({self.num_kv_heads}); fix config.json")
@@ -99,7 +129,21 @@ class ModelConfig:
 
     @classmethod
     def from_hf(cls, cfg: dict[str, Any]) -> ModelConfig:
-        """From a config.json dict (or `PretrainedConfig.to_dict()`)."""
+        """From a config.json dict (or `PretrainedConfig.to_dict()`); ConfigError names what is missing or wrong."""
+        if not isinstance(cfg, dict):
+            raise ConfigError(f"a model config must be a JSON object, not {type(cfg).__name__}; fix config.json")
+        try:
+            return cls._from_hf(cfg)
+        except KeyError as e:
+            raise ConfigError(f"the model config has no {e.args[0]!r}; fix config.json") from None
+        except (TypeError, ValueError, ZeroDivisionError, AttributeError, OverflowError) as e:
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError(f"the model config is not usable ({type(e).__name__}: "
+                              f"{' '.join(str(e).split())[:160]}); fix config.json") from None
+
+    @classmethod
+    def _from_hf(cls, cfg: dict[str, Any]) -> ModelConfig:
         mt = cfg.get("model_type", "llama")
         if mt not in SUPPORTED_TYPES:
             raise ConfigError(f"model_type {mt!r} is not supported; use a Llama, Qwen2 or Qwen3 checkpoint")

@@ -30,7 +30,8 @@ def _reader(path):
     try:
         return gguf, gguf.GGUFReader(str(path))
     except (OSError, ValueError) as e:
-        raise CheckpointError(f"{path} is not a readable GGUF file ({e}); download it again") from None
+        raise CheckpointError(f"{path} is not a readable GGUF file ({' '.join(str(e).split())[:160]}); "
+                              "download it again") from None
 
 
 def _field(reader, key, default=None):
@@ -63,10 +64,23 @@ def permute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
 
 
 def read_gguf(path: str | Path, progress: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
-    """(HF-style config dict, HF-named float32 tensors) of a Llama/Qwen2/Qwen3 GGUF file."""
+    """(HF-style config dict, HF-named float32 tensors) of a Llama/Qwen2/Qwen3 GGUF file.
+
+    A damaged or truncated file is a CheckpointError in one sentence, whatever the gguf package raised."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no GGUF file at {path}; check the path (or run `python -m cudaperf_jax.assets fetch`)")
+    try:
+        return _read_gguf(path, progress)
+    except CheckpointError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the gguf reader raises IndexError, KeyError, struct errors... on bad bytes
+        text = " ".join(str(e).split())[:160]
+        raise CheckpointError(f"{path} is not a readable GGUF file ({type(e).__name__}{': ' + text if text else ''}); "
+                              "it is incomplete or damaged: download it again") from None
+
+
+def _read_gguf(path: Path, progress: bool) -> tuple[dict, dict[str, np.ndarray]]:
     gguf, r = _reader(path)
     arch = _field(r, "general.architecture")
     if arch not in ARCHS:

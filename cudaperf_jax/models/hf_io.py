@@ -133,12 +133,26 @@ def read_hf_dir(path: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
     if not files:
         raise CheckpointError(f"{path} has no *.safetensors files; convert the weights to safetensors "
                               "(transformers: model.save_pretrained(dir, safe_serialization=True))")
+    try:
+        cfg = json.loads(cfg_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{cfg_file} is not valid JSON ({_one_line(e)}); restore it from the model's "
+                              "source") from None
     tensors = {}
     for f in files:
-        with safe_open(str(f), framework="flax") as fh:
-            for k in fh.keys():  # noqa: SIM118  (safe_open is not iterable)
-                tensors[k] = np.asarray(fh.get_tensor(k))
-    return json.loads(cfg_file.read_text()), tensors
+        try:
+            with safe_open(str(f), framework="flax") as fh:
+                for k in fh.keys():  # noqa: SIM118  (safe_open is not iterable)
+                    tensors[k] = np.asarray(fh.get_tensor(k))
+        except Exception as e:  # noqa: BLE001 - safetensors raises its own error type (and others) for a damaged file
+            raise CheckpointError(f"{f} is not a readable safetensors file ({_one_line(e)}); it is incomplete or "
+                                  "damaged: download or export it again") from None
+    return cfg, tensors
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:200]}" if text else type(e).__name__
 
 
 def load_hf_dir(path, *, dtype=jnp.float32, param_dtype=jnp.float32, mesh=None) -> Decoder:

@@ -150,6 +150,8 @@ def _check_params(abstract, params):
     if a != b:
         raise ValueError("the checkpoint's parameters do not match policy.json's model")
     for x, y in zip(jax.tree.leaves(abstract), jax.tree.leaves(params)):
+        if isinstance(y, jax.ShapeDtypeStruct):  # partial_restore leaves what the checkpoint lacks abstract
+            raise ValueError("the checkpoint lacks parameters that policy.json's model has")  # noqa: TRY004
         if tuple(x.shape) != tuple(y.shape):
             raise ValueError(f"a parameter has shape {tuple(y.shape)} where policy.json implies {tuple(x.shape)}")
 

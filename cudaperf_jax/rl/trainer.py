@@ -13,6 +13,7 @@ optimizer state, RNG key and step, so a run killed at any point resumes to the s
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from cudaperf_jax.models.config import ConfigError
 from cudaperf_jax.rewards.unified import TERMS, RewardConfig, UnifiedReward
 from cudaperf_jax.rl import grpo
 from cudaperf_jax.rl.batch import micro_batches
@@ -52,6 +54,45 @@ def load_tasks(c) -> list:
     if not tasks:
         raise TaskError(f"no tasks selected (split {c.split!r}); check --config.tasks")
     return tasks
+
+
+class RLConfigError(ConfigError):
+    """A field of the RL config that cannot be used; the message names it and what to pass (a ConfigError, so
+    experiments.launch reports it in one line)."""
+
+
+def validate(c) -> None:
+    """Checks the fields of an RL run's config (experiments/configs/rl.py) before anything is loaded; raises
+    RLConfigError in one sentence."""
+    def need(ok, msg):
+        if not ok:
+            raise RLConfigError(msg)
+
+    def whole(v, low):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+    def real(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    try:
+        need(whole(c.steps, 1) and whole(c.tasks_per_step, 1) and whole(c.save_every, 1) and whole(c.prompt_bucket, 1),
+             "steps, tasks_per_step, save_every and prompt_bucket must be integers >= 1")
+        g = c.grpo
+        need(real(g.lr) and g.lr > 0, f"grpo.lr={g.lr!r}: must be a positive number")
+        need(whole(g.micro_batch, 1) and whole(g.epochs, 1), "grpo.micro_batch and grpo.epochs must be integers >= 1")
+        need(all(real(g[k]) and g[k] >= 0 for k in ("weight_decay", "max_grad_norm", "clip_eps_high", "kl_beta")),
+             "grpo.weight_decay, max_grad_norm, clip_eps_high and kl_beta must be numbers >= 0")
+        need(real(g.gamma) and 0 <= g.gamma <= 1, f"grpo.gamma={g.gamma!r}: must be in [0, 1]")
+        need(g.loss in grpo.POLICY_LOSSES, f"grpo.loss={g.loss!r}: choose one of {sorted(grpo.POLICY_LOSSES)}")
+        need(g.advantage in grpo.ADVANTAGES, f"grpo.advantage={g.advantage!r}: choose one of {sorted(grpo.ADVANTAGES)}")
+        for section, build in (("rollout", lambda: rollout_config(c.rollout)), ("grpo", lambda: loss_config(c.grpo)),
+                               ("reward", lambda: RewardConfig.from_config(c.reward))):
+            try:
+                build()
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
+                raise RLConfigError(f"config.{section}: {' '.join(str(e).split())[:200]}") from None
+    except (TypeError, KeyError, AttributeError) as e:  # a comparison with a string, a missing section
+        raise RLConfigError(f"the RL config is not usable ({type(e).__name__}: {' '.join(str(e).split())[:160]}); "
+                            "start from experiments/configs/rl.py") from None
 
 
 def rollout_config(c) -> RolloutConfig:
@@ -205,12 +246,13 @@ def train(config, workdir) -> dict:
 
     from cudaperf_jax.experiment import open_run
     from kernels_harness.run.pool import HarnessPool
+    validate(config)
     run = open_run(workdir, config, name="train_rl")
     tr = Trainer(config, run)
-    start = run.restore_step()
-    if start:
-        restored = run.restore(tr.state)
+    restored = run.restore(tr.state)  # first: a damaged newest checkpoint is set aside, the one before used
+    if restored is not None:
         tr.state = dict(restored)
+    start = run.restore_step()
     c = config
     rows = []
     with HarnessPool(backend=c.harness.backend, workers=c.harness.workers or None,
@@ -261,6 +303,7 @@ def plot_metrics(metrics: list[dict], turns: int, path: Path) -> None:
 def trained_policy(config, workdir):
     """(Decoder, tokenizer) of the run in `workdir`: config.model with the latest checkpoint's parameters."""
     from cudaperf_jax.experiment import open_run
+    validate(config)
     run = open_run(workdir, config, name="train_rl")
     tr = Trainer(config, run)
     restored = run.restore(tr.state)

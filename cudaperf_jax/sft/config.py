@@ -8,6 +8,7 @@ with an SFTConfigError whose message names the field and what to pass instead.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 RESPONSES = ("fastest", "all_correct", "baseline")
@@ -115,5 +116,23 @@ def _build(kind, values: dict, prefix: str, **extra):
     for k, v in values.items():
         if names[k].type.startswith("tuple"):
             v = tuple(v) if isinstance(v, (list, tuple)) else tuple(x for x in str(v).split(",") if x)
-        out[k] = v
+        out[k] = _typed(prefix + k, names[k].default, v)
     return kind(**out, **extra)
+
+
+def _typed(name: str, default, v):
+    """v checked against the type of the field's default (an int where a float goes is taken as a float)."""
+    if isinstance(default, bool):
+        ok = isinstance(v, bool)
+    elif isinstance(default, int):
+        ok = isinstance(v, int) and not isinstance(v, bool)
+    elif isinstance(default, float):
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        v = float(v) if ok else v
+    elif isinstance(default, (str, tuple)):
+        ok = isinstance(v, str) if isinstance(default, str) else all(isinstance(x, str) for x in v)
+    else:
+        ok = True
+    _check(ok, f"{name}={v!r}: must be {'a finite number' if isinstance(default, float) else type(default).__name__}"
+               f"{' of strings' if isinstance(default, tuple) else ''}, like the default {default!r}")
+    return v

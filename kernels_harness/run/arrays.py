@@ -29,6 +29,8 @@ import numpy as np
 
 GUARD_BYTES = 4096
 GUARD_MAX_BYTES = 2 << 20
+# cudaMalloc's alignment: every array the candidate sees starts on it (float4 / vector loads rely on it)
+ALIGN_BYTES = 256
 # The comparison's absolute tolerance is at most this fraction of the reference's largest magnitude, so
 # an output without information (zeros, a constant) cannot pass because every reference value is below
 # the task's atol (KernelBench softmax over 393,216 columns: values ~1e-5 against atol 1e-4).
@@ -124,7 +126,9 @@ def guard_elements(n: int, itemsize: int, guard_bytes: int = GUARD_BYTES) -> int
     guard_bytes=0: no guard zone."""
     if not guard_bytes:
         return 0
-    return max(guard_bytes // itemsize, min(n, GUARD_MAX_BYTES // itemsize), 1)
+    g = max(guard_bytes // itemsize, min(n, GUARD_MAX_BYTES // itemsize), 1)
+    step = max(1, ALIGN_BYTES // itemsize)  # whole multiples of ALIGN_BYTES: the array after it stays aligned
+    return -(-g // step) * step
 
 
 def describe_out_of_bounds(name: str, offset: int, n: int) -> str:
@@ -141,12 +145,16 @@ def allocate(xp, dtype: np.dtype, shape: tuple, guard_bytes: int = GUARD_BYTES) 
     """A guarded array of `shape` and `dtype` whose canaries are set; contents are the canary too.
 
     The guard zones are `guard_elements(n, itemsize, guard_bytes)` long on each side. guard_bytes=0
-    gives an exact-size buffer.
+    gives an exact-size buffer. The array starts on ALIGN_BYTES, as one from cudaMalloc does.
     """
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
     itemsize = np.dtype(dtype).itemsize
     guard = guard_elements(n, itemsize, guard_bytes)
-    base = xp.empty(guard * 2 + n, dtype=dtype)
+    pad = max(1, ALIGN_BYTES // itemsize)
+    raw = xp.empty(guard * 2 + n + pad, dtype=dtype)
+    addr = int(raw.ctypes.data) if xp is np else int(raw.data.ptr)
+    off = ((-addr) % ALIGN_BYTES) // itemsize  # the buffer starts on ALIGN_BYTES, so the array does too
+    base = raw[off:off + guard * 2 + n]
     base.view(_UINT[itemsize])[...] = pattern(itemsize)
     view = base[guard:guard + n].reshape(shape)
     return Guarded(base=base, view=view, guard=guard, n=n, xp=xp)

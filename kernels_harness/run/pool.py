@@ -154,7 +154,10 @@ class HarnessPool:
         self.emulation_checks = emulation_checks and self.backend == "cpu" and _asan_available()
         self.asan_memory_mb = (memory_limit_bytes or (8 << 30)) >> 20 if self.emulation_checks else None
         n_compile = compile_workers or cores
-        self.compile_pool = CompilePool(n_compile, self.root, self.backend, compile_timeout_s, nice=config.compile_nice)
+        self.compile_pool = CompilePool(n_compile, self.root, self.backend, compile_timeout_s,
+                                        Limits(cpu_seconds=None, file_size_bytes=1 << 30,
+                                               address_space_bytes=config.compile_memory_bytes),
+                                        nice=config.compile_nice)
         cache = None
         if config.cache:
             try:

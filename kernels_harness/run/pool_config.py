@@ -25,6 +25,9 @@ class PoolConfig:
       and the first copy are both `ok`, it takes the first copy's times (seconds["timed_once"] = 1).
     compile_nice: niceness added to the compile workers (and their compilers), so that the execution
       workers' timing and checks get a core at once while every other core compiles (0: off).
+    compile_memory_bytes: address-space limit of each compile worker and the compilers it runs (a source that
+      makes the compiler instantiate templates without end fails with a compile error instead of taking the
+      machine's memory); None: no limit.
     """
     batch_size: int = 16
     cache: bool = True
@@ -36,12 +39,15 @@ class PoolConfig:
     sandbox: bool = True
     time_duplicates_once: bool = True
     compile_nice: int = 10
+    compile_memory_bytes: int | None = 8 << 30
 
     def __post_init__(self):
         if not 1 <= self.batch_size <= 256:
             raise ValueError(f"PoolConfig.batch_size must be between 1 and 256, not {self.batch_size}")
         if self.cache_max_bytes < 1 << 20:
             raise ValueError("PoolConfig.cache_max_bytes must be at least 1 MiB (or set cache=False)")
+        if self.compile_memory_bytes is not None and self.compile_memory_bytes < 512 << 20:
+            raise ValueError("PoolConfig.compile_memory_bytes must be at least 512 MiB (or None for no limit)")
         if not 1 <= self.workers_per_gpu <= 64:
             raise ValueError(f"PoolConfig.workers_per_gpu must be between 1 and 64, not {self.workers_per_gpu}")
         if not 0 <= self.compile_nice <= 19:

@@ -1,8 +1,9 @@
 """The execution worker: `python -m kernels_harness.run.worker --fd N --backend cpu|cuda --device D`.
 
 Started by kernels_harness.run.pool in a private temporary directory with a scrubbed environment. It
-limits itself (kernels_harness.run.limits), sends its stdout/stderr to worker.log (a candidate's
-printf cannot corrupt the protocol), becomes a child subreaper, imports every harness module it may need, installs the sandbox
+limits itself (kernels_harness.run.limits), sends its stdout to /dev/null and its stderr to worker.log,
+emptied between jobs once past 1 MiB (a candidate's printf can neither corrupt the protocol nor fill the
+disk), becomes a child subreaper, imports every harness module it may need, installs the sandbox
 (kernels_harness.run.sandbox: Landlock, seccomp, on cpu a candidate thread) and then answers messages on
 the socket `fd` (pickled tuples, multiprocessing.connection framing):
   ("eval", job) -> ("progress", stage)* then ("result", dict from protocol.evaluate_job)
@@ -34,12 +35,26 @@ def _exit_with_parent() -> None:
 
 
 def _redirect_output() -> None:
+    """stdout (a candidate's printf) goes to /dev/null, stderr (tracebacks, AddressSanitizer's reports) to worker.log."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
     fd = os.open("worker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
+
+
+def _trim_log(limit: int = 1 << 20) -> None:
+    """Empties worker.log between jobs once it passes `limit`: what earlier candidates wrote to stderr must not
+    fill it up to the file-size limit, where later reports could no longer be written (the pool reads its tail
+    only when a job's worker dies, so between jobs nothing in it is needed)."""
+    try:
+        if os.fstat(2).st_size > limit:
+            os.ftruncate(2, 0)
+    except OSError:
+        pass
 
 
 def _setup(backend_name: str, device: int, progress, use_numba: bool):
@@ -103,7 +118,12 @@ def _sandbox(args, ctx, info: dict) -> None:
 def _compile_loop(conn) -> int:
     """("build", args of compile.build) -> ("result", build dict);
     ("build_batch", args of compile.build_batch) -> ("result", {"built", "alone", "seconds"})."""
+    import shutil
+    import tempfile
+
+    from kernels_harness.run import limits as limits_lib
     from kernels_harness.run.compile import build, build_batch
+    home = os.getcwd()  # the worker's private directory (its TMPDIR)
     conn.send(("ready", {"pid": os.getpid(), "role": "compile", "nice": os.nice(0)}))
     while True:
         try:
@@ -112,10 +132,21 @@ def _compile_loop(conn) -> int:
             return 0
         if msg[0] == "exit":
             return 0
-        if msg[0] == "build":
-            conn.send(("result", build(*msg[1])))
-        elif msg[0] == "build_batch":
-            conn.send(("result", build_batch(*msg[1])))
+        if msg[0] not in ("build", "build_batch"):
+            continue
+        # each build gets its own TMPDIR, removed after it: a compiler killed at its timeout leaves its
+        # temporary files (g++'s cc*.s) behind
+        tmp = tempfile.mkdtemp(prefix="build_", dir=home)
+        os.environ["TMPDIR"] = tempfile.tempdir = tmp
+        try:
+            res = (build if msg[0] == "build" else build_batch)(*msg[1])
+        finally:
+            # a compiler's timeout kills only the driver (g++, nvcc): its cc1plus/cicc/ptxas go on running and,
+            # this worker being a subreaper, end up here; kill and reap them before the next build
+            limits_lib.kill_children()
+            shutil.rmtree(tmp, ignore_errors=True)
+            os.environ["TMPDIR"] = tempfile.tempdir = home
+        conn.send(("result", res))
 
 
 def _warm_up_cupy(cp) -> None:
@@ -181,6 +212,7 @@ def main(argv=None) -> int:
             return 0
         if msg[0] != "eval":
             continue
+        _trim_log()
         t0 = time.perf_counter()
         free0 = info.get("free_memory")
         try:

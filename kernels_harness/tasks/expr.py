@@ -11,11 +11,24 @@ from typing import Mapping
 
 from kernels_harness.tasks.errors import TaskError
 
+_MAX_BITS = 1 << 16  # integers past this are not sizes or FLOP counts: refuse them before they take minutes
+
+
+def _pow(a, b):
+    if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1 and (
+            b > _MAX_BITS or (abs(a).bit_length() - 1) * b > _MAX_BITS):
+        raise OverflowError(f"{a}**{b} is too large" if b <= _MAX_BITS else "the power is too large")
+    v = a ** b
+    if isinstance(v, complex):
+        raise ValueError("a negative number to a fractional power is not a real number")
+    return v
+
+
 _FUNCS = {"min": min, "max": max, "ceil": math.ceil, "floor": math.floor, "log2": math.log2,
           "sqrt": math.sqrt, "abs": abs, "int": int, "float": float}
 _BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
            ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
-           ast.Pow: lambda a, b: a ** b}
+           ast.Pow: _pow}
 
 
 def evaluate(expr: str | int | float, env: Mapping[str, int | float]) -> int | float:
@@ -24,11 +37,17 @@ def evaluate(expr: str | int | float, env: Mapping[str, int | float]) -> int | f
         return expr
     if not isinstance(expr, str):
         raise TaskError(f"expression {expr!r} must be a string or a number")
+    shown = expr if len(expr) <= 80 else expr[:77] + "..."
     try:
         tree = ast.parse(expr.strip(), mode="eval")
     except SyntaxError as e:
-        raise TaskError(f"expression {expr!r} is not valid arithmetic ({e.msg})") from None
-    return _eval(tree.body, env, expr)
+        raise TaskError(f"expression {shown!r} is not valid arithmetic ({e.msg})") from None
+    except (ValueError, MemoryError, RecursionError) as e:  # NUL bytes, nesting deeper than the parser takes
+        raise TaskError(f"expression {shown!r} is not valid arithmetic ({type(e).__name__})") from None
+    try:
+        return _eval(tree.body, env, shown)
+    except (ArithmeticError, ValueError, TypeError, RecursionError) as e:  # 1/0, log2(0), max(), overflow
+        raise TaskError(f"expression {shown!r} cannot be evaluated ({type(e).__name__}: {e})") from None
 
 
 def _eval(node: ast.AST, env: Mapping[str, int | float], text: str):
@@ -40,7 +59,10 @@ def _eval(node: ast.AST, env: Mapping[str, int | float], text: str):
                             f"(defined: {', '.join(sorted(env)) or 'nothing'})")
         return env[node.id]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        return _BINOPS[type(node.op)](_eval(node.left, env, text), _eval(node.right, env, text))
+        v = _BINOPS[type(node.op)](_eval(node.left, env, text), _eval(node.right, env, text))
+        if isinstance(v, int) and v.bit_length() > _MAX_BITS:
+            raise OverflowError("the result is too large")
+        return v
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         v = _eval(node.operand, env, text)
         return -v if isinstance(node.op, ast.USub) else v

@@ -220,7 +220,11 @@ def import_file_report(path: str | Path, configs: list[dict] | None = None, **kw
     p = Path(path)
     if not p.is_file():
         raise TaskError(f"{p} does not exist")
-    return import_with_report(p.read_text(), str(Path(p.parent.name) / p.name), configs=configs, **kw)
+    try:
+        source = p.read_text()
+    except UnicodeDecodeError:
+        raise TaskError(f"{p} is not UTF-8 text; KernelBench problems are Python source files") from None
+    return import_with_report(source, str(Path(p.parent.name) / p.name), configs=configs, **kw)
 
 
 def find_problems(root: str | Path) -> list[Path]:

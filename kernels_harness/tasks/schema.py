@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -285,8 +286,8 @@ def _parse_task(d: Any) -> Task:
         raise TaskError(f"{where}: configs must list at least one input configuration")
     for j, c in enumerate(configs):
         if not isinstance(c, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                              for k, v in c.items() if k != "name"):
-            raise TaskError(f"{where}: configs[{j}] must map symbols to numbers, e.g. {{\"N\": 1024}}")
+                                              and math.isfinite(v) for k, v in c.items() if k != "name"):
+            raise TaskError(f"{where}: configs[{j}] must map symbols to finite numbers, e.g. {{\"N\": 1024}}")
         env = {k: v for k, v in c.items() if k != "name"}
         for a in signature:
             for e in (a.shape if a.is_array else (a.value,)):
@@ -299,7 +300,7 @@ def _parse_task(d: Any) -> Task:
                     shape = [expr_lib.evaluate(s, env) for s in a.shape]
                 except ZeroDivisionError:
                     raise TaskError(f"{where}: configs[{j}] divides by zero in the shape of {a.name!r}") from None
-                if any(int(s) != s or s < 0 for s in shape):
+                if any(not math.isfinite(s) or int(s) != s or s < 0 for s in shape):
                     raise TaskError(f"{where}: configs[{j}] gives {a.name!r} the shape {shape}, "
                                     "which is not made of non-negative integers")
     tol = d.get("tolerance", {})

@@ -39,6 +39,8 @@ def _parse(source: str) -> ast.Module:
         return ast.parse(source)
     except SyntaxError as e:
         raise TaskError(f"the module source is not valid Python (line {e.lineno}: {e.msg})") from None
+    except (ValueError, MemoryError, RecursionError) as e:  # NUL bytes, nesting deeper than the parser takes
+        raise TaskError(f"the module source is not valid Python ({type(e).__name__})") from None
 
 
 def _eval(node, env: dict, reads: list):

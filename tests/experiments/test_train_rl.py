@@ -62,6 +62,37 @@ def test_sigkilled_run_resumes_to_the_same_metrics(tmp_path):
     assert len(meta["resumes"]) == 2 and (work / "rl_curves.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
+def test_kill9_at_seeded_random_points_and_a_damaged_checkpoint(tmp_path):
+    """Issue 26: SIGKILL at two seeded random points, then the newest checkpoint overwritten with garbage; the
+    resumed run names it in one sentence, goes on from the one before and ends with the uninterrupted metrics."""
+    import random
+
+    from tests.cudaperf_jax.experiment.test_checkpoint_faults import _garbage
+    from tests.experiments.test_training_faults import kill_at_random_point
+    model = _policy(tmp_path / "policy")
+    env = {**ENV, "HOME": str(tmp_path)}
+    full = subprocess.run(_cmd(tmp_path / "full", model), cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env=env, check=False)
+    assert full.returncode == 0, full.stderr[-3000:]
+    work = tmp_path / "killed"
+    rng = random.Random(11)
+    for _ in range(2):
+        kill_at_random_point(_cmd(work, model), work, rng, 3, env, timeout_s=400)
+    steps = sorted(int(p.name) for p in (work / "checkpoints").iterdir() if p.name.isdigit())
+    damaged = len(steps) >= 2 and steps[-1] < 2
+    if damaged:
+        _garbage(work / "checkpoints" / str(steps[-1]))
+    again = subprocess.run(_cmd(work, model), cwd=REPO, capture_output=True, text=True, timeout=600, env=env,
+                           check=False)
+    assert again.returncode == 0, again.stderr[-3000:]
+    said = [ln for ln in again.stderr.splitlines() if "could not be read" in ln]
+    if damaged:
+        assert len(said) == 1 and f"checkpoint {steps[-1]} in " in said[0], said
+        assert said[0].endswith(f"resumes from checkpoint {steps[-2]}.")
+    assert _rows(work) == _rows(tmp_path / "full")
+
+
 def test_memory_fraction_is_set_from_the_config_and_recorded(tmp_path):
     code = ("import os, sys; from ml_collections import ConfigDict; from experiments.train_rl import set_memory_fraction;"
             f"set_memory_fraction(ConfigDict({{'memory_fraction': 0.4}}), {str(tmp_path)!r});"

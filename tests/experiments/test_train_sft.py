@@ -125,3 +125,33 @@ def test_load_policy_of_the_run_and_the_export_give_the_trained_logits(run):
             f.write_bytes(b"\0" * 16)
     with pytest.raises(CheckpointError, match="could not be read.*damaged"):
         load_policy(broken)
+
+
+def test_kill9_at_seeded_random_points_and_a_damaged_checkpoint(run, capfd):
+    """Issue 26: SIGKILL at two seeded random points, then the newest checkpoint overwritten with garbage; the
+    resumed run names it in one sentence, goes on from the one before and ends with the uninterrupted metrics."""
+    import random
+
+    from cudaperf_jax.sft.train import train
+    from tests.cudaperf_jax.experiment.test_checkpoint_faults import _garbage
+    from tests.experiments.test_training_faults import kill_at_random_point
+    root, policy, _ = run
+    work = root / "random_kills"
+    flags = [f"--config.{k}={','.join(v) if isinstance(v, tuple) else v}" for k, v in _overrides(policy).items()]
+    cmd = [sys.executable, "-m", "experiments.train_sft", "--config=experiments/configs/sft_cpu.py",
+           f"--workdir={work}", *flags]
+    env = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "HOME": str(root)}
+    rng = random.Random(7)
+    for _ in range(2):
+        kill_at_random_point(cmd, work, rng, 5, env, timeout_s=400)
+    steps = sorted(int(p.name) for p in (work / "checkpoints").iterdir() if p.name.isdigit())
+    damaged = len(steps) >= 2 and steps[-1] < 4
+    if damaged:
+        _garbage(work / "checkpoints" / str(steps[-1]))
+    capfd.readouterr()
+    train(_config(policy), work)
+    said = [ln for ln in capfd.readouterr().err.splitlines() if "could not be read" in ln]
+    if damaged:
+        assert len(said) == 1 and f"checkpoint {steps[-1]} in " in said[0], said
+        assert said[0].endswith(f"resumes from checkpoint {steps[-2]}.")
+    assert _metrics(work) == _metrics(root / "run")

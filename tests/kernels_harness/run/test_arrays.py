@@ -66,3 +66,16 @@ def test_bitwise_equal_sees_nan_payloads_and_single_bits():
     b = a.copy()
     b.view(np.uint32)[0] ^= 1
     assert not arrays.bitwise_equal(np, a, b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8", "int64"])
+@pytest.mark.parametrize("n", [1, 3, 1037, 4097, 262181])
+def test_arrays_start_aligned_like_cuda_malloc(dtype, n):
+    """A vectorised kernel (float4 stores) relies on cudaMalloc's 256-byte alignment; an odd length must not shift
+    the array off it (the soak found `vectorized` of ew_4_map_abs_affine, N=1037, failing on it)."""
+    from kernels_harness.run.arrays import ALIGN_BYTES, allocate
+    g = allocate(np, np.dtype(dtype), (n,))
+    assert g.ptr % ALIGN_BYTES == 0 and g.view.ctypes.data == g.ptr
+    assert g.first_out_of_bounds() is None
+    g.base[g.guard + n] = 1
+    assert g.first_out_of_bounds() == n
