@@ -31,9 +31,8 @@ class ModelNotAvailable(RuntimeError):
 
 
 def cache_dir() -> Path:
-    """The project's one cache directory: $CUDAPERF_CACHE, or ~/.cache/cudaperf (kernels_harness.build.cache)."""
-    from kernels_harness.build.cache import cache_root
-    return cache_root()
+    """$CUDAPERF_CACHE, or ~/.cache/cudaperf_jax."""
+    return Path(os.environ.get("CUDAPERF_CACHE") or Path.home() / ".cache" / "cudaperf_jax")
 
 
 def _target() -> Path:

@@ -159,9 +159,7 @@ class Trainer:
         self.rcfg = rollout_config(c.rollout)
         self.reward = UnifiedReward(RewardConfig.from_config(c.reward))
         model, tok = policy if policy is not None else load_policy(c.model, dtype=c.dtype, progress=False)
-        from cudaperf_jax.kernels import DecodeKernels
-        self.sampler = Sampler(model, tok, prompt_bucket=c.prompt_bucket,
-                               kernels=DecodeKernels.from_config(c.get("decode_kernels")))
+        self.sampler = Sampler(model, tok, prompt_bucket=c.prompt_bucket)
         self.graphdef, params, self.others = split_model(model)
         lcfg = loss_config(c.grpo)
         self.use_ref = lcfg.kl_beta > 0
