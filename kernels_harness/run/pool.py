@@ -44,6 +44,7 @@ from kernels_harness.run.assemble import assemble, failed_before_run, plan_confi
 from kernels_harness.run.inputs import master_seed
 from kernels_harness.run.limits import Limits
 from kernels_harness.run.pool_config import PoolConfig, SharedGate
+from kernels_harness.run.timing import gpu_lock_path
 from kernels_harness.run.workers import CompilePool, ExecWorker, WorkerLost
 from kernels_harness.tasks.schema import Task
 
@@ -377,7 +378,7 @@ class HarnessPool:
                 return assemble(task, source, self.backend, build, out, seed, seconds, False), None
         if self.timing:  # a repeat (`raw`) is checked under the GPU lock like any job, but not timed
             params = dict(self.timing_params) if self._streams_checked else {**self.timing_params, "join": "device"}
-            job["timing"] = {"lock": os.path.join(self.root, f"gpu{worker.device}.lock"),
+            job["timing"] = {"lock": gpu_lock_path(self.root, worker.device),
                              "params": params, "torch_compile": self.torch_compile,
                              "check_only": raw is not None}
         t0 = time.perf_counter()

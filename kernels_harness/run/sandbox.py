@@ -301,12 +301,13 @@ def default_readable(extra: list[str] = ()) -> list[str]:
 
 
 def install(backend: str, tmp: str, readable: list[str] = (), writable: list[str] = (),
-            allow_processes: bool = False) -> dict:
-    """Landlock, then the process-wide seccomp filter; returns {"landlock": abi | reason, "seccomp": ...}."""
+            allow_processes: bool = False, writable_files: list[str] = ()) -> dict:
+    """Landlock, then the process-wide seccomp filter; returns {"landlock": abi | reason, "seccomp": ...}.
+    writable_files: single files outside `tmp` the worker may read and write (not create), e.g. the GPU lock."""
     summary = {}
     if _arch() is None:
         return {"landlock": f"unavailable on {platform.machine()}", "seccomp": f"unavailable on {platform.machine()}"}
-    dev = list(_DEV_FILES)
+    dev = list(_DEV_FILES) + [os.path.realpath(f) for f in writable_files]
     write = [tmp, *writable]
     devices = []
     if backend == "cuda":

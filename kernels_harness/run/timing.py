@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import time
 
 import numpy as np
@@ -33,6 +34,16 @@ def summarize(samples: list) -> dict:
     a = np.asarray(samples, dtype=np.float64)
     q1, med, q3 = np.percentile(a, [25, 50, 75])
     return {"median_ms": float(med), "iqr_ms": float(q3 - q1), "reps": int(a.size), "min_ms": float(a.min())}
+
+
+def gpu_lock_path(root: str, device: int) -> str:
+    """The lock file of GPU `device` for the workers of the pool whose directory is `root`."""
+    return os.path.join(root, f"gpu{device}.lock")
+
+
+def gpu_lock_files(path: str) -> list[str]:
+    """The files `gpu_lock(path)` opens: a sandboxed worker must be allowed to write exactly these."""
+    return [path, path + ".turn"]
 
 
 def _flock(f, mode: int, progress, last: list) -> None:
@@ -60,7 +71,8 @@ def gpu_lock(path: str | None, shared: bool = False, progress=None):
         yield
         return
     last = [time.monotonic()]
-    with open(path + ".turn", "a+") as turn, open(path, "a+") as f:
+    lock, turn_path = gpu_lock_files(path)
+    with open(turn_path, "a+") as turn, open(lock, "a+") as f:
         if shared:
             _flock(turn, fcntl.LOCK_SH, progress, last)
             try:

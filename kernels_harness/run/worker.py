@@ -108,7 +108,8 @@ def _sandbox(args, ctx, info: dict) -> None:
     if args.backend == "cuda":
         writable.append(os.environ.get("CUPY_CACHE_DIR", ""))
     info["sandbox"] = sandbox.install(args.backend, os.getcwd(), json.loads(args.readable), writable,
-                                      allow_processes=args.allow_processes)
+                                      allow_processes=args.allow_processes,
+                                      writable_files=json.loads(args.writable_files))
     if args.backend == "cpu":
         runner = sandbox.CandidateThread(args.fd)
         ctx.backend.runner = runner
@@ -178,6 +179,8 @@ def main(argv=None) -> int:
     ap.add_argument("--role", default="exec", choices=("exec", "compile"))
     ap.add_argument("--sandbox", action="store_true", help="install kernels_harness.run.sandbox before jobs")
     ap.add_argument("--readable", default="[]", help="JSON list of extra readable directories (the builds)")
+    ap.add_argument("--writable-files", default="[]",
+                    help="JSON list of files outside the worker's directory it may write (the GPU lock files)")
     ap.add_argument("--allow-processes", action="store_true", help="the sandbox lets jobs start processes")
     ap.add_argument("--nice", type=int, default=0, help="added to this process's niceness (compile workers)")
     args = ap.parse_args(argv)

@@ -89,6 +89,12 @@ class ExecWorker:
             cmd += ["--nice", str(self.nice)]
         elif self.sandbox:
             cmd += ["--sandbox", "--readable", json.dumps(list(self.readable))]
+            if self.backend == "cuda":  # the GPU lock lives in the pool's directory, outside the worker's own
+                from kernels_harness.run.timing import gpu_lock_files, gpu_lock_path
+                files = gpu_lock_files(gpu_lock_path(self.root, self.device))
+                for f in files:  # Landlock grants rights on files that exist when the sandbox is installed
+                    open(f, "a").close()
+                cmd += ["--writable-files", json.dumps(files)]
             if self.allow_processes:
                 cmd.append("--allow-processes")
         with open(os.path.join(self.tmp, "stderr.log"), "wb") as err:

@@ -156,3 +156,37 @@ def test_cannot_forge_a_verdict_on_the_harness_channel(pool):
 
 def test_an_honest_kernel_passes_under_the_sandbox(pool):
     assert _judge(pool, candidate("")).status == "ok"
+
+
+def test_a_sandboxed_worker_can_take_the_gpu_lock_and_nothing_beside_it(tmp_path):
+    """The GPU lock lives in the pool's directory, outside each worker's own: the cuda workers get write rights on
+    exactly its two files (found on the H200, 2026-12-06: without them every job failed with PermissionError)."""
+    import subprocess
+    import sys
+    from kernels_harness.run.timing import gpu_lock_files, gpu_lock_path
+    own = tmp_path / "w0"
+    own.mkdir()
+    files = gpu_lock_files(gpu_lock_path(str(tmp_path), 0))
+    for f in files:
+        open(f, "a").close()
+    probe = f"""
+import json, os
+from kernels_harness.run import sandbox
+from kernels_harness.run.timing import gpu_lock
+sandbox.install("cpu", {str(own)!r}, writable_files={files!r})
+with gpu_lock({files[0]!r}):
+    pass
+with gpu_lock({files[0]!r}, shared=True):
+    pass
+out = {{"lock": "taken"}}
+try:
+    open({str(tmp_path / "beside.lock")!r}, "a+").close()
+    out["beside"] = "written"
+except PermissionError:
+    out["beside"] = "denied"
+print(json.dumps(out))
+"""
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=own,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == '{"lock": "taken", "beside": "denied"}'
