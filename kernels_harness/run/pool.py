@@ -25,6 +25,7 @@ per GPU.
 from __future__ import annotations
 
 import functools
+import glob
 import importlib.util
 import json
 import os
@@ -71,6 +72,31 @@ def gpu_count() -> int:
     vis = os.environ.get("CUDA_VISIBLE_DEVICES")
     if vis is not None:
         n = min(n, len([v for v in vis.split(",") if v.strip()]))
+    return n
+
+
+ROOT_PREFIX, OWNER_FILE = "cudaperf_harness_", "owner.pid"
+
+
+def sweep_stale_roots(tmp: str) -> int:
+    """Removes the temporary roots of pools whose process is gone (killed before close(), e.g. by kill -9);
+    returns how many. Roots without an owner file (a pool being created) are left alone."""
+    n = 0
+    for d in glob.glob(os.path.join(tmp, ROOT_PREFIX + "*")):
+        try:
+            with open(os.path.join(d, OWNER_FILE)) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+            n += 1
+        except OSError:  # alive, someone else's
+            continue
     return n
 
 
@@ -138,7 +164,10 @@ class HarnessPool:
         self.max_jobs_per_worker, self.features, self.progress = max_jobs_per_worker, features, progress
         self.fixed_seed = seed
         self.ptxas_resources = ptxas_resources and features  # cpu: registers/smem for the features
-        self.root = tempfile.mkdtemp(prefix="cudaperf_harness_")
+        sweep_stale_roots(tempfile.gettempdir())
+        self.root = tempfile.mkdtemp(prefix=ROOT_PREFIX)
+        with open(os.path.join(self.root, OWNER_FILE), "w") as f:
+            f.write(str(os.getpid()))
         self.cache_dir = os.path.join(self.root, "build")
         os.makedirs(self.cache_dir)
         cores = os.cpu_count() or 2

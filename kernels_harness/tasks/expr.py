@@ -20,7 +20,7 @@ def _pow(a, b):
         raise OverflowError(f"{a}**{b} is too large" if b <= _MAX_BITS else "the power is too large")
     v = a ** b
     if isinstance(v, complex):
-        raise ValueError("a negative number to a fractional power is not a real number")
+        raise ValueError("a negative number to a fractional power is not a real number")  # noqa: TRY004
     return v
 
 

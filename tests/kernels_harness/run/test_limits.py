@@ -53,3 +53,20 @@ def test_solution_sees_no_secret_and_a_private_home(monkeypatch):
     with HarnessPool("cpu", workers=1, checks=False, features=False) as pool:
         res = pool.evaluate([(TASK, SNOOP)])[0]
     assert res.status == "ok", res.error
+
+
+def test_roots_of_killed_pools_are_swept(tmp_path):
+    """A pool whose process was killed (kill -9: no close()) leaves its temporary root; the next pool removes it."""
+    import subprocess
+    import sys
+
+    from kernels_harness.run.pool import OWNER_FILE, ROOT_PREFIX, sweep_stale_roots
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    for name, owner in (("dead", dead), ("alive", str(os.getpid())), ("creating", None)):
+        d = tmp_path / (ROOT_PREFIX + name)
+        (d / "w0_x").mkdir(parents=True)
+        if owner is not None:
+            (d / OWNER_FILE).write_text(owner)
+    assert sweep_stale_roots(str(tmp_path)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [ROOT_PREFIX + "alive", ROOT_PREFIX + "creating"]
