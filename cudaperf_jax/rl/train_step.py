@@ -28,13 +28,14 @@ def split_model(model: nnx.Module):
 
 
 def sequence_logprobs(model, tokens: jax.Array, positions: jax.Array, kv_mask: jax.Array,
-                      chunk: int = 256) -> jax.Array:
+                      chunk: int = 256, remat: bool = True) -> jax.Array:
     """log p(tokens[:, t+1] | tokens[:, :t+1]): float32[B, L-1].
 
-    The LM head and the log-normaliser run over `chunk` positions at a time, each chunk rematerialised in the
+    remat: recompute each layer's activations in the backward pass (a layer's attention scores are [B, H, L, L]:
+    kept for every layer they dominate the memory of a long multi-turn sequence). The LM head and the log-normaliser run over `chunk` positions at a time, each chunk rematerialised in the
     backward pass, so float32 logits [B, L, V] (V ~ 50-150k) never exist at once: memory for the head is
     O(B * chunk * V) instead of O(B * L * V), with the same values as a log_softmax over all of them."""
-    h, _ = model.hidden(tokens, positions, kv_mask=kv_mask)
+    h, _ = model.hidden(tokens, positions, kv_mask=kv_mask, remat=remat)
     h, targets = h[:, :-1], tokens[:, 1:]
     b, t, d = h.shape
     chunk = max(1, min(chunk, t))
