@@ -11,8 +11,10 @@ import pytest
 from kernels_harness.run.gpu_share import MemoryLedger, WorkQueue, append_jsonl
 
 
-def _drain(path, out, n_sleep):
+def _drain(path, out, n_sleep, start=None):
     q = WorkQueue(path)
+    if start is not None:  # every process claims from the same moment (a loaded machine starts them far apart)
+        start.wait(30)
     while (tid := q.claim()) is not None:
         append_jsonl(out, {"task": tid, "by": mp.current_process().pid})
         time.sleep(n_sleep)
@@ -22,7 +24,9 @@ def test_queue_gives_every_id_to_exactly_one_process_in_order(tmp_path):
     ids = [f"t{i}" for i in range(40)]
     WorkQueue(tmp_path / "queue", ids)
     out = tmp_path / "r.jsonl"
-    procs = [mp.get_context("fork").Process(target=_drain, args=(tmp_path / "queue", out, 0.001)) for _ in range(3)]
+    ctx = mp.get_context("fork")
+    start = ctx.Barrier(3)
+    procs = [ctx.Process(target=_drain, args=(tmp_path / "queue", out, 0.01, start)) for _ in range(3)]
     for p in procs:
         p.start()
     for p in procs:
