@@ -5,6 +5,7 @@
 # again skips finished stages and resumes the others from their checkpoints.
 #
 #   bash experiments/method_gpu.sh ROOT         # ROOT: the repository copy at ROOT/repo, runs under ROOT/runs
+#   bash experiments/method_gpu.sh ROOT tasks   # only the task suite
 #   bash experiments/method_gpu.sh ROOT prepare # only the stages that need no policy: the tasks and the ranker
 #   bash experiments/method_gpu.sh ROOT report  # the table of what has finished, and ROOT/results.tgz
 #
@@ -17,7 +18,8 @@ ROOT=${1:?usage: method_gpu.sh ROOT [report]}
 R=$ROOT/runs
 mkdir -p "$R"
 cd "$ROOT/repo" || exit 2
-export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=3 XLA_PYTHON_CLIENT_MEM_FRACTION=0.15
+MEMF=${MEMF:-0.2}  # JAX memory fraction of an evaluation (0.15 ran out of memory on an 80 GB H100)
+export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=3 XLA_PYTHON_CLIENT_MEM_FRACTION=$MEMF
 SFT_STEPS=${SFT_STEPS:-200}
 RL_STEPS=${RL_STEPS:-5}
 RL_TASKS=${RL_TASKS:-8}
@@ -33,7 +35,7 @@ import json, sys
 from pathlib import Path
 r = Path(sys.argv[1])
 rows = []
-for d in sorted(r.glob("eval_*")):
+for d in sorted(x for x in r.glob("eval_*") if x.is_dir()):
     f = d / "eval.json"
     if not f.is_file():
         rows.append(f"{d.name:<22} (not finished)")
@@ -48,7 +50,7 @@ for d in sorted(r.glob("eval_*")):
                      for i, t in enumerate(per))
     rows.append(f"{d.name:<22} tasks={s.get('tasks')} {cells}")
 print("\n".join(rows))
-for d in sorted(r.glob("rl_*")):
+for d in sorted(x for x in r.glob("rl_*") if x.is_dir()):
     m = d / "metrics.jsonl"
     if m.is_file():
         lines = [json.loads(x) for x in m.read_text().splitlines() if x.strip()]
@@ -99,15 +101,16 @@ rl() {  # rl NAME TERMS
 
 t_start=$(date +%s)
 stage tasks 120 python3 -m experiments.build_dataset --out="$ROOT/tasks" --validate_sample=-1
+[ "${2:-}" = tasks ] && exit
 if [ "${2:-}" = prepare ]; then
-  stage ranker 400 python3 -m experiments.train_ranker --config=experiments/configs/ranker.py --config.steps=1500 \
+  stage ranker 400 env XLA_PYTHON_CLIENT_MEM_FRACTION=0.22 python3 -m experiments.train_ranker --config=experiments/configs/ranker.py --config.steps=1500 \
     --config.compare_features_only=False --workdir="$R/ranker"
   exit
 fi
 # 1: SFT | the ranker | the base policy's evaluation
 stage sft 600 env XLA_PYTHON_CLIENT_MEM_FRACTION=0.35 python3 -m experiments.train_sft --config=experiments/configs/sft.py --config.steps="$SFT_STEPS" \
   --config.progress=False --workdir="$R/sft" &
-stage ranker 400 python3 -m experiments.train_ranker --config=experiments/configs/ranker.py --config.steps=1500 \
+stage ranker 400 env XLA_PYTHON_CLIENT_MEM_FRACTION=0.22 python3 -m experiments.train_ranker --config=experiments/configs/ranker.py --config.steps=1500 \
   --config.compare_features_only=False --workdir="$R/ranker" &
 evaluate zeroshot default &
 wait
