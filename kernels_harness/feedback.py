@@ -26,6 +26,17 @@ def _compiler_errors(log: str, limit: int = 5) -> list[str]:
     return out[:limit] or [ln[:240] for ln in log.strip().splitlines()[-limit:]]
 
 
+def reason(res, max_chars: int = 300) -> str:
+    """Why a candidate failed, in one line: its `error`, else its first compiler errors, else its violations."""
+    text = res.error
+    if not text and res.status == "compile_error":
+        text = " | ".join(_compiler_errors(res.compile_log or "", limit=2)) or "the compiler gave no message"
+    if not text and res.violations:
+        text = summarize(res.violations)
+    text = (text or "").replace("\n", " ")
+    return text if len(text) <= max_chars else text[:max_chars - 3] + "..."
+
+
 def make_feedback(task, res, max_chars: int = 1200) -> str:
     """One short paragraph for the next turn. `task`: Task; `res`: EvalResult."""
     s = res.status

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cudaperf_jax.eval import metrics
 from cudaperf_jax.eval.suites import group_of
+from kernels_harness.feedback import reason
 
 
 def compile_speedup(result) -> float | None:
@@ -32,7 +33,7 @@ def record(task, turn: int, sample: int, result, text: str = "", source: str = "
             "speedup": result.speedup if correct else None,
             "speedup_compile": compile_speedup(result) if correct else None,
             "structure": (result.features or {}).get("score"), "features": result.features or {},
-            "error": (result.error or "")[:300],
+            "error": reason(result),
             "source": source, "completion": text}
 
 

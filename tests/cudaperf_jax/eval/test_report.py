@@ -27,3 +27,15 @@ def test_summary_and_markdown_have_per_level_and_per_family_tables():
     assert "## Per level" in md and "## Per family" in md and "| level2 |" in md and "| kernelbench |" in md
     flat = report.build_summary(recs[2:], tasks[2:], group_by="family")  # no levels: one table, not two
     assert "## Per family" in report.markdown(flat) and "## Per level" not in report.markdown(flat)
+
+
+def test_a_record_says_why_a_candidate_failed():
+    from kernels_harness.result import EvalResult
+    task = SimpleNamespace(id="t")
+    log = "kernel.cu(9): error: identifier \"voideg_smem_vec4\" is undefined\n1 error detected\n"
+    rec = report.record(task, 0, 0, EvalResult("t", "cuda", status="compile_error", compile_log=log))
+    assert "voideg_smem_vec4" in rec["error"] and "\n" not in rec["error"]
+    hack = EvalResult("t", "cuda", status="hack", violations=[{"rule": "timing", "name": "clock64", "line": 3}])
+    assert report.record(task, 0, 0, hack)["error"] == "forbidden calls: timing (clock64, line 3)"
+    wrong = EvalResult("t", "cuda", status="wrong", error="config 0: output 'y' differs")
+    assert report.record(task, 0, 0, wrong)["error"] == "config 0: output 'y' differs"
