@@ -285,9 +285,10 @@ class Decoder(nnx.Module):
 
     def __call__(self, tokens: jax.Array, positions: jax.Array | None = None, *,
                  kv_mask: jax.Array | None = None, cache: KVCache | None = None, cache_index=0,
-                 segment_ids: jax.Array | None = None, remat: bool = False, kernels: DecodeKernels | None = None):
+                 segment_ids: jax.Array | None = None, remat: bool = False, kernels: DecodeKernels | None = None,
+                 layouts: tuple = ()):
         """float32 logits [B, T, V] (and the updated cache when one is given); see `hidden`."""
         h, new_cache = self.hidden(tokens, positions, kv_mask=kv_mask, cache=cache, cache_index=cache_index,
-                                   segment_ids=segment_ids, remat=remat, kernels=kernels)
+                                   segment_ids=segment_ids, remat=remat, kernels=kernels, layouts=layouts)
         out = self.logits(h, kernels)
         return out if cache is None else (out, new_cache)
