@@ -148,7 +148,9 @@ def test_the_cuda_path_agrees_with_the_pallas_step(name):
                                      jnp.bfloat16)) == whole
     want = tiny.stepwise_logits(model, TOKS, 16, jnp.bfloat16, kernels=PALLAS)
     got = tiny.stepwise_logits(model, TOKS, 16, jnp.bfloat16, kernels=CUDA)
-    assert (np.argmax(got, -1) == np.argmax(want, -1)).mean() >= 0.9
+    # greedy picks equal up to near-ties (on the CPU emulation one of ten flips, 0.3-1.2% of the largest logit apart)
+    picked = np.take_along_axis(want, np.argmax(got, -1)[..., None], -1)[..., 0]
+    assert (want.max(-1) - picked <= 0.03 * float(np.abs(want).max())).all(), (np.argmax(got, -1), np.argmax(want, -1))
     np.testing.assert_allclose(got, want, atol=0.1 * float(np.abs(want).max()))
     if whole:
         np.testing.assert_array_equal(tiny.stepwise_logits(model, TOKS, 16, jnp.bfloat16, kernels=CUDA), got)
