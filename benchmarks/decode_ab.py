@@ -1,9 +1,10 @@
-"""Decode settings compared in one process: each variant's sampler programs compiled ahead of time under its
-environment (Sampler.compile_programs), then timed in interleaved rounds.
+"""Decode kernel configs compared in one process: each variant's sampler programs compiled ahead of time with its
+DecodeKernels (Sampler.compile_programs), then timed in interleaved rounds.
 
-    OUT=out python benchmarks/decode_ab.py --variants "base: qkv6:CUDAPERF_CUDA_SPLIT=1536x2048=6:64:8" [--rounds 7]
+    OUT=out python benchmarks/decode_ab.py --variants "base: pallas:path=pallas tuned:tilings=/tmp/t.json" [--rounds 7]
 
-A variant is NAME:VAR=value,VAR=value (nothing after the colon: the environment as it is). On the H200 the batch-1 step
+A variant is NAME:field=value,field=value of cudaperf_jax.kernels.DecodeKernels (nothing after the colon: the
+default config). On the H200 the batch-1 step
 time of one process differs from another's by up to ~3% (2026-12-03: the same defaults gave 1.420-1.462 ms in five
 processes), more than most single changes are worth; here every variant runs in the same process, round after round,
 so they share whatever that process's placement costs. Prints the median and best step per variant and the median
@@ -24,33 +25,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import jax
 import numpy as np
 
-from benchmarks.generation import environment, param_bytes, random_model
+from benchmarks.generation import kernels_from_spec, param_bytes, random_model
 
 
-def parse_variants(spec: str) -> list[tuple[str, dict[str, str]]]:
-    """[(name, {VAR: value})] from 'name:VAR=v,VAR=v other: ...'."""
+def parse_variants(spec: str) -> list[tuple[str, object]]:
+    """[(name, DecodeKernels)] from 'name:field=v,field=v other: ...'."""
     out = []
     for item in spec.split():
-        name, sep, env = item.partition(":")
+        name, sep, fields = item.partition(":")
         if not sep or not name:
-            raise ValueError(f"variant {item!r}: write NAME:VAR=value,VAR=value (or NAME: for the environment as is)")
-        pairs = {}
-        for kv in filter(None, env.split(",")):
-            var, eq, val = kv.partition("=")
-            if not eq or not var:
-                raise ValueError(f"variant {item!r}: {kv!r} is not VAR=value")
-            pairs[var] = val
-        out.append((name, pairs))
+            raise ValueError(f"variant {item!r}: write NAME:field=value,field=value (or NAME: for the default config)")
+        out.append((name, kernels_from_spec(fields)))
     if len({n for n, _ in out}) != len(out):
         raise ValueError("variant names must be distinct")
     return out
-
-
-def compile_variant(sampler, pairs, toks, mask, params, keys):
-    from cudaperf_jax.models import decode_fused as df
-    with environment(pairs):
-        df._tuned.cache_clear()
-        return sampler.compile_programs(toks, mask, params, keys)
 
 
 def summarize(names, times):
@@ -85,7 +73,7 @@ def plot(rows, path):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--variants", required=True, help="NAME:VAR=v,VAR=v ... (whitespace-separated)")
+    ap.add_argument("--variants", required=True, help="NAME:field=v,field=v ... (whitespace-separated)")
     ap.add_argument("--model", default="qwen2.5-1.5b-random", choices=("qwen2.5-1.5b-random", "smollm2-135m", "tiny"))
     ap.add_argument("--prompt_len", type=int, default=128)
     ap.add_argument("--new_tokens", type=int, default=64)
@@ -96,8 +84,6 @@ def main(argv=None):
     if args.rounds < 1 or args.new_tokens < 2:
         ap.error("--rounds must be >= 1 and --new_tokens >= 2")
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
-    if jax.default_backend() == "gpu":
-        os.environ.setdefault("CUDAPERF_DECODE_FUSED", "on")
     model = random_model(args.model)
     sampler = Sampler(model, prompt_bucket=args.prompt_len, pad_id=0)
     toks = np.random.RandomState(1).randint(3, model.cfg.vocab_size, (1, args.prompt_len)).astype(np.int32)
@@ -109,10 +95,10 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
 
     runs, errors = {}, {}
-    for name, pairs in variants:
+    for name, kc in variants:
         t0 = time.perf_counter()
         try:
-            runs[name] = compile_variant(sampler, pairs, toks, mask, params, keys)
+            runs[name] = sampler.compile_programs(toks, mask, params, keys, kernels=kc)
             jax.block_until_ready(runs[name]())   # warm-up
         except Exception as e:  # noqa: BLE001 - a variant that does not build is reported, the others still run
             errors[name] = f"{type(e).__name__}: {str(e)[:300]}"
@@ -135,7 +121,8 @@ def main(argv=None):
         print(f"{row['name']:24s} {row['median_ms']:9.3f} {row['best_ms']:8.3f} {row['median_diff_ms'] * 1e3:+11.1f} us "
               f"{gb / row['median_ms']:6.2f}")
     res = {"device": str(jax.devices()[0]), "model": args.model, "args": vars(args),
-           "variants": {n: p for n, p in variants}, "errors": errors, "rows": rows,
+           "variants": {n: runs[n].kernels.to_dict() if n in runs else kc.to_dict() for n, kc in variants},
+           "errors": errors, "rows": rows,
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     res["plot"] = plot(rows, out / "decode_ab.png")
     (out / "decode_ab.json").write_text(json.dumps(res, indent=1))

@@ -22,7 +22,6 @@ import time
 _T0 = time.perf_counter()  # the time budget counts from process start (imports included)
 
 import argparse
-import contextlib
 import gc
 import json
 import os
@@ -64,19 +63,19 @@ TINY = {"model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermedia
             "pad_token_id": 0}
 
 
-@contextlib.contextmanager
-def environment(values: dict):
-    """os.environ with `values` set, restored afterwards (the CUDAPERF_* settings are read while tracing)."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def kernels_from_spec(spec: str):
+    """A DecodeKernels from 'field=value,field=value' (unroll an integer, interpret true/false; '' the default)."""
+    import dataclasses
+
+    from cudaperf_jax.kernels import DecodeKernels
+    types = {f.name: f.type for f in dataclasses.fields(DecodeKernels)}
+    fields = {}
+    for kv in filter(None, spec.split(",")):
+        key, eq, val = kv.partition("=")
+        if not eq or key not in types:
+            raise ValueError(f"decode kernels {kv!r}: write field=value with a field of DecodeKernels: {sorted(types)}")
+        fields[key] = int(val) if key == "unroll" else val.lower() in ("1", "true", "yes") if key == "interpret" else val
+    return DecodeKernels(**fields)
 
 
 def log(msg):
@@ -117,7 +116,7 @@ def param_bytes(model):
 def bench_jax(model, batch, args):
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
     cfg = model.cfg
-    sampler = Sampler(model, prompt_bucket=args.prompt_len, pad_id=0)
+    sampler = Sampler(model, prompt_bucket=args.prompt_len, pad_id=0, kernels=kernels_from_spec(args.kernels))
     rng = np.random.RandomState(batch)
     toks = rng.randint(3, cfg.vocab_size, (batch, args.prompt_len)).astype(np.int32)
     mask = np.ones_like(toks, bool)
@@ -140,7 +139,8 @@ def bench_jax(model, batch, args):
                "prefill_s": best["prefill_s"], "decode_s": best["decode_s"], "decode_step_ms": 1e3 * step_s,
                "prefill_tok_s": n_prompt / best["prefill_s"],
                "decode_tok_s": batch * (args.new_tokens - 1) / best["decode_s"],
-               "new_tok_s": n_new / (best["prefill_s"] + best["decode_s"]), "all_full_length": bool((lengths == args.new_tokens).all())}
+               "new_tok_s": n_new / (best["prefill_s"] + best["decode_s"]), "all_full_length": bool((lengths == args.new_tokens).all()),
+               "kernels": sampler.kernels.resolve(batch).to_dict()}   # what ran (after a fallback: xla)
     if batch == 1:
         slots = args.prompt_len + args.new_tokens
         kv = 2 * cfg.num_layers * slots * cfg.num_kv_heads * cfg.head_dim * jnp.dtype(model.dtype).itemsize
@@ -309,6 +309,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dtype", default=None, help="bfloat16 (default on GPU) or float32 (default on CPU)")
     ap.add_argument("--no_hf", action="store_true", help="skip transformers")
+    ap.add_argument("--kernels", default="", help="decode kernels, field=value,... of DecodeKernels (default: auto)")
     ap.add_argument("--greedy", action="store_true", help="JAX decodes greedily (no top-k/top-p) to isolate sampling cost")
     ap.add_argument("--time_budget_s", type=float, default=300.0,
                     help="skip measurements that would start after this many seconds (recorded as skipped)")

@@ -31,8 +31,9 @@ class ModelNotAvailable(RuntimeError):
 
 
 def cache_dir() -> Path:
-    """$CUDAPERF_CACHE, or ~/.cache/cudaperf_jax."""
-    return Path(os.environ.get("CUDAPERF_CACHE") or Path.home() / ".cache" / "cudaperf_jax")
+    """The project's one cache directory: $CUDAPERF_CACHE, or ~/.cache/cudaperf (kernels_harness.build.cache)."""
+    from kernels_harness.build.cache import cache_root
+    return cache_root()
 
 
 def _target() -> Path:

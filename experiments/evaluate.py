@@ -50,13 +50,15 @@ def solution_records(pool, tasks, solutions: dict) -> list[dict]:
 def policy_records(pool, tasks, config) -> tuple[list[dict], list]:
     from cudaperf_jax.eval.report import record
     from cudaperf_jax.generation.sampler import Sampler
+    from cudaperf_jax.kernels import DecodeKernels
     from cudaperf_jax.models.loading import load_policy
     from cudaperf_jax.rl.rollout import RolloutConfig, rollout
     model, tok = load_policy(config.model, dtype=config.dtype, progress=True)
     cfg = RolloutConfig(samples_per_task=config.samples_per_task, turns=config.turns,
                         max_new_tokens=config.max_new_tokens, max_prompt_tokens=config.max_prompt_tokens,
                         temperature=config.temperature, top_p=config.top_p)
-    ro = rollout(Sampler(model, tok), pool, tasks, cfg, seed=config.seed)
+    sampler = Sampler(model, tok, kernels=DecodeKernels.from_config(config.get("decode_kernels")))
+    ro = rollout(sampler, pool, tasks, cfg, seed=config.seed)
     cands = list(ro.candidates)
     return [record(tasks[c.task_index], c.turn, c.sample, c.result, text=c.text, source=c.source)
             for c in cands], cands

@@ -8,13 +8,16 @@ by the Sampler for the next call of the same shape. Prompts are left-padded to a
 Outputs per sample: generated tokens int32[N] (pad after the end), the model's log-probability of each
 generated token float32[N] (log-softmax of the raw logits, temperature 1, untruncated: what a GRPO
 forward pass computes), and the length (the stop token is included).
+
+The decode kernels are chosen by one DecodeKernels (cudaperf_jax.kernels), a static argument of the programs; when
+its path is auto and a kernel fails to build or run, the Sampler warns and goes on with XLA's dots (its `kernels`).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import time
+import warnings
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -25,7 +28,7 @@ from flax import nnx
 
 from cudaperf_jax.generation import stops
 from cudaperf_jax.generation.sampling import choose_with_logprobs
-from cudaperf_jax.models import decode_fused, gemv
+from cudaperf_jax.kernels import DecodeKernels
 from cudaperf_jax.models.decoder import Decoder, KVCache
 from cudaperf_jax.models.sharding import batch_sharding, cache_shardings
 
@@ -57,19 +60,19 @@ class SampleOutput(NamedTuple):
     prompt_lengths: np.ndarray
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef",), donate_argnames=("cache",))
-def _prefill(graphdef, state, cache: KVCache, tokens, kv_mask, positions):
+@functools.partial(jax.jit, static_argnames=("graphdef", "kernels"), donate_argnames=("cache",))
+def _prefill(graphdef, state, cache: KVCache, tokens, kv_mask, positions, *, kernels: DecodeKernels):
     """Fills cache slots [0, P) from tokens[B, P]; returns (cache, last-position logits float32[B, V])."""
     model = nnx.merge(graphdef, state)
-    h, cache = model.hidden(tokens, positions, kv_mask=kv_mask, cache=cache, cache_index=0)
-    return cache, model.logits(h[:, -1])
+    h, cache = model.hidden(tokens, positions, kv_mask=kv_mask, cache=cache, cache_index=0, kernels=kernels)
+    return cache, model.logits(h[:, -1], kernels)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "spec"), donate_argnames=("cache",))
+@functools.partial(jax.jit, static_argnames=("graphdef", "spec", "kernels"), donate_argnames=("cache",))
 def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys, temperature, top_p,
-            stop_ids, stop_seqs, layouts=(), *, spec):
-    """Samples N tokens; spec = (N, prompt_slots, top_k, greedy, use_top_p, pad_id, unroll, use_stop_seqs).
-    layouts: decode_fused.step_layouts of these weights, or () (the program builds them where they apply).
+            stop_ids, stop_seqs, layouts=(), *, spec, kernels: DecodeKernels):
+    """Samples N tokens; spec = (N, prompt_slots, top_k, greedy, use_top_p, pad_id, unroll, use_stop_seqs);
+    kernels: the resolved decode kernels. layouts: Decoder.kernel_layouts of these weights, or ().
 
     unroll > 1: the loop runs `unroll` steps an iteration while that many remain, then single steps, so the device waits
     for the host's loop test (XLA's while loop copies its predicate to the host) once per `unroll` tokens; a batch
@@ -84,7 +87,7 @@ def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys
 
     def pick(logits, step):
         return choose_with_logprobs(logits, keys, step, temperature, top_p, top_k=top_k, greedy=greedy,
-                                    use_top_p=use_top_p)
+                                    use_top_p=use_top_p, cuda_top_k=kernels.top_k == "cuda")
 
     def record(carry, step, tok, lp):
         cache, _, out_t, out_lp, done, lengths = carry
@@ -114,51 +117,39 @@ def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys
     def body(state_):
         step, (cache, last, out_t, out_lp, done, lengths) = state_
         pos = (prompt_lens + step - 1)[:, None]
-        h, cache = model.hidden(last[:, None], pos, kv_mask=kv_mask, cache=cache, cache_index=p_slots + step - 1)
-        tok, lp = pick(model.logits(h[:, 0]), step)
+        h, cache = model.hidden(last[:, None], pos, kv_mask=kv_mask, cache=cache, cache_index=p_slots + step - 1,
+                                kernels=kernels, layouts=layouts)
+        tok, lp = pick(model.logits(h[:, 0], kernels), step)
         return step + 1, record((cache, last, out_t, out_lp, done, lengths), step, tok, lp)
 
     state_ = (jnp.int32(1), carry)
-    with decode_fused.prepared(model, layouts):   # loop-invariant weight layouts of the fused decode
-        if unroll > 1 and n > unroll:
-            def body_unrolled(state_):
-                for _ in range(unroll):
-                    state_ = body(state_)
-                return state_
-            state_ = jax.lax.while_loop(lambda s: cond(s) & (s[0] + unroll <= n), body_unrolled, state_)
-        _, (cache, _, out_t, out_lp, done, lengths) = jax.lax.while_loop(cond, body, state_)
+    if unroll > 1 and n > unroll:
+        def body_unrolled(state_):
+            for _ in range(unroll):
+                state_ = body(state_)
+            return state_
+        state_ = jax.lax.while_loop(lambda s: cond(s) & (s[0] + unroll <= n), body_unrolled, state_)
+    _, (cache, _, out_t, out_lp, done, lengths) = jax.lax.while_loop(cond, body, state_)
     tokens = out_t[:, sl - 1:]
     tokens = jnp.where(tokens == -2, pad_id, tokens)
     return cache, tokens, out_lp, lengths
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef",))
-def _layouts_of(graphdef, state):
-    """decode_fused.step_layouts of these weights (the Sampler's _step_layouts)."""
-    return decode_fused.step_layouts(nnx.merge(graphdef, state))
-
-
-def decode_unroll(batch: int = 1) -> int:
-    """CUDAPERF_DECODE_UNROLL: decode steps per iteration of the sampler's while loop (see _decode). `auto` (default):
-    4 on a GPU for batches up to 32, where each iteration ends with the host reading the loop test, else 1 (each
-    unrolled step is another copy of the model in the compiled program: no wait to save on a CPU, and at batch 128
-    no gain for twice the compile time); or a number >= 1. H200, random Qwen2.5-1.5B (2026-12-03): 4 against 1 was
-    -16.7 us a step at batch 1 (benchmarks/results/decode_ab_h200_2026-12-03_unroll256.json), 1.861 against 1.906 ms
-    at batch 32, 2.526 against 2.517 at batch 128 with 19 s of compile against 10 (decode_1p5b_batch32_128_unroll*)."""
-    v = os.environ.get("CUDAPERF_DECODE_UNROLL", "auto").strip().lower()
-    if v == "auto":
-        return 4 if jax.default_backend() == "gpu" and batch <= 32 else 1
-    if not v.isdigit() or int(v) < 1:
-        raise ValueError(f"CUDAPERF_DECODE_UNROLL={v!r}: use auto or a whole number >= 1")
-    return int(v)
+@functools.partial(jax.jit, static_argnames=("graphdef", "kernels", "batch", "cache_shape", "cache_dtype"))
+def _layouts_of(graphdef, state, *, kernels, batch, cache_shape, cache_dtype):
+    """Decoder.kernel_layouts of these weights (the Sampler's _layouts)."""
+    return nnx.merge(graphdef, state).kernel_layouts(kernels, batch, cache_shape, cache_dtype)
 
 
 class Sampler:
     """Generates continuations for batches of prompts with one Decoder (and optionally its tokenizer)."""
 
     def __init__(self, model: Decoder, tokenizer=None, *, mesh=None, cache_dtype=None, prompt_bucket: int = 64,
-                 pad_id: int | None = None):
+                 pad_id: int | None = None, kernels: DecodeKernels | None = None):
+        """kernels: the decode kernels (default DecodeKernels(): auto); after a kernel failure in auto mode the Sampler
+        holds path xla instead (its `kernels` attribute)."""
         self.cfg = model.cfg
+        self.kernels = kernels or DecodeKernels()
         self.graphdef, self.state = nnx.split(model)
         self._dtype = model.dtype   # the compute dtype (update_weights keeps the structure)
         self.tokenizer = tokenizer
@@ -171,28 +162,26 @@ class Sampler:
             pad_id = self.cfg.pad_token_id if self.cfg.pad_token_id is not None else (self.cfg.eos_ids or (0,))[0]
         self.pad_id = int(pad_id)
         self._cache: dict[tuple, KVCache] = {}
-        self._layouts: tuple | None = None   # _step_layouts of the current weights, once computed
+        self._layouts: dict = {}   # (batch, cache shape) -> Decoder.kernel_layouts of the current weights
 
     def update_weights(self, model_or_state) -> None:
         """Uses new weights (a Decoder of the same structure, or its nnx.State) without recompiling."""
         self.state = nnx.state(model_or_state) if isinstance(model_or_state, nnx.Module) else model_or_state
-        self._layouts = None
+        self._layouts = {}
 
-    def _step_layouts(self, b: int, s: int) -> tuple:
-        """decode_fused.step_layouts of the current weights where a decode of b sequences over s cache slots runs the
-        step launch's group-major MLP, computed once per set of weights (building them in every decode program cost
-        ~0.8 ms a call for Qwen2.5-1.5B on an H200: +12.7 us a step at 64 new tokens, 2026-12-04); () otherwise. Held
-        while the Sampler holds these weights: a second copy of every gate_up (as the decode program held it before).
-        CUDAPERF_STEP_LAYOUTS=program: the decode program builds them in every call instead (the default `sampler`)."""
-        from cudaperf_jax.models.ops import env_choice
-        if self.mesh is not None or env_choice("CUDAPERF_STEP_LAYOUTS", "sampler", ("sampler", "program")) != "sampler":
+    def _kernel_layouts(self, kernels: DecodeKernels, b: int, s: int) -> tuple:
+        """Decoder.kernel_layouts of the current weights for a decode of b sequences over s cache slots, computed once
+        per set of weights and shape (in every decode program it cost ~0.8 ms a call for Qwen2.5-1.5B on an H200);
+        () where the kernels do not use them. A second copy of every gate_up while the Sampler holds these weights."""
+        if self.mesh is not None:
             return ()
         shape = (b, self.cfg.num_kv_heads, s, self.cfg.head_dim)
-        if not decode_fused.step_layouts_apply(self.cfg, self._dtype, b, shape, self.cache_dtype):
-            return ()
-        if self._layouts is None:
-            self._layouts = _layouts_of(self.graphdef, self.state)
-        return self._layouts
+        key = (kernels, b, s)
+        if key not in self._layouts:
+            self._layouts.clear()
+            self._layouts[key] = _layouts_of(self.graphdef, self.state, kernels=kernels, batch=b, cache_shape=shape,
+                                             cache_dtype=jnp.dtype(self.cache_dtype))
+        return self._layouts[key]
 
     # ---------------------------------------------------------------- prompts
     def encode(self, prompts: Sequence, chat: bool = False) -> list[list[int]]:
@@ -243,23 +232,37 @@ class Sampler:
 
         timings: if a dict is given, the call waits for each phase and stores prefill_s and decode_s.
         """
-        gemv.reset_used()
         try:
             return self._generate_tokens(tokens, mask, params, keys, timings)
         except Exception as e:
-            if not gemv.fall_back(e):  # the batch-1 Pallas kernel failed here: once more with XLA's dots
+            if not self._fall_back(e, tokens.shape[0]):
                 raise
             self._cache.clear()
             return self._generate_tokens(tokens, mask, params, keys, timings)
 
+    def _fall_back(self, error: BaseException, batch: int) -> bool:
+        """After a failed compile or run: in auto mode, if a decode kernel was in the failed programs, use XLA's dots
+        from now on (warning once) and return True so that the caller retries."""
+        run = self.kernels.resolve(batch)
+        if self.kernels.path != "auto" or (not run.on and run.top_k != "cuda"):
+            return False
+        warnings.warn("a decode kernel failed on this machine; decoding with XLA's dots instead (pass "
+                      f"DecodeKernels(path='xla') to skip them): {type(error).__name__}: {str(error)[:500]}",
+                      RuntimeWarning, stacklevel=3)
+        self.kernels = dataclasses.replace(self.kernels, path="xla", top_k="xla")
+        return True
+
     def _generate_tokens(self, tokens, mask, params: SamplingParams, keys, timings):
-        prefill_args, decode_args, spec = self._program_inputs(tokens, mask, params, keys)
-        return self._run(functools.partial(_prefill, self.graphdef),
-                         functools.partial(_decode, self.graphdef, spec=spec), prefill_args, decode_args, spec, timings)
+        prefill_args, decode_args, spec, kc = self._program_inputs(tokens, mask, params, keys)
+        return self._run(functools.partial(_prefill, self.graphdef, kernels=kc),
+                         functools.partial(_decode, self.graphdef, spec=spec, kernels=kc), prefill_args, decode_args,
+                         spec, timings)
 
     def _program_inputs(self, tokens, mask, params: SamplingParams, keys):
-        """(prefill's arguments after graphdef, decode's after graphdef, state, cache and logits0, decode's spec)."""
+        """(prefill's arguments after graphdef, decode's after graphdef, state, cache and logits0, decode's spec, the
+        resolved decode kernels)."""
         b, p = tokens.shape
+        kc = self.kernels.resolve(b)
         n = params.max_new_tokens
         stop_ids = params.stop_token_ids if params.stop_token_ids is not None else self.cfg.eos_ids
         stop_ids = stops.stop_id_array(stop_ids)
@@ -275,12 +278,12 @@ class Sampler:
             arrays = [jax.device_put(a, batch_sharding(self.mesh, a.shape)) for a in arrays]
         tokens_d, kv_mask_d, pos_d, lens_d, keys_d = arrays
         greedy = params.temperature == 0
-        spec = (n, p, int(params.top_k), greedy, (not greedy) and params.top_p < 1.0, self.pad_id, decode_unroll(b),
+        spec = (n, p, int(params.top_k), greedy, (not greedy) and params.top_p < 1.0, self.pad_id, kc.unroll,
                 bool((stop_seqs >= 0).any()))
         decode_args = (kv_mask_d, lens_d, keys_d, jnp.float32(max(params.temperature, 1e-6)),
                        jnp.float32(params.top_p), jnp.asarray(stop_ids), jnp.asarray(stop_seqs),
-                       self._step_layouts(b, p + n))
-        return (tokens_d, kv_mask_d, pos_d), decode_args, spec
+                       self._kernel_layouts(kc, b, p + n))
+        return (tokens_d, kv_mask_d, pos_d), decode_args, spec, kc
 
     def _run(self, prefill, decode, prefill_args, decode_args, spec, timings):
         """Prefill, then decode: prefill(state, cache, *prefill_args) and decode(state, cache, logits0, *decode_args)
@@ -300,24 +303,29 @@ class Sampler:
         self._cache[(b, p + n)] = cache
         return out_t, out_lp, lengths
 
-    def compile_programs(self, tokens: np.ndarray, mask: np.ndarray, params: SamplingParams, keys):
-        """The prefill and decode programs for these inputs, compiled ahead of time under the environment as it is
-        now (the CUDAPERF_* settings are read while tracing), and a function run(timings=None) that generates with
-        them exactly as generate_tokens does (run.programs: the two compiled programs). Programs compiled under
-        different settings coexist, so that one process can time them in turns (benchmarks/decode_ab.py). Clears
-        JAX's caches first (a trace of the same function and shapes under other settings would be reused otherwise)."""
-        jax.clear_caches()
-        prefill_args, decode_args, spec = self._program_inputs(tokens, mask, params, keys)
+    def compile_programs(self, tokens: np.ndarray, mask: np.ndarray, params: SamplingParams, keys,
+                         kernels: DecodeKernels | None = None):
+        """The prefill and decode programs for these inputs compiled ahead of time with `kernels` (default the
+        Sampler's), and a function run(timings=None) that generates with them exactly as generate_tokens does
+        (run.programs: the two compiled programs). Programs of different configs coexist, so that one process can
+        time them in turns (benchmarks/decode_ab.py)."""
+        own = self.kernels
+        self.kernels = kernels or own
+        try:
+            prefill_args, decode_args, spec, kc = self._program_inputs(tokens, mask, params, keys)
+        finally:
+            self.kernels = own
         b, p = prefill_args[0].shape
         cache = self._get_cache(b, p + spec[0])
-        pre = _prefill.lower(self.graphdef, self.state, cache, *prefill_args).compile()
+        pre = _prefill.lower(self.graphdef, self.state, cache, *prefill_args, kernels=kc).compile()
         cache, logits0 = pre(self.state, cache, *prefill_args)
-        dec = _decode.lower(self.graphdef, self.state, cache, logits0, *decode_args, spec=spec).compile()
+        dec = _decode.lower(self.graphdef, self.state, cache, logits0, *decode_args, spec=spec, kernels=kc).compile()
         self._cache[(b, p + spec[0])] = cache
 
         def run(timings: dict | None = None):
             return self._run(pre, dec, prefill_args, decode_args, spec, timings)
         run.programs = (pre, dec)
+        run.kernels = kc
         return run
 
     def generate(self, prompts: Sequence, params: SamplingParams = SamplingParams(), *, seed: int = 0,

@@ -26,17 +26,16 @@ def top_k(x: jax.Array, k: int, method: str | None = None) -> tuple[jax.Array, j
     sort on GPUs). For V > 4 * CHUNK, method "chunks" takes the top k of each CHUNK-sized slice, then the
     top k of those; "maxes" takes each PREFILTER-sized slice's maximum, keeps the k slices with the largest
     maxima (every top-k entry lies in one of them) and takes the top k of their entries; "cuda" runs
-    cuda_matvec.top_k (two CUDA kernels, no XLA sort; "auto" picks it unless CUDAPERF_CUDA_TOPK=off,
-    on a GPU where the CUDA kernels are enabled). All give lax.top_k's values; among equal values the indices may
-    differ.
+    cudaperf_jax.kernels.cuda_ffi.top_k (two CUDA kernels, no XLA sort). "auto": chunks for one row, maxes for
+    more. All give lax.top_k's values; among equal values the indices may differ.
     """
     b, v = x.shape
     method = method or TOPK_METHOD
     if method == "auto":
-        method = "cuda" if _cuda_top_k(v, k) else "chunks" if b == 1 else "maxes"
-    if method == "cuda":   # cudaperf_jax/models/cuda/topk_kernel.cuh, through the XLA FFI
-        from cudaperf_jax.models import cuda_matvec
-        vals, idx = cuda_matvec.top_k(x.astype(jnp.float32), k)
+        method = "chunks" if b == 1 else "maxes"
+    if method == "cuda":   # cudaperf_jax/kernels/cuda/topk_kernel.cuh, through the XLA FFI
+        from cudaperf_jax.kernels import cuda_ffi
+        vals, idx = cuda_ffi.top_k(x.astype(jnp.float32), k)
         return vals.astype(x.dtype), idx
     if v <= 4 * CHUNK or k > CHUNK:
         return jax.lax.top_k(x, k)
@@ -57,11 +56,10 @@ def top_k(x: jax.Array, k: int, method: str | None = None) -> tuple[jax.Array, j
     return vals2, jnp.take_along_axis(idx.reshape(b, n * k), pos, axis=-1)
 
 
-def _cuda_top_k(v: int, k: int) -> bool:
-    """Whether "auto" picks the CUDA top-k: CUDAPERF_CUDA_TOPK not off, a long row it takes, and the CUDA kernels on."""
-    from cudaperf_jax.models import cuda_matvec
-    return (v > 4 * CHUNK and cuda_matvec.topk_enabled() and cuda_matvec.topk_supported(v, k)
-            and cuda_matvec.enabled())
+def _cuda_top_k(v: int, k: int, cuda: bool) -> bool:
+    """Whether the CUDA top-k runs: asked for (cuda), on a long row it takes."""
+    from cudaperf_jax.kernels import cuda_ffi
+    return cuda and v > 4 * CHUNK and cuda_ffi.topk_supported(v, k)
 
 
 def top_k_mask(logits: jax.Array, k: int) -> jax.Array:
@@ -124,25 +122,20 @@ def _draw_from_top_k(vals, ids, keys, step, top_p, use_top_p: bool) -> jax.Array
 
 
 def choose_with_logprobs(logits: jax.Array, keys: jax.Array, step, temperature, top_p, *, top_k: int = 0,
-                         greedy: bool = False, use_top_p: bool = True) -> tuple[jax.Array, jax.Array]:
-    """(choose's tokens int32[B], token_logprobs of them float32[B]). Where the sampler takes the CUDA top-k and
-    CUDAPERF_CUDA_TOPK_LSE is on, the top-k runs on the raw logits (the temperature divides only its k values: the
-    same values as top-k of the divided row; only a tie that the division creates could order differently) and the
-    log-probabilities come from the logsumexp the top-k kernels compute (no log_softmax over the vocabulary). With
-    CUDAPERF_CUDA_SAMPLE on as well (float32 logits), the top-k kernel also draws the token (cuda_matvec.top_k_sample:
-    the Gumbel noise jax.random.categorical would add, computed here from the same key, and the rest in one block)."""
+                         greedy: bool = False, use_top_p: bool = True,
+                         cuda_top_k: bool = False) -> tuple[jax.Array, jax.Array]:
+    """(choose's tokens int32[B], token_logprobs of them float32[B]). cuda_top_k (DecodeKernels top_k "cuda"): the
+    top-k of long rows runs the CUDA kernels on the raw logits (the temperature divides only its k values: the same
+    values as top-k of the divided row; only a tie that the division creates could order differently) and the
+    log-probabilities come from the logsumexp those kernels compute (no log_softmax over the vocabulary)."""
     v = logits.shape[-1]
-    if not greedy and 0 < top_k < v and _cuda_top_k(v, top_k):
-        from cudaperf_jax.models import cuda_matvec
-        if cuda_matvec.topk_sample_enabled() and logits.dtype == jnp.float32:   # the draw inside the top-k kernel
-            noise = jax.vmap(lambda kk: jax.random.gumbel(kk, (top_k,), jnp.float32))(_step_keys(keys, step))
-            return cuda_matvec.top_k_sample(logits, top_k, noise, temperature, top_p, use_top_p=use_top_p)
-        if cuda_matvec.topk_lse_enabled():
-            raw = logits.astype(jnp.float32)
-            vals, ids, lse = cuda_matvec.top_k(raw, top_k, with_lse=True)
-            vals = vals / jnp.asarray(temperature, jnp.float32)
-            tok = _draw_from_top_k(vals.astype(logits.dtype), ids, keys, step, top_p, use_top_p)
-            return tok, jnp.take_along_axis(raw, tok[:, None], axis=-1)[:, 0] - lse
+    if not greedy and 0 < top_k < v and _cuda_top_k(v, top_k, cuda_top_k):
+        from cudaperf_jax.kernels import cuda_ffi
+        raw = logits.astype(jnp.float32)
+        vals, ids, lse = cuda_ffi.top_k(raw, top_k, with_lse=True)
+        vals = vals / jnp.asarray(temperature, jnp.float32)
+        tok = _draw_from_top_k(vals.astype(logits.dtype), ids, keys, step, top_p, use_top_p)
+        return tok, jnp.take_along_axis(raw, tok[:, None], axis=-1)[:, 0] - lse
     tok = choose(logits, keys, step, temperature, top_p, top_k=top_k, greedy=greedy, use_top_p=use_top_p)
     return tok, token_logprobs(logits, tok)
 

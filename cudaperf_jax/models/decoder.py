@@ -17,7 +17,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from cudaperf_jax.models import decode_fused, gemv
+from cudaperf_jax.kernels import gemv
+from cudaperf_jax.kernels import step as kernel_step
+from cudaperf_jax.kernels.config import XLA, DecodeKernels, tilings
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.ops import rms_norm
 from cudaperf_jax.models.rope import apply_rope, cos_sin, inv_frequencies
@@ -41,6 +43,13 @@ class KVCache(NamedTuple):
 
 # Logical axes of the cache buffers [B, Hkv, S, Dh] (used by sharding.cache_shardings).
 CACHE_AXES = (("data", "fsdp"), "tensor", None, None)
+
+
+def _matmul(x: jax.Array, w: jax.Array, kc: DecodeKernels | None, **kw) -> jax.Array:
+    """x @ w through the batch-1 Pallas matvec where kc (resolved) turns it on for this one-row x, else XLA's dot."""
+    if kc is None or not kc.on:
+        return gemv.matmul(x, w, **kw)
+    return gemv.matmul(x, w, on=True, table=tilings(kc.tilings), interpret=kc.interpret, **kw)
 
 
 def _param(rngs: nnx.Rngs, shape, axes, dtype, init=_INIT) -> nnx.Param:
@@ -77,15 +86,15 @@ class Attention(nnx.Module):
         else:
             self.q_norm = self.k_norm = None
 
-    def __call__(self, x, cos, sin, mask, cache_kv, cache_index, norm=None):
+    def __call__(self, x, cos, sin, mask, cache_kv, cache_index, norm=None, kc: DecodeKernels | None = None):
         """x[B, T, D], cos/sin[B, T, Dh], mask bool[B, T, S]; cache_kv (k, v)[B, Hkv, S, Dh] or None;
-        norm: the RMSNorm to apply to x first (folded into the projection's kernel where it can be).
+        norm: the RMSNorm to apply to x first; kc: the resolved decode kernels (None: XLA).
 
         Returns (out[B, T, D], (k, v)) where k/v are the updated cache buffers (or this step's keys
         and values when there is no cache).
         """
         b, t, _ = x.shape
-        y = gemv.matmul(x, self.qkv[...].astype(self.dtype), norm=norm)
+        y = _matmul(x, self.qkv[...].astype(self.dtype), kc, norm=norm)
         if self.qkv_bias is not None:
             y = y + self.qkv_bias[...].astype(self.dtype)
         h, kv, hd = self.h, self.kv, self.hd
@@ -109,10 +118,10 @@ class Attention(nnx.Module):
         scores = jnp.where(mask[:, None, None, :, :], scores, jnp.float32(-1e30))
         probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
         out = jnp.einsum("bkgts,bksd->btkgd", probs, v.astype(self.dtype)).reshape(b, t, h * hd)
-        return self._project_out(out), (k, v)
+        return self._project_out(out, kc), (k, v)
 
-    def _project_out(self, out: jax.Array) -> jax.Array:
-        out = gemv.matmul(out, self.o[...].astype(self.dtype))
+    def _project_out(self, out: jax.Array, kc: DecodeKernels | None) -> jax.Array:
+        out = _matmul(out, self.o[...].astype(self.dtype), kc)
         if self.o_bias is not None:
             out = out + self.o_bias[...].astype(self.dtype)
         return out
@@ -130,17 +139,17 @@ class MLP(nnx.Module):
         self.gate_up_bias = _param(rngs, (2, f), (None, "tensor"), param_dtype, zeros) if cfg.mlp_bias else None
         self.down_bias = _param(rngs, (d,), (None,), param_dtype, zeros) if cfg.mlp_bias else None
 
-    def __call__(self, x: jax.Array, norm=None) -> jax.Array:
-        """x [B, T, D]; norm: the RMSNorm to apply to x first (folded into the kernel where it can be)."""
+    def __call__(self, x: jax.Array, norm=None, kc: DecodeKernels | None = None) -> jax.Array:
+        """x [B, T, D]; norm: the RMSNorm to apply to x first; kc: the resolved decode kernels (None: XLA)."""
         w = self.gate_up[...].astype(self.dtype)
-        if gemv.use_gemv(x):  # one token: the [D, 2F] view of the same buffer, one batch-1 kernel
+        if gemv.use_gemv(x, kc is not None and kc.on):  # one token: the [D, 2F] view of the buffer, one kernel
             b, t, d = x.shape
-            gu = gemv.matmul(x, w.reshape(d, -1), norm=norm).reshape(b, t, 2, -1)
+            gu = _matmul(x, w.reshape(d, -1), kc, norm=norm).reshape(b, t, 2, -1)
         else:
             gu = jnp.einsum("btd,dnf->btnf", x if norm is None else norm(x), w)
         if self.gate_up_bias is not None:
             gu = gu + self.gate_up_bias[...].astype(self.dtype)
-        y = gemv.matmul(jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1], self.down[...].astype(self.dtype))
+        y = _matmul(jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1], self.down[...].astype(self.dtype), kc)
         if self.down_bias is not None:
             y = y + self.down_bias[...].astype(self.dtype)
         return y
@@ -156,10 +165,22 @@ class Block(nnx.Module):
         self.mlp_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)
         self.mlp = MLP(cfg, **kw)
 
-    def __call__(self, x, cos, sin, mask, cache_kv, cache_index):
-        a, kv = self.attn(x, cos, sin, mask, cache_kv, cache_index, norm=self.attn_norm)
+    def __call__(self, x, cos, sin, mask, cache_kv, cache_index, kc: DecodeKernels | None = None):
+        a, kv = self.attn(x, cos, sin, mask, cache_kv, cache_index, norm=self.attn_norm, kc=kc)
         x = x + a
-        return x + self.mlp(x, norm=self.mlp_norm), kv
+        return x + self.mlp(x, norm=self.mlp_norm, kc=kc), kv
+
+    def kernel_weights(self) -> kernel_step.LayerWeights:
+        """This layer's parameters as stored, for the decode kernels."""
+        a, m = self.attn, self.mlp
+
+        def opt(p):
+            return None if p is None else p[...]
+        return kernel_step.LayerWeights(
+            self.attn_norm.scale[...], self.attn_norm.eps, a.qkv[...], opt(a.qkv_bias),
+            None if a.q_norm is None else a.q_norm.scale[...], None if a.k_norm is None else a.k_norm.scale[...],
+            a.o[...], opt(a.o_bias), self.mlp_norm.scale[...], self.mlp_norm.eps, m.gate_up[...], opt(m.gate_up_bias),
+            m.down[...], opt(m.down_bias))
 
 
 @nnx.remat
@@ -185,7 +206,8 @@ class Decoder(nnx.Module):
 
     def hidden(self, tokens: jax.Array, positions: jax.Array | None = None, *, kv_mask: jax.Array | None = None,
                cache: KVCache | None = None, cache_index=0, segment_ids: jax.Array | None = None,
-               remat: bool = False) -> tuple[jax.Array, KVCache | None]:
+               remat: bool = False, kernels: DecodeKernels | None = None,
+               layouts: tuple = ()) -> tuple[jax.Array, KVCache | None]:
         """Final-normed hidden states [B, T, D] (compute dtype) and the updated cache.
 
         tokens, positions: int32[B, T] (positions default to 0..T-1). Without a cache the keys are
@@ -195,13 +217,15 @@ class Decoder(nnx.Module):
         segment_ids: int32[B, T], without a cache only: packed rows, a query sees only keys of its own
         segment (pass positions that restart at 0 in each segment).
         remat: without a cache, recompute each layer's activations in the backward pass (training memory).
+        kernels: the decode kernels for one-row steps (cudaperf_jax.kernels.DecodeKernels; None: XLA only).
+        layouts: `kernel_layouts` of these weights (the Sampler builds them once per set of weights), or ().
         """
         b, t = tokens.shape
         if cache is not None and (segment_ids is not None or remat):
             raise ValueError("segment_ids and remat are for cache-free (training) calls; pass cache=None")
-        if cache is not None and decode_fused.applies(self.cfg, b, t):  # one token: the fused decode layers
-            gemv._state["used"] = True  # an auto-mode failure falls back to XLA (gemv.fall_back)
-            return decode_fused.hidden_step(self, tokens, positions, kv_mask, cache, cache_index)
+        kc = (kernels or XLA).resolve(b)
+        if cache is not None and kernel_step.applies(self.cfg, kc, b, t):  # one token: the fused decode layers
+            return self._kernel_step(tokens, positions, kv_mask, cache, cache_index, kc, layouts)
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
         s = t if cache is None else cache.k[0].shape[2]
@@ -220,23 +244,51 @@ class Decoder(nnx.Module):
                 x = _remat_layer(layer, x, cos, sin, mask)
                 continue
             ckv = None if cache is None else (cache.k[i], cache.v[i])
-            x, (k, v) = layer(x, cos, sin, mask, ckv, cache_index)
+            x, (k, v) = layer(x, cos, sin, mask, ckv, cache_index, kc)
             new_k.append(k)
             new_v.append(v)
         new_cache = None if cache is None else KVCache(tuple(new_k), tuple(new_v))
         return self.final_norm(x), new_cache
 
-    def logits(self, h: jax.Array) -> jax.Array:
-        """float32 logits [..., V] from hidden states [..., D]."""
+    def _kernel_step(self, tokens, positions, kv_mask, cache: KVCache, cache_index, kc: DecodeKernels, layouts):
+        """`hidden` for one token of one sequence through the decode kernels (cudaperf_jax.kernels.step)."""
+        s_len = cache.k[0].shape[2]
+        kvm = jnp.ones((s_len,), jnp.int32) if kv_mask is None else kv_mask[0].astype(jnp.int32)
+        if positions is None:
+            positions = jnp.zeros((1, 1), jnp.int32)
+        cos, sin = cos_sin(positions, jnp.asarray(self._inv_freq, jnp.float32), self._att_factor)
+        x = jnp.take(self.embed[...], tokens[0], axis=0)[0].astype(self.dtype)
+        h, new_k, new_v = kernel_step.hidden_step(
+            self.cfg, [layer.kernel_weights() for layer in self.layers], x,
+            (self.final_norm.scale[...], self.final_norm.eps), cos[0, 0], sin[0, 0], kvm, cache.k, cache.v,
+            cache_index, kc=kc, dtype=self.dtype, layouts=layouts)
+        return h[None, None, :], KVCache(tuple(new_k), tuple(new_v))
+
+    def kernel_layouts(self, kernels: DecodeKernels | None, batch: int, cache_shape, cache_dtype) -> tuple:
+        """The weights laid out for the decode kernels (each layer's gate_up group-major for the step launch's
+        one-kernel MLP) where a decode of `batch` sequences with caches of cache_shape [B, Hkv, S, Dh] uses them;
+        else (). A pytree of arrays: build it once per set of weights and pass it to `hidden`."""
+        kc = (kernels or XLA).resolve(batch)
+        if not kernel_step.layouts_apply(self.cfg, kc, self.dtype, batch, cache_shape, cache_dtype):
+            return ()
+        return kernel_step.layouts([layer.mlp.gate_up[...] for layer in self.layers], self.dtype)
+
+    def logits(self, h: jax.Array, kernels: DecodeKernels | None = None) -> jax.Array:
+        """float32 logits [..., V] from hidden states [..., D]; a one-row h goes through the Pallas matvec where
+        kernels.lm_head says so."""
+        kc = (kernels or XLA).resolve(1)
+        kw = {"on": kc.lm_head == "pallas", "table": tilings(kc.tilings), "interpret": kc.interpret,
+              "out_dtype": jnp.float32}
         if self.lm_head is None:
-            return gemv.matmul(h, self.embed[...].astype(self.dtype), transposed=True, out_dtype=jnp.float32)
-        return gemv.matmul(h, self.lm_head[...].astype(self.dtype), out_dtype=jnp.float32)
+            return gemv.matmul(h, self.embed[...].astype(self.dtype), transposed=True, **kw)
+        return gemv.matmul(h, self.lm_head[...].astype(self.dtype), **kw)
 
     def __call__(self, tokens: jax.Array, positions: jax.Array | None = None, *,
                  kv_mask: jax.Array | None = None, cache: KVCache | None = None, cache_index=0,
-                 segment_ids: jax.Array | None = None, remat: bool = False):
+                 segment_ids: jax.Array | None = None, remat: bool = False, kernels: DecodeKernels | None = None,
+                 layouts: tuple = ()):
         """float32 logits [B, T, V] (and the updated cache when one is given); see `hidden`."""
         h, new_cache = self.hidden(tokens, positions, kv_mask=kv_mask, cache=cache, cache_index=cache_index,
-                                   segment_ids=segment_ids, remat=remat)
-        out = self.logits(h)
+                                   segment_ids=segment_ids, remat=remat, kernels=kernels, layouts=layouts)
+        out = self.logits(h, kernels)
         return out if cache is None else (out, new_cache)

@@ -159,7 +159,9 @@ class Trainer:
         self.rcfg = rollout_config(c.rollout)
         self.reward = UnifiedReward(RewardConfig.from_config(c.reward))
         model, tok = policy if policy is not None else load_policy(c.model, dtype=c.dtype, progress=False)
-        self.sampler = Sampler(model, tok, prompt_bucket=c.prompt_bucket)
+        from cudaperf_jax.kernels import DecodeKernels
+        self.sampler = Sampler(model, tok, prompt_bucket=c.prompt_bucket,
+                               kernels=DecodeKernels.from_config(c.get("decode_kernels")))
         self.graphdef, params, self.others = split_model(model)
         lcfg = loss_config(c.grpo)
         self.use_ref = lcfg.kl_beta > 0

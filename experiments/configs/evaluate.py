@@ -23,6 +23,8 @@ def get_config():
     c.max_prompt_tokens = 3072
     c.temperature = 0.7
     c.top_p = 0.95
+    c.decode_kernels = ml_collections.ConfigDict({"path": "auto", "lm_head": "auto", "top_k": "auto", "unroll": 0,
+                                                  "tilings": "", "interpret": False})   # see configs/rl.py
     c.pass_k = (1, 2, 5, 10)       # pass@k for the k <= samples_per_task
     c.ranker = ""                  # a ranker checkpoint: best-of-n selected by Ranker.score as well
     c.group_by = "level"           # per-group table: "level" (KernelBench level, else family) | "family"

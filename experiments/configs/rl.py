@@ -17,6 +17,10 @@ def get_config():
     c.save_every = 1
     c.export_policy = True           # the final policy as a HF directory, WORKDIR/policy
     c.prompt_bucket = 64
+    # the rollout sampler's decode kernels (cudaperf_jax.kernels.DecodeKernels): path auto|xla|pallas|cuda,
+    # lm_head auto|xla|pallas, top_k auto|xla|cuda, unroll (0: auto), tilings (a JSON table, "": packaged)
+    c.decode_kernels = ml_collections.ConfigDict({"path": "auto", "lm_head": "auto", "top_k": "auto", "unroll": 0,
+                                                  "tilings": "", "interpret": False})
     c.tasks = ml_collections.ConfigDict({"suite": "", "dataset": "data/tasks", "split": "train", "max_tasks": 0})
     c.rollout = ml_collections.ConfigDict({
         "samples_per_task": 8, "turns": 3, "max_new_tokens": 512, "max_prompt_tokens": 3072,

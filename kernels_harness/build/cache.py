@@ -28,10 +28,15 @@ _CODE_FILES = ("build/nvcc.py", "build/batch.py", "run/compile.py", "emulation/b
 _CODE_HASH: list[str] = []
 
 
+def cache_root() -> Path:
+    """The project's one cache directory: $CUDAPERF_CACHE, else ~/.cache/cudaperf (builds, emulation runtime, device
+    peaks, the JAX side's models and CUDA FFI library: cudaperf_jax.assets.cache_dir is this)."""
+    return Path(os.environ.get("CUDAPERF_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "cudaperf"))
+
+
 def default_root() -> Path:
-    """$CUDAPERF_CACHE/builds (default ~/.cache/cudaperf/builds)."""
-    root = os.environ.get("CUDAPERF_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "cudaperf")
-    return Path(root) / "builds"
+    """<cache_root()>/builds."""
+    return cache_root() / "builds"
 
 
 def code_hash() -> str:

@@ -47,9 +47,9 @@ def find_cxx() -> str:
 
 
 def cache_dir() -> Path:
-    """$CUDAPERF_CACHE/emulation (default ~/.cache/cudaperf/emulation; a temp dir if that is not writable)."""
-    root = os.environ.get("CUDAPERF_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "cudaperf")
-    for path in (Path(root) / "emulation", Path(tempfile.gettempdir()) / f"cudaperf-emulation-{os.getuid()}"):
+    """<cache_root()>/emulation (build.cache.cache_root; a temp dir if that is not writable)."""
+    from kernels_harness.build.cache import cache_root
+    for path in (cache_root() / "emulation", Path(tempfile.gettempdir()) / f"cudaperf-emulation-{os.getuid()}"):
         try:
             path.mkdir(parents=True, exist_ok=True)
             if os.access(path, os.W_OK):

@@ -2,7 +2,7 @@
 
 A case is one `.cu` file in the solution ABI (`extern "C" int entry(args..., cudaStream_t)`) plus a
 signature (Arg list), a numpy reference and tolerances. The cases themselves live in
-tests/kernels_harness/emulation/corpus_specs.py (`CASES`), the sources in .../corpus/<name>.cu. The same
+kernels_harness/emulation/corpus_data/corpus_specs.py (`CASES`), the sources in .../corpus/<name>.cu. The same
 description drives the cpu run (tests, `run_on_cpu`) and the GPU run (`corpus_gpu.py`), so both are
 checked against the same reference on the same inputs.
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from kernels_harness.tasks import inits
 
-DEFAULT_CORPUS_DIR = Path(__file__).resolve().parents[2] / "tests" / "kernels_harness" / "emulation"
+DEFAULT_CORPUS_DIR = Path(__file__).resolve().parent / "corpus_data"   # package data
 
 NUMPY_DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "bfloat16": np.uint16,
                 "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
@@ -60,7 +60,7 @@ class Case:
 
 
 def load_cases(corpus_dir: str | Path | None = None) -> list[Case]:
-    """CASES from <corpus_dir>/corpus_specs.py (default: the test tree of this repository)."""
+    """CASES from <corpus_dir>/corpus_specs.py (default: the corpus shipped with the package)."""
     corpus_dir = Path(corpus_dir or DEFAULT_CORPUS_DIR)
     spec_file = corpus_dir / "corpus_specs.py"
     if not spec_file.is_file():

@@ -2,7 +2,7 @@
 
     python -m kernels_harness.emulation.corpus_gpu --out $OUT [--corpus DIR] [--only a,b] [--no-cpu] [--jobs 16]
 
-For every case of tests/kernels_harness/emulation/corpus_specs.py: the unchanged .cu file is built with
+For every case of kernels_harness/emulation/corpus_data/corpus_specs.py: the unchanged .cu file is built with
 nvcc (kernels_harness.build.nvcc.build_shared) and, when a host compiler is present, with the cpu
 backend; the entry is called through ctypes on CuPy device arrays with a CuPy stream, and the outputs
 are compared with the numpy reference and with the cpu backend's outputs on the same inputs. One

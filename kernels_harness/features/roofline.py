@@ -1,8 +1,8 @@
 """Arithmetic intensity and the roofline: how close a measured time is to the device's bound.
 
 Peaks are measured once on the device (benchmarks/features_validation.py or benchmarks/device_probe.py
-write them) and cached as JSON; `load_peaks()` reads, in order, $CUDAPERF_PEAKS, ~/.cache/cudaperf/
-device_peaks.json, benchmarks/results/device_peaks.json, and otherwise returns the H200 datasheet
+write them) and cached as JSON; `load_peaks()` reads, in order, $CUDAPERF_PEAKS, <cache dir>/device_peaks.json,
+the H200 peaks shipped with the package (features/device_peaks.json), and otherwise returns the H200 datasheet
 figures (marked `"source": "datasheet"`): HBM3e 4.8 TB/s, FP32 67 TFLOP/s (non-tensor), BF16 989
 TFLOP/s dense (NVIDIA H200 product brief).
 """
@@ -16,14 +16,14 @@ from pathlib import Path
 
 H200_DATASHEET = {"bandwidth_GBps": 4800.0, "fp32_TFLOPs": 67.0, "bf16_TFLOPs": 989.0, "fp64_TFLOPs": 34.0,
                   "source": "datasheet", "device": "NVIDIA H200 (nominal)"}
-_REPO = Path(__file__).resolve().parents[2]
+PACKAGED = Path(__file__).resolve().with_name("device_peaks.json")   # measured on an H200 (package data)
 
 
 def cache_paths() -> list[Path]:
     env = os.environ.get("CUDAPERF_PEAKS")
     paths = [Path(env)] if env else []
-    return paths + [Path.home() / ".cache" / "cudaperf" / "device_peaks.json",
-                    _REPO / "benchmarks" / "results" / "device_peaks.json"]
+    from kernels_harness.build.cache import cache_root
+    return paths + [cache_root() / "device_peaks.json", PACKAGED]
 
 
 def load_peaks() -> dict:
@@ -40,7 +40,9 @@ def load_peaks() -> dict:
 
 def save_peaks(peaks: dict, path: str | Path | None = None) -> Path:
     """Caches measured peaks (the keys of load_peaks) as JSON; returns the path written."""
-    p = Path(path) if path else Path.home() / ".cache" / "cudaperf" / "device_peaks.json"
+    if not path:
+        from kernels_harness.build.cache import cache_root
+    p = Path(path) if path else cache_root() / "device_peaks.json"
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(peaks, indent=2))
     return p

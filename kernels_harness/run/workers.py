@@ -70,8 +70,8 @@ class ExecWorker:
         if self.backend == "cuda":
             extra["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         if self.role == "compile":  # the emulation runtime object is cached across builds
-            extra["CUDAPERF_CACHE"] = os.environ.get("CUDAPERF_CACHE") or os.path.join(
-                os.path.expanduser("~"), ".cache", "cudaperf")
+            from kernels_harness.build.cache import cache_root
+            extra["CUDAPERF_CACHE"] = str(cache_root())
         env = limits_lib.scrubbed_env(self.tmp, extra)
         if self.asan_memory_mb is not None:
             from kernels_harness.emulation import asan_environment

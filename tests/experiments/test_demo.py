@@ -76,7 +76,7 @@ def test_demo_reports_a_missing_model_in_one_line(tmp_path):
 @pytest.mark.slow
 def test_demo_with_the_default_policy(tmp_path):
     import os
-    env = {"CUDAPERF_CACHE": os.environ.get("CUDAPERF_CACHE", str(Path.home() / ".cache" / "cudaperf_jax"))}
+    env = {"CUDAPERF_CACHE": os.environ.get("CUDAPERF_CACHE", str(Path.home() / ".cache" / "cudaperf"))}
     proc = _demo(tmp_path / "run", "--config.max_tasks=1", "--config.turns=1", "--config.max_new_tokens=64",
                  "--config.rl_steps=0", "--config.eval_tasks=0", "--config.sft_steps=0", env_extra=env)
     assert proc.returncode == 0, proc.stderr[-4000:]

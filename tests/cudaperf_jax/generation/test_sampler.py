@@ -9,6 +9,7 @@ from flax import nnx
 
 from cudaperf_jax.generation import sampler as sampler_mod
 from cudaperf_jax.generation.sampler import Sampler, SamplingParams
+from cudaperf_jax.kernels import DecodeKernels
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.hf_io import model_from_hf_state
 from tests.cudaperf_jax.models import tiny
@@ -77,20 +78,20 @@ def test_stop_tokens_end_each_sample(pair):
 
 @pytest.mark.parametrize("unroll,n", [(3, 10), (4, 11)])
 def test_unrolled_decode_loop_gives_the_same_samples(pair, monkeypatch, unroll, n):
-    """CUDAPERF_DECODE_UNROLL=k runs k steps an iteration, then single steps: the same tokens, log-probabilities and
+    """DecodeKernels(unroll=k) runs k steps an iteration, then single steps: the same tokens, log-probabilities and
     lengths as one step an iteration, also when the samples stop at different steps (one inside an unrolled
     iteration, the whole batch before its end)."""
     _, model = pair
     keys = jax.random.split(jax.random.PRNGKey(3), len(PROMPTS))
     free = SamplingParams(max_new_tokens=n, temperature=0.9, top_k=20, stop_token_ids=())
-    monkeypatch.setenv("CUDAPERF_DECODE_UNROLL", "1")
-    base = Sampler(model, prompt_bucket=8).generate(PROMPTS, free, keys=keys)
+    one_step = DecodeKernels(unroll=1)
+    base = Sampler(model, prompt_bucket=8, kernels=one_step).generate(PROMPTS, free, keys=keys)
     stop = int(base.tokens[0, 4])   # ends sample 0 at step 4 or earlier (inside the second 3- or 4-step iteration)
     stopped = SamplingParams(max_new_tokens=n, temperature=0.9, top_k=20, stop_token_ids=(stop,))
-    base_stop = Sampler(model, prompt_bucket=8).generate(PROMPTS, stopped, keys=keys)
+    base_stop = Sampler(model, prompt_bucket=8, kernels=one_step).generate(PROMPTS, stopped, keys=keys)
     assert base_stop.lengths[0] <= 5
-    monkeypatch.setenv("CUDAPERF_DECODE_UNROLL", str(unroll))
-    assert sampler_mod.decode_unroll() == unroll
+    unrolled = DecodeKernels(unroll=unroll)
+    assert unrolled.resolve(1).unroll == unroll
     loops, while_loop = [], jax.lax.while_loop   # the loops the decode program is traced with (the unrolled one too)
 
     def traced_loop(cond, body, init):
@@ -98,19 +99,17 @@ def test_unrolled_decode_loop_gives_the_same_samples(pair, monkeypatch, unroll, 
         return while_loop(cond, body, init)
     monkeypatch.setattr(jax.lax, "while_loop", traced_loop)
     for params, want in ((free, base), (stopped, base_stop)):
-        got = Sampler(model, prompt_bucket=8).generate(PROMPTS, params, keys=keys)
+        got = Sampler(model, prompt_bucket=8, kernels=unrolled).generate(PROMPTS, params, keys=keys)
         assert loops[-2:] == ["body_unrolled", "body"]
         np.testing.assert_array_equal(got.tokens, want.tokens)
         np.testing.assert_array_equal(got.lengths, want.lengths)
         np.testing.assert_allclose(got.logprobs, want.logprobs, atol=1e-6)
-    one = Sampler(model, prompt_bucket=8).generate(PROMPTS[:1], stopped, keys=keys[:1])   # stops mid-iteration
-    np.testing.assert_array_equal(one.tokens[0], base_stop.tokens[0])
-    monkeypatch.setenv("CUDAPERF_DECODE_UNROLL", "0")
-    with pytest.raises(ValueError, match="CUDAPERF_DECODE_UNROLL"):
-        sampler_mod.decode_unroll()
-    monkeypatch.delenv("CUDAPERF_DECODE_UNROLL")
-    assert sampler_mod.decode_unroll(1) == (4 if jax.default_backend() == "gpu" else 1)   # auto
-    assert sampler_mod.decode_unroll(128) == 1
+    one = Sampler(model, prompt_bucket=8, kernels=unrolled).generate(PROMPTS[:1], stopped, keys=keys[:1])
+    np.testing.assert_array_equal(one.tokens[0], base_stop.tokens[0])   # stops mid-iteration
+    with pytest.raises(ValueError, match="DecodeKernels.unroll"):
+        DecodeKernels(unroll=-1)
+    assert DecodeKernels().resolve(1).unroll == (4 if jax.default_backend() == "gpu" else 1)   # auto
+    assert DecodeKernels().resolve(128).unroll == 1
 
 
 def test_text_prompts_chat_template_and_stop_strings():

@@ -79,11 +79,9 @@ def test_two_stage_top_k_equals_lax_top_k_on_a_large_vocabulary(method):
 
 
 @pytest.mark.parametrize("top_k,greedy", [(50, False), (0, False), (7, True)])
-def test_choose_with_logprobs_is_choose_and_token_logprobs_off_the_cuda_path(monkeypatch, top_k, greedy):
-    """Without the CUDA top-k (the CPU here, even with CUDAPERF_CUDA_TOPK_LSE on) the sampler's pick is choose's
-    token and log_softmax's log-probability of it."""
+def test_choose_with_logprobs_is_choose_and_token_logprobs_off_the_cuda_path(top_k, greedy):
+    """Without the CUDA top-k the sampler's pick is choose's token and log_softmax's log-probability of it."""
     from cudaperf_jax.generation.sampling import choose_with_logprobs
-    monkeypatch.setenv("CUDAPERF_CUDA_TOPK_LSE", "on")
     logits = 2 * jax.random.normal(jax.random.key(3), (2, 20000), jnp.float32)
     keys = jax.random.key_data(jax.random.split(jax.random.key(1), 2))
     tok, lp = choose_with_logprobs(logits, keys, 5, 0.8, 0.9, top_k=top_k, greedy=greedy)

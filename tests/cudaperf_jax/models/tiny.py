@@ -57,24 +57,25 @@ def tokenizer():
     return tok
 
 
-def stepwise_logits(model, toks, slots: int, cache_dtype=None) -> np.ndarray:
+def stepwise_logits(model, toks, slots: int, cache_dtype=None, kernels=None) -> np.ndarray:
     """Logits [1, T, V] of a batch-1 decoder fed one token at a time through its KV cache, so that every
-    matmul has one row (the decode path); compiled afresh, so environment switches read at trace time apply. Inside
-    decode_fused.prepared, as the sampler's decode loop runs (the group-major gate_up of CUDAPERF_CUDA_MLP=gm*)."""
+    matmul has one row (the decode path), with the decode kernels `kernels` (a DecodeKernels; None: XLA) and the
+    weight layouts the Sampler would build for them (Decoder.kernel_layouts)."""
     import jax.numpy as jnp
     from flax import nnx
 
-    from cudaperf_jax.models import decode_fused
     from cudaperf_jax.models.decoder import KVCache
 
-    def one(m, t, p, c, i):
-        with decode_fused.prepared(m):
-            return m(t, p, cache=c, cache_index=i)
-    step = nnx.jit(one)
     cache = KVCache.zeros(model.cfg, 1, slots, cache_dtype or jnp.float32)
+    layouts = model.kernel_layouts(kernels, 1, cache.k[0].shape, cache.k[0].dtype)
+
+    def one(m, t, p, c, i, lay):
+        return m(t, p, cache=c, cache_index=i, kernels=kernels, layouts=lay) if lay else \
+            m(t, p, cache=c, cache_index=i, kernels=kernels)
+    step = nnx.jit(one)
     outs = []
     for t in range(toks.shape[1]):
-        logits, cache = step(model, toks[:, t:t + 1], jnp.full((1, 1), t, jnp.int32), cache, jnp.int32(t))
+        logits, cache = step(model, toks[:, t:t + 1], jnp.full((1, 1), t, jnp.int32), cache, jnp.int32(t), layouts)
         outs.append(np.asarray(logits))
     return np.concatenate(outs, axis=1)
 
