@@ -16,6 +16,8 @@ trainer's reference forward pass) runs on the main thread.
 """
 from __future__ import annotations
 
+import collections
+
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -132,14 +134,15 @@ def _context(first: list[int], exchanges: list, limit: int, history: str) -> tup
 
 def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, seed: int, *,
             reward: Callable | None = None, on_generated: Callable | None = None,
-            progress: bool = False) -> Rollout:
+            progress: bool = False, log: Callable[[str], None] | None = None) -> Rollout:
     """Samples cfg.turns turns of cfg.samples_per_task answers per task; see the module docstring.
 
     sampler: a cudaperf_jax.generation.sampler.Sampler with a chat tokenizer. evaluator: anything with
     `evaluate([(task, source)]) -> [EvalResult]` (a HarnessPool, a rewards.bridge.HarnessClient). reward:
     a rewards.unified.UnifiedReward (or any callable (results, tasks, sources) -> {name: float32[n]} with a
     "total" entry and a `names` tuple). Keys: sample g of task k in turn t draws from
-    fold_in(fold_in(PRNGKey(seed), t), k * G + g), so a rollout is a function of its seed.
+    fold_in(fold_in(PRNGKey(seed), t), k * G + g), so a rollout is a function of its seed. log: called with one
+    line per turn (samples, tokens and seconds of generation, harness seconds, verdicts).
     """
     tasks = list(tasks)
     if not tasks:
@@ -173,6 +176,7 @@ def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, 
             toks, mask = sampler.pad(prompts_)
             keys = jax.vmap(lambda i, t=turn: jax.random.fold_in(jax.random.fold_in(base, t), i))(np.arange(k_n * g_n))
             t0 = time.perf_counter()
+            gen_before = seconds["generation"]
             out_t, out_lp, lengths = sampler.generate_tokens(toks, mask, params, keys)
             out_t, out_lp, lengths = (np.asarray(x) for x in jax.device_get((out_t, out_lp, lengths)))
             seconds["generation"] += time.perf_counter() - t0
@@ -206,6 +210,11 @@ def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, 
                                        _cut(r.feedback or r.status, cfg.feedback_chars))
                 exchanges[c.task_index][c.sample].append((c.completion_ids.tolist(), fb))
             out += cands
+            if log is not None:
+                verdicts = collections.Counter(r.status for r in results)
+                log(f"turn {turn}: {len(cands)} samples, {sum(len(c.completion_ids) for c in cands)} tokens in "
+                    f"{seconds['generation'] - gen_before:.1f} s; harness {spent:.1f} s: "
+                    + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
             if bar:
                 bar.update(1)
     if bar:

@@ -202,7 +202,8 @@ class Trainer:
         seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
         tasks = self.tasks_of(step)
         ro = rollout(self.sampler, pool, tasks, self.rcfg, seed, reward=self.reward,
-                     on_generated=self._ref_hook if self.use_ref else None)
+                     on_generated=self._ref_hook if self.use_ref else None,
+                     log=lambda line: print(f"[rl] step {step} {line}", flush=True))
         rewards = ro.rewards("total")
         returns, adv, equal = grpo.multi_turn_advantages(rewards, c.grpo.gamma, c.grpo.advantage)
         adv = np.asarray(adv).reshape(-1)          # candidates are in (turn, task, sample) order

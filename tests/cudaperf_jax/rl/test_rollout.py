@@ -47,11 +47,13 @@ def test_multi_turn_ids_are_appended_never_retokenised(policy, smoke_tasks):
     from kernels_harness.run.pool import HarnessPool
     model, sampler = policy
     cfg = RolloutConfig(samples_per_task=2, turns=2, max_new_tokens=12, max_prompt_tokens=2048, temperature=1.0)
-    hooked = []
+    hooked, lines = [], []
     with HarnessPool("cpu", workers=1, compile_workers=1) as pool:
         rec = _Recorder(pool)
-        ro = rollout(sampler, rec, smoke_tasks, cfg, seed=3, on_generated=lambda t, cs: hooked.append((t, len(cs))))
+        ro = rollout(sampler, rec, smoke_tasks, cfg, seed=3, on_generated=lambda t, cs: hooked.append((t, len(cs))),
+                     log=lines.append)
     assert len(ro.candidates) == 2 * 2 * 2 and hooked == [(0, 4), (1, 4)]
+    assert [ln.split(":")[0] for ln in lines] == ["turn 0", "turn 1"] and all("4 samples" in ln for ln in lines)
     assert len(rec.calls) == 2 and all(len(c) == 4 for c in rec.calls)   # one harness call per turn, batched
     conv = ChatTokens(sampler.tokenizer, stop_ids=sampler.cfg.eos_ids)
     for k, task in enumerate(smoke_tasks):
