@@ -2,8 +2,10 @@
 
 Weights are arguments of the compiled programs (graphdef static, parameter state traced), so updating
 the policy never recompiles or embeds weights; the cache buffers are donated to each call and kept
-by the Sampler for the next call of the same shape. Prompts are left-padded to a multiple of
-`prompt_bucket` tokens; a padded prompt gives exactly the tokens of the same prompt unpadded.
+by the Sampler for the next call of the same shape. Prompts are left-padded to a length of the ladder
+`padded_length(n, prompt_bucket)` (multiples of the bucket up to 8 of them, then steps of at most 25%), so the
+prompts of a multi-turn rollout compile a handful of programs; a padded prompt gives exactly the tokens of the
+same prompt unpadded.
 
 Outputs per sample: generated tokens int32[N] (pad after the end), the model's log-probability of each
 generated token float32[N] (log-softmax of the raw logits, temperature 1, untruncated: what a GRPO
@@ -141,6 +143,17 @@ def _layouts_of(graphdef, state, *, kernels, batch, cache_shape, cache_dtype):
     return nnx.merge(graphdef, state).kernel_layouts(kernels, batch, cache_shape, cache_dtype)
 
 
+def padded_length(n: int, bucket: int) -> int:
+    """The smallest length >= n on the ladder bucket x {1, 2, ..., 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, ...}:
+    multiples of `bucket` up to 8 of them, then 4 steps an octave (at most 25% padding), so lengths from 1 to 4,096
+    with bucket 64 take 20 shapes rather than 64."""
+    m = max(1, -(-int(n) // bucket))
+    if m > 8:
+        step = 1 << (m.bit_length() - 3)
+        m = -(-m // step) * step
+    return m * bucket
+
+
 class Sampler:
     """Generates continuations for batches of prompts with one Decoder (and optionally its tokenizer)."""
 
@@ -204,9 +217,9 @@ class Sampler:
         return out
 
     def pad(self, token_lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        """Left-padded tokens int32[B, P] and mask bool[B, P], P rounded up to prompt_bucket."""
+        """Left-padded tokens int32[B, P] and mask bool[B, P], P = padded_length(longest, prompt_bucket)."""
         longest = max(len(t) for t in token_lists)
-        p = -(-longest // self.prompt_bucket) * self.prompt_bucket
+        p = padded_length(longest, self.prompt_bucket)
         toks = np.full((len(token_lists), p), self.pad_id, np.int32)
         mask = np.zeros((len(token_lists), p), bool)
         for i, t in enumerate(token_lists):

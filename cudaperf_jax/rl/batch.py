@@ -4,14 +4,16 @@
 
 Each micro-batch is a train_step batch (tokens int32[b, P + N], positions, kv_mask, loss_mask float32[b, P+N-1],
 old_logp (the sampler's log-probs on the completion positions), ref_logp, advantages float32[b]) whose prompt part
-is left-padded to a multiple of `bucket` and completion part right-padded to a multiple of `bucket`, so a handful
-of shapes recur and jit compiles each once. Candidates are sorted by prompt length (stable), so a micro-batch's
+is left-padded and its completion part right-padded to a multiple of `bucket`, with more left padding so that the
+whole length P + N is on the sampler's ladder (`padded_length`: at most 25% padding), so a handful of shapes recur
+and jit compiles each once. Candidates are sorted by prompt length (stable), so a micro-batch's
 prompts are of similar length.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from cudaperf_jax.generation.sampler import padded_length
 from cudaperf_jax.rl.train_step import batch_from_samples
 
 
@@ -23,6 +25,7 @@ def build_batch(cands: list, advantages: np.ndarray, pad_id: int, bucket: int = 
     """One batch of `cands` (rollout.Candidate) with advantages float32[len(cands)]."""
     p = _round(max(len(c.prompt_ids) for c in cands), bucket)
     n = _round(max(max(len(c.completion_ids) for c in cands), 1), bucket)
+    p = padded_length(p + n, bucket) - n
     b = len(cands)
     ptoks = np.full((b, p), pad_id, np.int32)
     pmask = np.zeros((b, p), bool)

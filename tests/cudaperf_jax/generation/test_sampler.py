@@ -161,3 +161,13 @@ def test_new_weights_need_no_recompilation_and_cache_is_donated(pair):
     assert sampler_mod._decode._cache_size() == compiled
     assert not np.array_equal(a.tokens, b.tokens)
     assert old_cache.k[0].is_deleted()
+
+
+def test_padded_lengths_are_a_short_ladder_with_at_most_a_quarter_of_padding():
+    from cudaperf_jax.generation.sampler import padded_length
+    lengths = {padded_length(n, 64) for n in range(1, 4097)}
+    assert len(lengths) == 20 and all(v % 64 == 0 for v in lengths)
+    assert [padded_length(n, 64) for n in (1, 64, 65, 512, 513, 1100)] == [64, 64, 128, 512, 640, 1280]
+    for n in range(513, 20000, 7):
+        p = padded_length(n, 64)
+        assert n <= p < 1.25 * n + 64

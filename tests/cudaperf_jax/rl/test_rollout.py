@@ -108,3 +108,14 @@ def test_config_is_validated():
         RolloutConfig(samples_per_task=0)
     with pytest.raises(ValueError, match="history"):
         RolloutConfig(history="all")
+
+
+def test_train_batches_take_the_ladders_lengths():
+    from types import SimpleNamespace
+    from cudaperf_jax.generation.sampler import padded_length
+    from cudaperf_jax.rl.batch import build_batch
+    c = SimpleNamespace(prompt_ids=np.arange(1, 1101, dtype=np.int32) % 50, completion_ids=np.ones(70, np.int32),
+                        logprobs=np.zeros(70, np.float32), ref_logprobs=None)
+    b = build_batch([c], np.zeros(1), pad_id=0, bucket=64)
+    assert b["tokens"].shape[1] == padded_length(1100 + 128, 64) == 1280   # not 1152 + 128
+    assert int(b["kv_mask"][0].sum()) == 1170
