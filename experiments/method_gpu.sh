@@ -93,7 +93,7 @@ evaluate() {  # evaluate NAME MODEL: the policy on the test and val splits, TURN
 }
 
 rl() {  # rl NAME TERMS
-  stage "rl_$1" 900 python3 -m experiments.train_rl --config=experiments/configs/rl.py --config.model="$R/sft" \
+  stage "rl_$1" "${RL_BUDGET:-900}" python3 -m experiments.train_rl --config=experiments/configs/rl.py --config.model="$R/sft" \
     --config.tasks.dataset="$ROOT/tasks" --config.steps="$RL_STEPS" --config.tasks_per_step="$RL_TASKS" \
     --config.rollout.turns="$TURNS" --config.grpo.lr="$RL_LR" --config.grpo.micro_batch=4 --config.memory_fraction=0.25 \
     --config.reward.terms="$2" --config.reward.ranker_path="$R/ranker" --workdir="$R/rl_$1"
