@@ -45,7 +45,8 @@ from kernels_harness.run.assemble import assemble, failed_before_run, plan_confi
 from kernels_harness.run.inputs import master_seed
 from kernels_harness.run.limits import Limits
 from kernels_harness.run.pool_config import PoolConfig, SharedGate
-from kernels_harness.run.timing import gpu_lock_path
+from kernels_harness.feedback import make_feedback
+from kernels_harness.run.timing import HARNESS_STAGE, gpu_lock_path
 from kernels_harness.run.workers import CompilePool, ExecWorker, WorkerLost
 from kernels_harness.tasks.schema import Task
 
@@ -340,9 +341,9 @@ class HarnessPool:
             else:
                 results[i] = self._judge(task, source, build, sup, seconds, twin)
         except Exception as e:  # a harness bug must not cost the caller the other results
-            results[i] = EvalResult(task_id=task.id, backend=self.backend, status="runtime_error",
+            results[i] = EvalResult(task_id=task.id, backend=self.backend, status="unchecked",
                                     compiled=bool(build["ok"]), compile_log=build.get("log", ""),
-                                    error=f"harness error: {type(e).__name__}: {e}"[:300], seconds=seconds,
+                                    error=_not_judged(f"harness error: {type(e).__name__}: {e}"), seconds=seconds,
                                     feedback="The harness failed on this candidate; it was not judged.")
         if bar:
             bar.update(1)
@@ -379,6 +380,17 @@ class HarnessPool:
             with self._gate.exclusive():  # nothing else on the device: its own memory, its own verdict
                 res, _ = self._execute(task, source, build, sup, seconds)
             res.seconds["rechecked_alone"] = 1.0
+        for pause in self.config.infra_retry_pauses_s:
+            if not _infra_failure(res):
+                break
+            time.sleep(pause)  # e.g. another process holding the device's memory may release it
+            with self._gate.exclusive():
+                res, _ = self._execute(task, source, build, sup, seconds)
+            res.seconds["infra_retries"] = res.seconds.get("infra_retries", 0.0) + 1.0
+        if _infra_failure(res):  # not the candidate's failure: no verdict, no reward (and no penalty)
+            res.status, res.correct, res.speedup = "unchecked", False, None
+            res.error = _not_judged(res.error)
+            res.feedback = make_feedback(task, res)
         return res
 
     def _execute(self, task: Task, source: str, build: dict, sup: dict, seconds: dict, raw: dict | None = None):
@@ -419,6 +431,8 @@ class HarnessPool:
             lost = e
             out = {"status": e.kind, "error": e.message, "configs": _lost_configs(task, plan, e),
                    "launches": [], "sticky": True, "seconds": {}}
+            if e.kind == "timeout" and e.stage.startswith(HARNESS_STAGE):  # the harness's own work, not the solution
+                out.update(status="unchecked", error=_not_judged(e.message))
         finally:  # the slot always goes back to the queue, with a fresh worker if this one is spent
             seconds["execute"] = time.perf_counter() - t0
             if not worker.alive or out.get("sticky") or worker.jobs >= self.max_jobs_per_worker:
@@ -438,6 +452,18 @@ class HarnessPool:
             except HarnessSetupError:
                 time.sleep(1.0)
         return None
+
+
+def _infra_failure(res: EvalResult) -> bool:
+    """A failure of the harness or the machine, not of the candidate: an exception in the harness's own code
+    (its allocations of inputs and outputs on a device whose memory other processes hold, say), or no worker."""
+    return res.status == "runtime_error" and (res.error.startswith("harness error")
+                                              or res.error.startswith("no execution worker could be started"))
+
+
+def _not_judged(why: str) -> str:
+    return (f"not judged, the harness failed ({why.splitlines()[0] if why else 'no detail'})"[:260]
+            + "; not the candidate's failure, no reward either way")
 
 
 def _result_when_set(event: threading.Event, results: list, i: int) -> EvalResult | None:

@@ -25,6 +25,9 @@ class PoolConfig:
       and the first copy are both `ok`, it takes the first copy's times (seconds["timed_once"] = 1).
     compile_nice: niceness added to the compile workers (and their compilers), so that the execution
       workers' timing and checks get a core at once while every other core compiles (0: off).
+    infra_retry_pauses_s: a check that failed in the harness's own code (its allocations on a device whose memory
+      other processes hold, a worker that would not start) is run again alone after each of these pauses; if
+      it still fails, the verdict is `unchecked` (no reward, no penalty) rather than the candidate's runtime_error.
     compile_memory_bytes: address-space limit of each compile worker and the compilers it runs (a source that
       makes the compiler instantiate templates without end fails with a compile error instead of taking the
       machine's memory); None: no limit.
@@ -40,6 +43,7 @@ class PoolConfig:
     time_duplicates_once: bool = True
     compile_nice: int = 10
     compile_memory_bytes: int | None = 8 << 30
+    infra_retry_pauses_s: tuple = (1.0, 5.0)
 
     def __post_init__(self):
         if not 1 <= self.batch_size <= 256:
@@ -50,6 +54,8 @@ class PoolConfig:
             raise ValueError("PoolConfig.compile_memory_bytes must be at least 512 MiB (or None for no limit)")
         if not 1 <= self.workers_per_gpu <= 64:
             raise ValueError(f"PoolConfig.workers_per_gpu must be between 1 and 64, not {self.workers_per_gpu}")
+        if any(not 0 <= p <= 600 for p in self.infra_retry_pauses_s):
+            raise ValueError("PoolConfig.infra_retry_pauses_s must be pauses of 0 to 600 seconds")
         if not 0 <= self.compile_nice <= 19:
             raise ValueError(f"PoolConfig.compile_nice must be between 0 and 19, not {self.compile_nice}")
 
@@ -57,7 +63,8 @@ class PoolConfig:
     def legacy(cls) -> PoolConfig:
         """The pool as it was before batching: one build per candidate, no disk cache, 2 workers a GPU."""
         return cls(batch_size=1, cache=False, workers_per_gpu=2, oom_recheck=False, reload_retry=False,
-                   time_duplicates_once=False, compile_nice=0)
+                   time_duplicates_once=False, compile_nice=0,
+                   infra_retry_pauses_s=())
 
 
 class SharedGate:

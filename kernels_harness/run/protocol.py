@@ -34,7 +34,7 @@ from kernels_harness.run.references import (
     tensor_to_xp,
     torch_values,
 )
-from kernels_harness.run.timing import gpu_lock
+from kernels_harness.run.timing import HARNESS_STAGE, gpu_lock
 from kernels_harness.tasks.schema import Task, config_env
 
 CUDA_ERRORS = {1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation", 9: "cudaErrorInvalidConfiguration",
@@ -114,7 +114,7 @@ def _launch(ctx: Context, lib, fn, task: Task, env: dict, inputs: dict, scal: di
         be.synchronize()
     except DeviceError as e:
         raise Failure("runtime_error", f"{stage}: {e}", sticky=e.sticky) from None
-    ctx.progress(stage + " done")
+    ctx.progress(harness_stage(f"checking {stage}"))
     err = be.check_library(lib)
     if err:
         raise Failure("runtime_error", f"{stage}: {err}")
@@ -132,13 +132,20 @@ def check_guards(task: Task, bufs: dict, stage: str) -> None:
             raise Failure("wrong", f"{stage}: " + arrays.describe_out_of_bounds(a.name, off, bufs[a.name].n))
 
 
+def harness_stage(stage: str) -> str:
+    """The progress label of work the harness does itself (inputs, references, checks, waiting for the GPU):
+    the pool gives such a stage the whole job's time, not the call limit meant for the solution's own code,
+    and a job lost there is `unchecked`, not the candidate's timeout (kernels_harness.run.workers)."""
+    return stage if stage.startswith(HARNESS_STAGE) else HARNESS_STAGE + stage
+
+
 def _host_reference(ctx: Context, task: Task, job: dict, index: int, seed: int):
     """(host inputs, C reference outputs, scalars) of one trial: host work only, done before the trial
     takes its share of the GPU lock (a timer waiting for the lock does not wait for the C reference)."""
     config = task.configs[index]
     scal = scalars(task, config)
     host = host_inputs(task, config, seed)
-    ctx.progress(f"C reference, config {index}")
+    ctx.progress(harness_stage(f"C reference, config {index}"))
     return host, c_reference_outputs(job["c_reference"], task, config, host, scal), scal
 
 
@@ -161,7 +168,8 @@ def _reference(ctx: Context, task: Task, job: dict, index: int, kind: str, seed:
     inputs = device_inputs(task, config, seed, xp) if be.name == "cuda" else host_inputs(task, config, seed)
     lib, fn = ctx.entry(job["oracle"], task, (job.get("symbols") or {}).get("oracle"))
     try:
-        bufs, _ = _launch(ctx, lib, fn, task, env, inputs, scal, 0, f"reference implementation, config {index}")
+        bufs, _ = _launch(ctx, lib, fn, task, env, inputs, scal, 0,
+                          harness_stage(f"reference implementation, config {index}"))
     except Failure as f:
         raise SetupError(f"the task's reference implementation failed: {f.message}") from None
     return inputs, {o.name: bufs[o.name].view for o in task.outputs}, scal
@@ -175,7 +183,8 @@ def _verify_oracle(ctx: Context, task: Task, job: dict, seed: int) -> None:
     small = min(range(len(task.configs)), key=lambda i: task.config_bytes(config_env(task.configs[i])))
     inputs, ref, scal = _reference(ctx, task, job, small, "c", seed)
     lib, fn = ctx.entry(job["oracle"], task, (job.get("symbols") or {}).get("oracle"))
-    bufs, _ = _launch(ctx, lib, fn, task, config_env(task.configs[small]), inputs, scal, 0, "oracle check")
+    bufs, _ = _launch(ctx, lib, fn, task, config_env(task.configs[small]), inputs, scal, 0,
+                      harness_stage("oracle check"))
     for o in task.outputs:
         atol, rtol = task.tolerance_for(o.dtype)
         xp = ctx.backend.xp
@@ -267,6 +276,7 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
                     _verify_oracle(ctx, task, job, trial_seed(job["seed"], index, 99))
                 for trial in range(job["trials"]):
                     seed = trial_seed(job["seed"], index, trial)
+                    ctx.progress(harness_stage(f"inputs and reference, config {index}, trial {trial}"))
                     inputs, ref, scal = _reference(ctx, task, job, index, p["reference"], seed, pre[trial])
                     stage = f"config {index} ({_describe(config)}), trial {trial}"
                     bufs, args = _launch(ctx, lib, fn, task, env, inputs, scal, trial, stage)

@@ -29,6 +29,9 @@ import time
 import numpy as np
 
 
+# the prefix of progress labels for the harness's own work (kernels_harness.run.protocol.harness_stage)
+HARNESS_STAGE = "harness: "
+
 def summarize(samples: list) -> dict:
     """{"median_ms", "iqr_ms", "reps", "min_ms"} of a list of times in ms."""
     a = np.asarray(samples, dtype=np.float64)
@@ -56,7 +59,7 @@ def _flock(f, mode: int, progress, last: list) -> None:
             time.sleep(pause)
             pause = min(2 * pause, 0.002)
             if progress is not None and time.monotonic() - last[0] > 1.0:
-                progress("waiting for the GPU")
+                progress(HARNESS_STAGE + "waiting for the GPU")
                 last[0] = time.monotonic()
 
 
@@ -65,7 +68,7 @@ def gpu_lock(path: str | None, shared: bool = False, progress=None):
     """The per-GPU lock: timing holds it exclusively; other device work (correctness trials) shares it,
     so nothing else runs on the GPU while a candidate is timed. A timer waiting for it first takes
     `path + ".turn"`, which new shared holders must pass, so many workers' checks cannot starve the
-    timing (writer preference). While waiting, `progress("waiting for the GPU")` is called every
+    timing (writer preference). While waiting, `progress("harness: waiting for the GPU")` is called every
     second, so the pool does not mistake the wait for a hang."""
     if not path:
         yield

@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from kernels_harness.run import limits as limits_lib
+from kernels_harness.run.timing import HARNESS_STAGE
 
 _PKG_ROOT = str(Path(__file__).resolve().parents[2])  # the directory that holds kernels_harness/
 
@@ -156,7 +157,10 @@ class ExecWorker:
         deadline = time.monotonic() + job_timeout_s
         stage = "loading the solution"
         while True:
-            wait = min(call_timeout_s, deadline - time.monotonic())
+            # the solution's own code gets call_timeout_s per call; the harness's own work (inputs, references,
+            # checks, waiting for the GPU: stages labelled HARNESS_STAGE) only the job's deadline
+            own = call_timeout_s if not stage.startswith(HARNESS_STAGE) else job_timeout_s
+            wait = min(own, deadline - time.monotonic())
             kind, payload = self._wait_message(max(wait, 0.0), stage)
             if kind == "progress":
                 stage = payload
@@ -165,7 +169,7 @@ class ExecWorker:
                 return payload
             self.close()
             if kind == "timeout":
-                limit = call_timeout_s if wait >= call_timeout_s else job_timeout_s
+                limit = own if wait >= own else job_timeout_s
                 raise WorkerLost("timeout", f"no answer within {limit:.0f} s during {stage}", stage)
             raise WorkerLost("runtime_error", payload, stage)
 

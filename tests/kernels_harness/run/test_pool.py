@@ -215,3 +215,39 @@ def test_bfloat16_torch2cuda_task(torch_results):
     assert good.status == "ok", good.error
     assert all(c.correct for c in good.configs)
     assert bad.status == "wrong" and "output 'out'" in bad.error
+
+
+def _slow_or_huge_reference(body: str) -> dict:
+    """TORCH_TASK whose PyTorch module (the harness's reference, not the candidate) runs `body` first."""
+    module = MODULE.replace("    def forward(self, x):\n", "    def forward(self, x):\n" + body)
+    return {**TORCH_TASK, "id": "relu_scale_ref", "source": module, "configs": TORCH_TASK["configs"][:1]}
+
+
+@cpu
+def test_a_slow_reference_is_not_the_candidates_timeout():
+    """The call limit is for the solution's own code; the harness's work (here a reference that takes 2.5 s per
+    trial, over the 1 s call limit) only has the job's deadline. Before: `timeout` during the reference."""
+    pytest.importorskip("torch")
+    task = Task.from_dict(_slow_or_huge_reference("        import time; time.sleep(2.5)\n"))
+    hang = SOLUTION.replace("if (i < n) out[i]", "while (((volatile float*)out)[0] == 0.0f || n > 0) { }\n  if (i < n) out[i]")
+    with HarnessPool("cpu", workers=1, features=False, call_timeout_s=1.0, job_timeout_s=60) as pool:
+        good, hung = pool.evaluate([(task, SOLUTION), (task, hang)])
+    assert good.status == "ok", good.error
+    assert hung.status == "timeout" and "within 1 s" in hung.error, hung.error  # the solution's own hang still is
+
+
+@cpu
+def test_a_harness_failure_is_retried_then_unchecked_not_the_candidates_error():
+    """A reference the harness cannot compute (it runs out of memory, as on a GPU whose memory other processes
+    hold) says nothing about the candidate: run again after the configured pauses, then `unchecked`, which
+    carries no reward and no penalty. Before: `runtime_error` ('harness error: ...')."""
+    pytest.importorskip("torch")
+    from kernels_harness.run.pool_config import PoolConfig
+    task = Task.from_dict(_slow_or_huge_reference("        torch.empty(1 << 34, dtype=torch.uint8).fill_(1)\n"))
+    with HarnessPool("cpu", workers=1, features=False, memory_limit_bytes=4 << 30,
+                     config=PoolConfig(infra_retry_pauses_s=(0.1,))) as pool:
+        res, = pool.evaluate([(task, SOLUTION)])
+    assert res.status == "unchecked", (res.status, res.error)
+    assert res.error.startswith("not judged, the harness failed (harness error:") and "no reward" in res.error
+    assert res.seconds["infra_retries"] == 1.0 and not res.correct
+    assert res.feedback.startswith("Not checked: not judged")
