@@ -122,13 +122,16 @@ def reinforce_loss(logp, old_logp, ref_logp, advantages, mask, cfg: LossConfig =
     return _aggregate(per_token, mask, cfg.aggregation), {"kl": (kl * m).sum() / jnp.maximum(m.sum(), 1.0)}
 
 
-def multi_turn_advantages(rewards, gamma: float = 0.4, estimator: str = "grpo"):
+def multi_turn_advantages(rewards, gamma: float = 0.4, estimator: str = "grpo", judged=None):
     """Returns and advantages across turns, normalised per task AND turn.
 
     rewards float32[T, K, G] (turn, task, sample: sample g of task k is one chain of T turns) ->
     (returns float32[T, K, G] with G_t = sum_{s>=t} gamma^(s-t) r_s along each chain,
      advantages float32[T, K, G] from ADVANTAGES[estimator] over each (turn, task) group of G returns,
      equal_groups int: (turn, task) groups whose G returns are all equal - they carry no gradient).
+    judged bool[T, K, G] (optional): False for samples the harness could not judge (`unchecked`); they take
+    no part in their group's baseline (their return is replaced by the mean of the judged ones) and get
+    advantage 0, so a harness failure neither rewards nor punishes a sample.
     """
     import numpy as np
     if estimator not in ADVANTAGES:
@@ -137,7 +140,14 @@ def multi_turn_advantages(rewards, gamma: float = 0.4, estimator: str = "grpo"):
     t, k, g = r.shape
     chains = jnp.transpose(r, (1, 2, 0)).reshape(k * g, t)
     returns = jnp.transpose(discounted_returns(chains, gamma).reshape(k, g, t), (2, 0, 1))
-    adv = ADVANTAGES[estimator](returns.reshape(-1), g).reshape(t, k, g)
     ret = np.asarray(returns)
+    if judged is not None:
+        ok = np.asarray(judged, bool).reshape(t, k, g)
+        n = ok.sum(2, keepdims=True)
+        mean = (ret * ok).sum(2, keepdims=True) / np.maximum(n, 1)
+        ret = np.where(ok, ret, mean).astype(np.float32)
+    adv = ADVANTAGES[estimator](jnp.asarray(ret).reshape(-1), g).reshape(t, k, g)
+    if judged is not None:
+        adv = jnp.where(jnp.asarray(ok), adv, 0.0)
     equal = int((np.ptp(ret, axis=2) < 1e-6).sum())
     return returns, adv, equal

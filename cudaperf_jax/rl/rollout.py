@@ -111,6 +111,11 @@ class Rollout:
         r = np.array([c.rewards[j] for c in self.candidates], np.float32)
         return r.reshape(self.cfg.turns, len(self.tasks), self.cfg.samples_per_task)
 
+    def judged(self) -> np.ndarray:
+        """bool[T, K, G]: False where the harness established no verdict (`unchecked`: no reward, no gradient)."""
+        ok = np.array([getattr(c.result, "status", None) != "unchecked" for c in self.candidates], bool)
+        return ok.reshape(self.cfg.turns, len(self.tasks), self.cfg.samples_per_task)
+
 
 def _cut(feedback: str, limit: int) -> str:
     feedback = (feedback or "").strip() or "The harness returned no feedback."

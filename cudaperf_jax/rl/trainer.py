@@ -205,7 +205,8 @@ class Trainer:
                      on_generated=self._ref_hook if self.use_ref else None,
                      log=lambda line: print(f"[rl] step {step} {line}", flush=True))
         rewards = ro.rewards("total")
-        returns, adv, equal = grpo.multi_turn_advantages(rewards, c.grpo.gamma, c.grpo.advantage)
+        judged = ro.judged()
+        returns, adv, equal = grpo.multi_turn_advantages(rewards, c.grpo.gamma, c.grpo.advantage, judged)
         adv = np.asarray(adv).reshape(-1)          # candidates are in (turn, task, sample) order
         t0 = time.perf_counter()
         mbs = micro_batches(ro.candidates, adv, self.sampler.pad_id, c.grpo.micro_batch, c.prompt_bucket)
@@ -227,6 +228,7 @@ class Trainer:
         total_s = time.perf_counter() - t_start
         m = {"reward/total": float(rewards.mean()), "return/turn0": float(np.asarray(returns)[0].mean()),
              "equal_groups": equal, "groups": int(rewards.shape[0] * rewards.shape[1]),
+             "unchecked": int((~judged).sum()),
              "grad_norm": float(gnorm), **{k_: v for k_, v in aux_sum.items()},
              "tasks": ",".join(t.id for t in tasks), **_turn_metrics(ro, ro.reward_names)}
         for t_ in TERMS:

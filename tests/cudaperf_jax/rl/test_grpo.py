@@ -105,6 +105,18 @@ def test_multi_turn_advantages_discount_then_normalise_per_task_and_turn():
         grpo.multi_turn_advantages(r, 0.4, "ppo")
 
 
+def test_unjudged_samples_get_no_advantage_and_leave_the_baseline_alone():
+    """A sample the harness could not judge (`unchecked`, reward 0) must not move its group's baseline nor get an
+    advantage: in a group of compile failures (-0.2 each) its 0 would otherwise look like a success."""
+    r = np.array([[[-0.2, -0.2, 0.0, 0.2]]], np.float32)          # T=1, K=1, G=4; sample 2 unchecked
+    judged = np.array([[[True, True, False, True]]])
+    _, adv, _ = grpo.multi_turn_advantages(r, 0.4, "dr_grpo", judged)
+    b = (-0.2 - 0.2 + 0.2) / 3                                                 # the judged samples' mean
+    np.testing.assert_allclose(adv[0, 0], [-0.2 - b, -0.2 - b, 0.0, 0.2 - b], atol=1e-6)
+    _, adv_all, _ = grpo.multi_turn_advantages(r, 0.4, "dr_grpo")
+    assert adv_all[0, 0, 2] > 0                                               # before: 0 > the mean -0.05
+
+
 @pytest.mark.parametrize("chunk", [1, 5, 256])
 def test_chunked_sequence_logprobs_equal_the_full_log_softmax(chunk):
     """The chunked LM head gives the log_softmax's values and gradients (L-1 = 11 is no multiple of 5)."""
