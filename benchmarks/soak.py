@@ -164,6 +164,9 @@ def summarize(chunks: list[dict], final: dict, args, n_done: int) -> dict:
             conf[v["category"]][v["status"]] += 1
             total[v["category"]] += 1
             right[v["category"]] += v["i"] not in bad
+    unchecked = sum(v["status"] == "unchecked" for ch in chunks for v in ch["verdicts"])
+    unchecked_right = -sum(v["status"] == "unchecked" and v["i"] not in {m["i"] for m in ch["mismatches"]}
+                           for ch in chunks for v in ch["verdicts"])  # an accepted `unchecked` is not judged either
     rates = [ch["per_min"] for ch in chunks]
     k = max(1, len(rates) // 4)
     leaks = {"orphans": max([ch["probe"]["orphans"] for ch in chunks] + [final["orphans"]]),
@@ -178,6 +181,11 @@ def summarize(chunks: list[dict], final: dict, args, n_done: int) -> dict:
                                               final.get("gpu_used_mib")]
     return {"backend": args.backend, "n_requested": args.n, "n_run": n_done, "workers": args.workers,
             "chunk": args.chunk, "seed": args.seed, "accuracy": sum(right.values()) / max(1, sum(total.values())),
+            # `unchecked`: the harness established no verdict (its own failure, e.g. device memory held by other
+            # processes): no reward either way, so not a wrong verdict, but counted here and excluded from the
+            # accuracy over judged candidates
+            "unchecked": unchecked,
+            "accuracy_judged": (sum(right.values()) + unchecked_right) / max(1, sum(total.values()) - unchecked),
             "per_category": {c: {"n": total[c], "right": right[c], "statuses": dict(conf[c])} for c in total},
             "throughput_per_min": {"first_quarter": sum(rates[:k]) / k if rates else 0,
                                    "last_quarter": sum(rates[-k:]) / k if rates else 0, "chunks": rates},
@@ -266,7 +274,8 @@ def main(argv=None) -> int:
     path = out / f"soak_{args.backend}.json"
     path.write_text(json.dumps({"summary": summary, "chunks": chunks}, indent=1))
     plot(chunks, out / f"soak_{args.backend}.png", args.backend)
-    print(f"\n{n_done}/{args.n} candidates; verdict accuracy {summary['accuracy']:.4f}; throughput/min first quarter "
+    print(f"\n{n_done}/{args.n} candidates; verdict accuracy {summary['accuracy']:.4f} ({summary['unchecked']} unchecked; "
+          f"{summary['accuracy_judged']:.4f} of the judged); throughput/min first quarter "
           f"{summary['throughput_per_min']['first_quarter']:.1f}, last {summary['throughput_per_min']['last_quarter']:.1f}")
     for c, v in summary["per_category"].items():
         print(f"  {c:<13} {v['right']:>5}/{v['n']:<5} {v['statuses']}")
