@@ -80,7 +80,8 @@ def build_data(cfg: SFTConfig, model, tokenizer, workdir: Path) -> dict[str, tup
             times = times or data_lib.load_times(cfg.data.times)
             tasks = data_lib.load_tasks(cfg.data, split, limit)
             examples, stats = data_lib.build_examples(
-                tasks, times, cfg.data.responses, lambda msgs: sampler.encode(msgs, chat=True), tokenizer, eos)
+                tasks, times, cfg.data.responses, lambda msgs: sampler.encode(msgs, chat=True), tokenizer, eos,
+                refine=cfg.data.refine, seed=cfg.data.shuffle_seed)
             examples = packing.shuffled(examples, cfg.data.shuffle_seed)
             packed, pstats = packing.pack(examples, cfg.data.seq_len, sampler.pad_id)
             cached = (packed, {**stats, **pstats})

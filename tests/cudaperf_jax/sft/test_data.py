@@ -51,6 +51,35 @@ def test_examples_are_the_rl_prompt_and_a_cuda_block(tasks, times):
         assert prompts.extract_solution(text) == impl.source.strip() + "\n"
 
 
+def test_refinement_examples_are_the_rl_second_turn(tasks, times):
+    """refine=1: every answer is also taught after an earlier attempt and its feedback, in the exact prompt the RL
+    rollout's turn 1 poses (rl.prompts.messages with that history); the earlier attempt is a labelled-wrong or a
+    slower verified implementation, its feedback worded as the harness words it."""
+    from cudaperf_jax.generation.sampler import Sampler
+    from tests.cudaperf_jax.models import tiny
+    from tests.cudaperf_jax.sft.test_packing import _tiny_decoder
+    tok = tiny.tokenizer()
+    sampler = Sampler(_tiny_decoder(), tok)
+    enc = lambda m: sampler.encode(m, chat=True)  # noqa: E731
+    examples, stats = data.build_examples(tasks[:3], times, "fastest", enc, tok, 2, refine=1.0, seed=3)
+    assert stats["examples"] == 6 and stats["refinement"] == 3
+    rng = np.random.default_rng(3)
+    rng.random(3)                                  # build_examples draws the choice of answers first
+    for t, e in zip(tasks[:3], examples[3:]):
+        prev, feedback = data.earlier_attempt(t, data.pick_implementations(t, times, "fastest")[0], times, rng)
+        assert prev.name != e.implementation      # these tasks have wrong or slower implementations to show
+        assert feedback.startswith(("Wrong result: config", "Correct on all"))
+        hist = [(data.answer_text(prev.source), feedback)]
+        assert e.prompt.tolist() == enc([prompts.messages(t, hist)])[0]
+        assert e.response.tolist() == examples[tasks.index(t)].response.tolist()   # the same verified answer
+    red = data.load_tasks(DataConfig(families=("reduction",)), "train", limit=2)[1]   # it has a wrong implementation
+    kinds = {data.earlier_attempt(red, data.pick_implementations(red, times, "fastest")[0], times,
+                                  np.random.default_rng(k))[1].split(":")[0].split(" on")[0] for k in range(64)}
+    assert kinds == {"Wrong result", "Correct"}, kinds
+    with pytest.raises(SFTConfigError, match="data.refine=1.5"):
+        SFTConfig.from_config({"data": {"refine": 1.5}})
+
+
 def test_bad_config_fields_are_one_sentence():
     with pytest.raises(SFTConfigError, match="data.responses='best'"):
         SFTConfig.from_config({"data": {"responses": "best"}})
