@@ -60,7 +60,7 @@ def test_refinement_examples_are_the_rl_second_turn(tasks, times):
     from tests.cudaperf_jax.sft.test_packing import _tiny_decoder
     tok = tiny.tokenizer()
     sampler = Sampler(_tiny_decoder(), tok)
-    enc = lambda m: sampler.encode(m, chat=True)  # noqa: E731
+    enc = lambda m: sampler.encode(m, chat=True)
     examples, stats = data.build_examples(tasks[:3], times, "fastest", enc, tok, 2, refine=1.0, seed=3)
     assert stats["examples"] == 6 and stats["refinement"] == 3
     rng = np.random.default_rng(3)
