@@ -158,15 +158,16 @@ def summarize(chunks: list[dict], final: dict, args, n_done: int) -> dict:
     conf: dict = collections.defaultdict(collections.Counter)
     right = collections.Counter()
     total = collections.Counter()
+    unchecked = unchecked_accepted = 0  # an accepted `unchecked` is no judged verdict either
     for ch in chunks:
         bad = {m["i"] for m in ch["mismatches"]}
         for v in ch["verdicts"]:
             conf[v["category"]][v["status"]] += 1
             total[v["category"]] += 1
             right[v["category"]] += v["i"] not in bad
-    unchecked = sum(v["status"] == "unchecked" for ch in chunks for v in ch["verdicts"])
-    unchecked_right = -sum(v["status"] == "unchecked" and v["i"] not in {m["i"] for m in ch["mismatches"]}
-                           for ch in chunks for v in ch["verdicts"])  # an accepted `unchecked` is not judged either
+            if v["status"] == "unchecked":
+                unchecked += 1
+                unchecked_accepted += v["i"] not in bad
     rates = [ch["per_min"] for ch in chunks]
     k = max(1, len(rates) // 4)
     leaks = {"orphans": max([ch["probe"]["orphans"] for ch in chunks] + [final["orphans"]]),
@@ -185,7 +186,7 @@ def summarize(chunks: list[dict], final: dict, args, n_done: int) -> dict:
             # processes): no reward either way, so not a wrong verdict, but counted here and excluded from the
             # accuracy over judged candidates
             "unchecked": unchecked,
-            "accuracy_judged": (sum(right.values()) + unchecked_right) / max(1, sum(total.values()) - unchecked),
+            "accuracy_judged": (sum(right.values()) - unchecked_accepted) / max(1, sum(total.values()) - unchecked),
             "per_category": {c: {"n": total[c], "right": right[c], "statuses": dict(conf[c])} for c in total},
             "throughput_per_min": {"first_quarter": sum(rates[:k]) / k if rates else 0,
                                    "last_quarter": sum(rates[-k:]) / k if rates else 0, "chunks": rates},

@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 
 from kernels_harness.hacks import summarize
-from kernels_harness.tasks.schema import config_env
+from kernels_harness.tasks.schema import describe_config
 
 
 def _cfg(task, c) -> str:
-    return ", ".join(f"{k}={v}" for k, v in config_env(c.config).items())
+    return describe_config(c.config)
 
 
 def _compiler_errors(log: str, limit: int = 5) -> list[str]:

@@ -38,7 +38,7 @@ from cudaperf_jax.sft.config import DataConfig, SFTConfigError
 from kernels_harness.datasets import registry
 from kernels_harness.datasets.times import MeasuredTimes
 from kernels_harness.datasets.times import load as load_times_store
-from kernels_harness.tasks.schema import Implementation, Task
+from kernels_harness.tasks.schema import Implementation, Task, describe_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -142,7 +142,7 @@ def earlier_attempt(task: Task, answer: Implementation, times: MeasuredTimes, rn
         c = int(rng.integers(len(task.configs)))
         out = task.outputs[0].name if task.outputs else "the output"
         res = EvalResult(task_id=task.id, backend="cuda", status="wrong", compiled=True,
-                         error=f"config {c} ({_describe(task.configs[c])}), trial 0: output {out!r} differs from "
+                         error=f"config {c} ({describe_config(task.configs[c])}), trial 0: output {out!r} differs from "
                                "the reference")
         return prev, make_feedback(task, res)
     row = (rows if rows is not None else task_rows(times))[task.id]
@@ -157,10 +157,6 @@ def earlier_attempt(task: Task, answer: Implementation, times: MeasuredTimes, rn
     res = EvalResult(task_id=task.id, backend="cuda", status="ok", compiled=True, correct=True, configs=cfgs,
                      speedup=float(math.exp(np.mean(np.log(sp)))) if sp else None)
     return prev, make_feedback(task, res)
-
-
-def _describe(config: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in config.items() if k != "name")
 
 
 def build_examples(tasks: Sequence[Task], times: MeasuredTimes, responses: str,

@@ -40,12 +40,12 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from kernels_harness import hacks
 from kernels_harness.build.cache import BuildCache
 from kernels_harness.build.scheduler import BuildScheduler
+from kernels_harness.feedback import make_feedback
 from kernels_harness.result import ConfigResult, EvalResult
 from kernels_harness.run.assemble import assemble, failed_before_run, plan_configs
 from kernels_harness.run.inputs import master_seed
 from kernels_harness.run.limits import Limits
 from kernels_harness.run.pool_config import PoolConfig, SharedGate
-from kernels_harness.feedback import make_feedback
 from kernels_harness.run.timing import HARNESS_STAGE, gpu_lock_path
 from kernels_harness.run.workers import CompilePool, ExecWorker, WorkerLost
 from kernels_harness.tasks.schema import Task

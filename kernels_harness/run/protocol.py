@@ -35,7 +35,7 @@ from kernels_harness.run.references import (
     torch_values,
 )
 from kernels_harness.run.timing import HARNESS_STAGE, gpu_lock
-from kernels_harness.tasks.schema import Task, config_env
+from kernels_harness.tasks.schema import Task, config_env, describe_config
 
 CUDA_ERRORS = {1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation", 9: "cudaErrorInvalidConfiguration",
                98: "cudaErrorInvalidDeviceFunction", 209: "cudaErrorNoKernelImageForDevice",
@@ -77,10 +77,6 @@ class Context:
             except Exception:
                 self.compare_fn = None
         return arrays.compare(self.backend.xp, out, ref, atol, rtol)
-
-
-def _describe(config: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in config_env(config).items())
 
 
 def _launch(ctx: Context, lib, fn, task: Task, env: dict, inputs: dict, scal: dict, variant: int,
@@ -278,7 +274,7 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
                     seed = trial_seed(job["seed"], index, trial)
                     ctx.progress(harness_stage(f"inputs and reference, config {index}, trial {trial}"))
                     inputs, ref, scal = _reference(ctx, task, job, index, p["reference"], seed, pre[trial])
-                    stage = f"config {index} ({_describe(config)}), trial {trial}"
+                    stage = f"config {index} ({describe_config(config)}), trial {trial}"
                     bufs, args = _launch(ctx, lib, fn, task, env, inputs, scal, trial, stage)
                     if trial == 0:  # the launches of every config that ran, each distinct one once
                         _merge_launches(out["launches"], be.launches(lib), index)
@@ -301,7 +297,7 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
             for cr, args, inputs, scal, env, bufs in to_time:
                 try:
                     _time_config(ctx, task, job, cr, fn, args, inputs, scal, env, lock_path=None)
-                    check_guards(task, bufs, f"config {cr.index} ({_describe(cr.config)}), timing")
+                    check_guards(task, bufs, f"config {cr.index} ({describe_config(cr.config)}), timing")
                     _check_floor(ctx, task, cr, env)
                 except Failure as f:  # a failure that shows only under repetition
                     cr.correct, cr.error, failed = False, f.message, f
@@ -369,7 +365,7 @@ def _check_floor(ctx: Context, task: Task, cr: ConfigResult, env: dict) -> None:
     why = roofline.below_floor(task, env, cr.time_ms, ctx.peaks, _l2_bytes(ctx.backend),
                                flushed=getattr(ctx.timer, "flushes_l2", True))
     if why:
-        raise Failure("hack", f"config {cr.index} ({_describe(cr.config)}): {why}")
+        raise Failure("hack", f"config {cr.index} ({describe_config(cr.config)}): {why}")
 
 
 def _torch_eager_call(task, job, env, be, compiled: bool = False):

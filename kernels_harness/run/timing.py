@@ -28,9 +28,9 @@ import time
 
 import numpy as np
 
-
 # the prefix of progress labels for the harness's own work (kernels_harness.run.protocol.harness_stage)
 HARNESS_STAGE = "harness: "
+
 
 def summarize(samples: list) -> dict:
     """{"median_ms", "iqr_ms", "reps", "min_ms"} of a list of times in ms."""

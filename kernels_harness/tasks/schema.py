@@ -343,3 +343,8 @@ def load_task(path: str | Path) -> Task:
 def config_env(config: dict) -> dict:
     """The symbols of a config (without its optional 'name')."""
     return {k: v for k, v in config.items() if k != "name"}
+
+
+def describe_config(config: dict) -> str:
+    """A config as the harness's messages write it: "N=1000, M=64" (without its optional 'name')."""
+    return ", ".join(f"{k}={v}" for k, v in config_env(config).items())
