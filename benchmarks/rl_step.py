@@ -44,6 +44,37 @@ def build_policy(name: str, dtype: str):
     return Decoder(cfg, rngs=nnx.Rngs(0), dtype=DTYPES[dtype], param_dtype=DTYPES[dtype]), tok
 
 
+def report(rows: list, out_dir: Path, meta: dict) -> None:
+    """Prints the table and writes rl_step.json (+ .png); called after each model, so a run cut short keeps its rows."""
+    hdr = f"{'model':<20} {'cands':>5} {'gen s':>7} {'harness s':>9} {'h.wait s':>8} {'ref s':>6} {'update s':>8} " \
+          f"{'idle s':>6} {'step s':>7} {'tok/s':>8}"
+    print(hdr)
+    for r in rows:
+        print(f"{r['model'] + (' (warm-up)' if r['step'] == 0 else ''):<20} {r['candidates']:>5} {r['generation_s']:>7.2f} {r['harness_s']:>9.2f} "
+              f"{r['harness_wait_s']:>8.2f} {r['ref_s']:>6.2f} {r['update_s']:>8.2f} {r['idle_s']:>6.2f} "
+              f"{r['step_s']:>7.2f} {r['tokens_per_s']:>8.0f}")
+    meta = {**meta, "rows": rows, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (out_dir / "rl_step.json").write_text(json.dumps(meta, indent=2))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(6, 3))
+        parts = ["generation_s", "harness_wait_s", "ref_s", "update_s", "idle_s"]
+        left = [0.0] * len(rows)
+        for p in parts:
+            vals = [r[p] for r in rows]
+            ax.barh([f"{r['model']} #{r['step']}" + (" (warm-up)" if not r["step"] else "") for r in rows], vals, left=left, label=p[:-2])
+            left = [a + b for a, b in zip(left, vals)]
+        ax.set_xlabel("seconds of one RL step")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out_dir / "rl_step.png", dpi=120)
+    except ImportError:
+        pass
+    print(f"wrote {out_dir / 'rl_step.json'}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="smollm2,qwen0.5b")
@@ -85,45 +116,18 @@ def main():
                 run = open_run(wd, c, name="rl_step")
                 tr = Trainer(c, run, policy=policy)
                 t0 = time.perf_counter()
-                tr.step(0, pool)
+                m = tr.step(0, pool)
                 warm_s = time.perf_counter() - t0
-                for s in range(1, args.steps + 1):
-                    m = tr.step(s, pool)
-                    row = {"model": name, "step": s, "load_s": load_s, "warmup_step_s": warm_s,
-                           "candidates": args.tasks * args.samples * args.turns, "backend": pool.backend,
-                           **{k[5:]: v for k, v in m.items() if k.startswith("time/")},
-                           "turn0/compiled": m["turn0/compiled"], "turn0/correct": m["turn0/correct"]}
-                    rows.append(row)
+                for s in range(0, args.steps + 1):   # step 0 is the warm-up (jit compiles), its row says so
+                    if s:
+                        m = tr.step(s, pool)
+                    rows.append({"model": name, "step": s, "load_s": load_s, "warmup_step_s": warm_s,
+                                 "candidates": args.tasks * args.samples * args.turns, "backend": pool.backend,
+                                 **{k[5:]: v for k, v in m.items() if k.startswith("time/")},
+                                 "turn0/compiled": m["turn0/compiled"], "turn0/correct": m["turn0/correct"]})
                 run.close()
             del tr, policy
-    hdr = f"{'model':<10} {'cands':>5} {'gen s':>7} {'harness s':>9} {'h.wait s':>8} {'ref s':>6} {'update s':>8} " \
-          f"{'idle s':>6} {'step s':>7} {'tok/s':>8}"
-    print(hdr)
-    for r in rows:
-        print(f"{r['model']:<10} {r['candidates']:>5} {r['generation_s']:>7.2f} {r['harness_s']:>9.2f} "
-              f"{r['harness_wait_s']:>8.2f} {r['ref_s']:>6.2f} {r['update_s']:>8.2f} {r['idle_s']:>6.2f} "
-              f"{r['step_s']:>7.2f} {r['tokens_per_s']:>8.0f}")
-    meta = {"device": str(jax.devices()[0]), "args": vars(args), "dtype": dtype, "rows": rows,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (out_dir / "rl_step.json").write_text(json.dumps(meta, indent=2))
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(6, 3))
-        parts = ["generation_s", "harness_wait_s", "ref_s", "update_s", "idle_s"]
-        left = [0.0] * len(rows)
-        for p in parts:
-            vals = [r[p] for r in rows]
-            ax.barh([f"{r['model']} #{r['step']}" for r in rows], vals, left=left, label=p[:-2])
-            left = [a + b for a, b in zip(left, vals)]
-        ax.set_xlabel("seconds of one RL step")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out_dir / "rl_step.png", dpi=120)
-    except ImportError:
-        pass
-    print(f"wrote {out_dir / 'rl_step.json'}")
+            report(rows, out_dir, {"device": str(jax.devices()[0]), "args": vars(args), "dtype": dtype})
 
 
 if __name__ == "__main__":
