@@ -392,7 +392,7 @@ def family_child(spec_path: str) -> None:
             if ref is None:
                 ref = outs
             else:
-                row["matches_baseline"] = all(_close(outs[k], ref[k], task) for k in outs)
+                row["matches_baseline"] = all(_close(outs[k], ref[k], task, task.configs[big]) for k in outs)
         except Exception as e:  # noqa: BLE001
             row["error"] = f"{type(e).__name__}: {e}"[:300]
         out[name] = row
@@ -486,13 +486,13 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
-def _close(a, b, task) -> bool:
+def _close(a, b, task, config) -> bool:
     import numpy as np
     if a.shape != b.shape:
         return False
     if a.dtype.kind in "iub":
         return bool(np.array_equal(a, b))
-    atol, rtol = task.tolerance_for(str(a.dtype))
+    atol, rtol = task.tolerance_for(str(a.dtype), config)
     return bool(np.allclose(a.astype(np.float64), b.astype(np.float64), atol=max(atol, 1e-6) * 10, rtol=max(rtol, 1e-6) * 10))
 
 

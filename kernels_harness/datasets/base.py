@@ -19,6 +19,13 @@ C_NAME = {"float32": "float", "float64": "double", "int32": "int", "int64": "lon
 DTYPES_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "uint8": 1, "int16": 2,
                 "uint32": 4, "int8": 1}
 TOLERANCE = {"float32": {"atol": 1e-4, "rtol": 1e-4}, "float64": {"atol": 1e-9, "rtol": 1e-9}}
+EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}
+# A float sum of L zero-mean terms of rms size s has partial sums of size ~sqrt(k) s, each rounded to eps/2
+# of itself: its error is ~0.2 eps L s (std, sequential order; tiled and pairwise orders do better), and the
+# largest difference between two honest orders seen is 1.2 eps L s (long scans on an H200). sum_tolerance's
+# atol, SUM_SIGMAS eps L s, stays far below one term (a dropped or repeated element) while eps L << 1.
+# Sums of same-signed terms are far from zero: their error is within rtol.
+SUM_SIGMAS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +69,14 @@ def mathfn(name: str, dtype: str) -> str:
 def tolerance(dtype: str, scale: float = 1.0) -> dict:
     base = TOLERANCE.get(dtype, {"atol": 0, "rtol": 0})
     return {k: v * scale for k, v in base.items()}
+
+
+def sum_tolerance(dtype: str, scale: float, terms: str, rms: float) -> dict:
+    """tolerance(dtype, scale) for outputs that are float sums of `terms` (an expression of the config)
+    terms of rms size `rms`: atol becomes max(atol, SUM_SIGMAS * eps * rms * terms), evaluated per config."""
+    tol = tolerance(dtype, scale)
+    terms = terms if terms.isidentifier() else f"({terms})"
+    return {"atol": f"max({tol['atol']:.3g}, {SUM_SIGMAS * EPS[dtype] * rms:.3g}*{terms})", "rtol": tol["rtol"]}
 
 
 # ---- signature helpers ---------------------------------------------------------------------------

@@ -74,11 +74,11 @@ def poison(cp, arr) -> None:
         arr.fill(np.iinfo(arr.dtype).max // 3)
 
 
-def compare(cp, task: Task, got: dict, ref: dict) -> tuple[bool, float]:
+def compare(cp, task: Task, config: dict, got: dict, ref: dict) -> tuple[bool, float]:
     worst, ok = 0.0, True
     for a in task.outputs:
         g, r = got[a.name], ref[a.name]
-        atol, rtol = task.tolerance_for(a.dtype)
+        atol, rtol = task.tolerance_for(a.dtype, config)
         if g.dtype.kind == "f":
             bad_nan = cp.isnan(g) & ~cp.isnan(r)
             diff = cp.abs(g.astype(cp.float64) - r.astype(cp.float64))
@@ -214,7 +214,7 @@ def measure_task(cp, timer: Timer, ti: int, task: Task, fns: dict, seed: int, de
                         ref = outs
                         row_a[ii], row_e[ii] = True, 0.0
                     elif ref is not None:
-                        row_a[ii], row_e[ii] = compare(cp, task, outs, ref)
+                        row_a[ii], row_e[ii] = compare(cp, task, config, outs, ref)
                     med, iqr, _, _ = timer.time(fn, args)
                     row_t[ii], row_q[ii] = med, iqr
                 except Exception as e:

@@ -255,7 +255,7 @@ class Measurer:
                     got = cmodel(*inputs)
                 errors.append(f"config {ci}: compiled without the GPU lock (with it: {type(e).__name__}: "
                               f"{str(e)[:150]})")
-            atol, rtol = task.tolerance_for("float32")
+            atol, rtol = task.tolerance_for("float32", task.configs[ci])
             with gpu_lock(self.lock, shared=True), self._ctx():
                 want = model(*inputs)
                 row_a[1] = int(outputs_agree(got, want, max(atol, 1e-3), max(rtol, 1e-3)))

@@ -182,7 +182,7 @@ def _verify_oracle(ctx: Context, task: Task, job: dict, seed: int) -> None:
     bufs, _ = _launch(ctx, lib, fn, task, config_env(task.configs[small]), inputs, scal, 0,
                       harness_stage("oracle check"))
     for o in task.outputs:
-        atol, rtol = task.tolerance_for(o.dtype)
+        atol, rtol = task.tolerance_for(o.dtype, task.configs[small])
         xp = ctx.backend.xp
         if not ctx.compare(arrays.as_values(xp, bufs[o.name].view, o.dtype), arrays.as_values(xp, ref[o.name], o.dtype),
                            atol, rtol)["ok"]:
@@ -197,7 +197,7 @@ def _check_outputs(ctx, task, index, trial, inputs, bufs, ref, cr: ConfigResult,
         if a.role == "in" and not arrays.bitwise_equal(xp, bufs[a.name].view, inputs[a.name]):
             raise Failure("wrong", f"{stage}: modified its input array {a.name!r}, which is read-only")
     for o in task.outputs:
-        atol, rtol = task.tolerance_for(o.dtype)
+        atol, rtol = task.tolerance_for(o.dtype, task.configs[index])
         got_all = arrays.as_values(xp, bufs[o.name].view, o.dtype)
         want_all = arrays.as_values(xp, ref[o.name], o.dtype)
         res = ctx.compare(got_all, want_all, atol, rtol)

@@ -11,6 +11,9 @@ A task file looks like (see README.md, "Task files"):
      "tolerance": {"atol": 1e-5, "rtol": 1e-5}, "flops": "2*N", "min_bytes": "12*N",
      "implementations": [{"name": "naive", "strategies": ["naive"], "baseline": true, "source": "..."}]}
 
+A tolerance may also be an expression of the config, like flops: a sum of R terms has a rounding error
+that grows with R, so the reduction family writes e.g. {"atol": "max(0.001, 2.75e-07*R)", "rtol": 0.001}.
+
 Everything else (family, split, torch-specific fields) is optional. `load_task` / `Task.from_dict`
 validate and raise TaskError with a one-sentence reason.
 """
@@ -133,12 +136,20 @@ class Task:
                 return impl
         return None
 
-    def tolerance_for(self, dtype: str) -> tuple[float, float]:
-        """(atol, rtol) for outputs of `dtype`: the task's own, loosened to the dtype's floor."""
+    def tolerance_for(self, dtype: str, config: dict | None = None) -> tuple[float, float]:
+        """(atol, rtol) for outputs of `dtype` at `config`: the task's own, loosened to the dtype's floor.
+        Either may be an expression of the config (a long sum's rounding error grows with its length);
+        such a task needs `config`."""
         floor = DEFAULT_TOLERANCE.get(dtype, (0.0, 0.0))
-        atol = float(self.tolerance.get("atol", floor[0]))
-        rtol = float(self.tolerance.get("rtol", floor[1]))
-        return max(atol, floor[0]), max(rtol, floor[1])
+        tol = []
+        for key, low in zip(("atol", "rtol"), floor):
+            v = self.tolerance.get(key, low)
+            if isinstance(v, str):
+                if config is None:
+                    raise TaskError(f"task {self.id!r}: its {key} {v!r} depends on the config; pass one")
+                v = expr_lib.evaluate(v, config_env(config))
+            tol.append(max(float(v), low))
+        return tol[0], tol[1]
 
     def shape(self, arg: Arg, config: dict) -> tuple[int, ...]:
         return tuple(int(expr_lib.evaluate(s, config)) for s in arg.shape)
@@ -304,8 +315,17 @@ def _parse_task(d: Any) -> Task:
                     raise TaskError(f"{where}: configs[{j}] gives {a.name!r} the shape {shape}, "
                                     "which is not made of non-negative integers")
     tol = d.get("tolerance", {})
-    if not isinstance(tol, dict) or not all(isinstance(tol.get(k, 0), (int, float)) for k in ("atol", "rtol")):
-        raise TaskError(f"{where}: tolerance must be an object like {{\"atol\": 1e-5, \"rtol\": 1e-5}}")
+    if not isinstance(tol, dict) or not all(type(tol.get(k, 0)) in (int, float, str) for k in ("atol", "rtol")):
+        raise TaskError(f"{where}: tolerance must be an object like {{\"atol\": 1e-5, \"rtol\": 1e-5}} "
+                        "(numbers, or expressions of the config)")
+    for k in ("atol", "rtol"):
+        for j, c in enumerate(configs):
+            try:
+                v = expr_lib.evaluate(tol.get(k, 0), config_env(c))
+            except TaskError as err:
+                raise TaskError(f"{where}: tolerance {k} at configs[{j}]: {err}") from None
+            if not math.isfinite(v) or v < 0:
+                raise TaskError(f"{where}: tolerance {k} is {v} at configs[{j}]; it must be a finite number >= 0")
     for key in ("flops", "min_bytes"):
         e = d.get(key, 0)
         if e:

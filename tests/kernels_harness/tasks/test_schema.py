@@ -48,6 +48,9 @@ def test_documented_form_loads_and_round_trips(tmp_path):
     (lambda d: d.update(configs=[]), "at least one input configuration"),
     (lambda d: d["signature"].append(dict(d["signature"][2])), "unique"),
     (lambda d: d.update(id="../etc/passwd"), "may only hold"),
+    (lambda d: d["tolerance"].update(atol="max(1e-5, 1e-9*M)"), "tolerance atol at configs[0]"),
+    (lambda d: d["tolerance"].update(rtol="1e-5 - 1e-9*N"), "must be a finite number >= 0"),
+    (lambda d: d["tolerance"].update(atol=[1e-5]), "tolerance must be an object"),
 ])
 def test_malformed_tasks_say_what_to_fix(mutate, message):
     d = copy.deepcopy(SAXPY)
@@ -56,6 +59,17 @@ def test_malformed_tasks_say_what_to_fix(mutate, message):
         Task.from_dict(d)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_tolerance_may_grow_with_the_config():
+    d = copy.deepcopy(SAXPY)
+    d["tolerance"]["atol"] = "max(1e-5, 1e-9*N)"
+    task = Task.from_dict(d)
+    assert Task.from_dict(json.loads(task.to_json())) == task
+    assert [task.tolerance_for("float32", c)[0] for c in task.configs] == pytest.approx([1e-5, 1e-3, 0.016777216])
+    assert task.tolerance_for("float16", task.configs[0]) == (1e-2, 1e-2)
+    with pytest.raises(TaskError, match="depends on the config"):
+        task.tolerance_for("float32")
 
 
 def test_unreadable_files(tmp_path):
