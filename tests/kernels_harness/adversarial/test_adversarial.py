@@ -139,7 +139,10 @@ def test_isolation_catches_exit_fork_and_crash_without_static_checks():
 
 
 # ---- the same kernels on the H200 ------------------------------------------------------------------
-GPU_EXPECTED = dict(EXPECTED, alloc_100gb={"ok", "runtime_error"},
+GPU_EXPECTED = dict(EXPECTED,
+                    # fails where the GPU has less than 100 GB free; on an H200 it succeeds, and mapping and freeing
+                    # 100 GB in every timed call runs past the call limit (the 2026-12-06 H200 soak): no reward
+                    alloc_100gb={"ok", "runtime_error", "timeout"},
                     # timed on cuda: no call does the work after the first, below the roofline floor
                     skips_repeated_work={"hack"},
                     # far writes may also fault on a GPU (cudaErrorIllegalAddress)
