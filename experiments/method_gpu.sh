@@ -27,6 +27,7 @@ RL_LR=${RL_LR:-3e-6}
 EVAL_TEST=${EVAL_TEST:-32}
 EVAL_VAL=${EVAL_VAL:-16}
 EVAL_SAMPLES=${EVAL_SAMPLES:-2}
+EVAL_TEMP=${EVAL_TEMP:-0.7}  # sampling temperature of the evaluations (the policy writes at 0.7 in RL)
 TURNS=${TURNS:-3}
 
 report() {
@@ -84,11 +85,11 @@ evaluate() {  # evaluate NAME MODEL: the policy on the test and val splits, TURN
   local name=$1 model=$2
   stage "eval_${name}_test" 420 python3 -m experiments.evaluate --config.suite="$ROOT/tasks" --config.split=test \
     --config.max_tasks="$EVAL_TEST" --config.select=spread --config.model="$model" --config.dtype=bfloat16 \
-    --config.samples_per_task="$EVAL_SAMPLES" --config.turns="$TURNS" --config.torch_compile=False \
+    --config.samples_per_task="$EVAL_SAMPLES" --config.temperature="$EVAL_TEMP" --config.turns="$TURNS" --config.torch_compile=False \
     --config.pass_k="(1,2)" --config.group_by=family --workdir="$R/eval_${name}_test"
   stage "eval_${name}_val" 300 python3 -m experiments.evaluate --config.suite="$ROOT/tasks" --config.split=val \
     --config.max_tasks="$EVAL_VAL" --config.select=spread --config.model="$model" --config.dtype=bfloat16 \
-    --config.samples_per_task="$EVAL_SAMPLES" --config.turns="$TURNS" --config.torch_compile=False \
+    --config.samples_per_task="$EVAL_SAMPLES" --config.temperature="$EVAL_TEMP" --config.turns="$TURNS" --config.torch_compile=False \
     --config.pass_k="(1,2)" --config.group_by=family --workdir="$R/eval_${name}_val"
 }
 

@@ -50,3 +50,26 @@ def test_killed_run_resumes_to_the_same_metrics(tmp_path):
 def test_bad_override_is_reported(tmp_path):
     proc = _launch(tmp_path / "x", "--config.no_such_field=1", check=False)
     assert proc.returncode != 0 and "no_such_field" in proc.stderr
+
+
+_CACHED_JIT = """
+import sys, jax, jax.numpy as jnp
+from experiments.launch import compilation_cache
+hits = []
+jax.monitoring.register_event_listener(lambda name, **kw: hits.append(name) if name.endswith("cache_hits") else None)
+assert compilation_cache(sys.argv[1], min_compile_s=0.0) == sys.argv[1]
+print(float(jax.jit(lambda x: jnp.tanh(x @ x.T).sum())(jnp.ones((32, 32)))), len(hits))
+"""
+
+
+def test_persistent_compilation_cache_is_written_then_read(tmp_path):
+    from experiments.launch import compilation_cache
+    assert compilation_cache("off") is None
+    cache = tmp_path / "jax"
+    runs = [subprocess.run([sys.executable, "-c", _CACHED_JIT, str(cache)], cwd=REPO, capture_output=True, text=True,
+                           timeout=120, env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+            for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-2000:]
+    (v1, hits1), (v2, hits2) = (r.stdout.split() for r in runs)
+    assert v1 == v2 and hits1 == "0" and int(hits2) >= 1   # the second process loads what the first compiled
+    assert any(p.name.endswith("-cache") for p in cache.iterdir())
