@@ -51,7 +51,11 @@ def compilation_cache(setting: str, min_compile_s: float = 1.0) -> str | None:
         path = cache_dir() / "jax"
     else:
         path = Path(setting)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:   # a read-only cache costs compile time, not the run
+        print(f"warning: no compilation cache at {path} ({e.strerror}); programs compile in every run", file=sys.stderr)
+        return None
     import jax
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_s))

@@ -65,6 +65,8 @@ print(float(jax.jit(lambda x: jnp.tanh(x @ x.T).sum())(jnp.ones((32, 32)))), len
 def test_persistent_compilation_cache_is_written_then_read(tmp_path):
     from experiments.launch import compilation_cache
     assert compilation_cache("off") is None
+    (tmp_path / "file").write_text("")
+    assert compilation_cache(str(tmp_path / "file" / "jax")) is None   # not a directory: warned, no cache
     cache = tmp_path / "jax"
     runs = [subprocess.run([sys.executable, "-c", _CACHED_JIT, str(cache)], cwd=REPO, capture_output=True, text=True,
                            timeout=120, env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
