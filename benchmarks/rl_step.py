@@ -44,13 +44,17 @@ def build_policy(name: str, dtype: str):
     return Decoder(cfg, rngs=nnx.Rngs(0), dtype=DTYPES[dtype], param_dtype=DTYPES[dtype]), tok
 
 
+def _label(row: dict) -> str:
+    return row["model"] + (" (warm-up)" if row["step"] == 0 else f" #{row['step']}")
+
+
 def report(rows: list, out_dir: Path, meta: dict) -> None:
     """Prints the table and writes rl_step.json (+ .png); called after each model, so a run cut short keeps its rows."""
     hdr = f"{'model':<20} {'cands':>5} {'gen s':>7} {'harness s':>9} {'h.wait s':>8} {'ref s':>6} {'update s':>8} " \
           f"{'idle s':>6} {'step s':>7} {'tok/s':>8}"
     print(hdr)
     for r in rows:
-        print(f"{r['model'] + (' (warm-up)' if r['step'] == 0 else ''):<20} {r['candidates']:>5} {r['generation_s']:>7.2f} {r['harness_s']:>9.2f} "
+        print(f"{_label(r):<20} {r['candidates']:>5} {r['generation_s']:>7.2f} {r['harness_s']:>9.2f} "
               f"{r['harness_wait_s']:>8.2f} {r['ref_s']:>6.2f} {r['update_s']:>8.2f} {r['idle_s']:>6.2f} "
               f"{r['step_s']:>7.2f} {r['tokens_per_s']:>8.0f}")
     meta = {**meta, "rows": rows, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -64,7 +68,7 @@ def report(rows: list, out_dir: Path, meta: dict) -> None:
         left = [0.0] * len(rows)
         for p in parts:
             vals = [r[p] for r in rows]
-            ax.barh([f"{r['model']} #{r['step']}" + (" (warm-up)" if not r["step"] else "") for r in rows], vals, left=left, label=p[:-2])
+            ax.barh([_label(r) for r in rows], vals, left=left, label=p[:-2])
             left = [a + b for a, b in zip(left, vals)]
         ax.set_xlabel("seconds of one RL step")
         ax.legend(fontsize=7)
@@ -116,12 +120,11 @@ def main():
                 run = open_run(wd, c, name="rl_step")
                 tr = Trainer(c, run, policy=policy)
                 t0 = time.perf_counter()
-                m = tr.step(0, pool)
+                m = tr.step(0, pool)   # the warm-up (jit compiles): its row is step 0
                 warm_s = time.perf_counter() - t0
-                for s in range(0, args.steps + 1):   # step 0 is the warm-up (jit compiles), its row says so
-                    if s:
-                        m = tr.step(s, pool)
-                    rows.append({"model": name, "step": s, "load_s": load_s, "warmup_step_s": warm_s,
+                for st in range(args.steps + 1):
+                    m = m if st == 0 else tr.step(st, pool)
+                    rows.append({"model": name, "step": st, "load_s": load_s, "warmup_step_s": warm_s,
                                  "candidates": args.tasks * args.samples * args.turns, "backend": pool.backend,
                                  **{k[5:]: v for k, v in m.items() if k.startswith("time/")},
                                  "turn0/compiled": m["turn0/compiled"], "turn0/correct": m["turn0/correct"]})

@@ -4,9 +4,10 @@ and the harness judges every candidate (correctness, speed on a GPU, structure).
     python -m experiments.demo [--config=experiments/configs/demo.py] [--config.field=value] [--workdir=DIR]
 
 The method in miniature. Stages: (1) the suite's own implementations through the harness (a health check of
-the backend); (2) zero-shot: the default policy (SmolLM2-135M-Instruct GGUF, fetched once) on every task at once (one sampler
-call per turn; metrics per task, one step each; a run killed inside the stage redoes it): `samples_per_task`
-candidates per task and turn, each turn seeing the harness feedback on its previous answer; metrics.jsonl, candidates.jsonl, summary.json, verdicts.png;
+the backend); (2) zero-shot: the default policy (SmolLM2-135M-Instruct GGUF, fetched once) on every task at
+once (one sampler call per turn; metrics per task, one step each; a run killed inside the stage redoes it):
+`samples_per_task` candidates per task and turn, each turn seeing the harness feedback on its previous answer;
+metrics.jsonl, candidates.jsonl, summary.json, verdicts.png;
 (3) SFT: `sft_steps` steps of cudaperf_jax.sft.train into WORKDIR/sft (skipped, and said so, where that package is
 absent); (4) RL: `rl_steps` steps of multi-turn GRPO (cudaperf_jax.rl.trainer) into WORKDIR/rl (rl_curves.png:
 reward and correctness per step and turn); (5) evaluation of the base and the RL policy on held-out tasks (the
@@ -141,18 +142,19 @@ def main(config, workdir):
                                 top_p=config.top_p)
         todo = tasks[done:] if config.zero_shot else []
         n = config.samples_per_task
-        history = [[] for _ in range(len(todo) * n)]   # sample j answers task todo[j // n]
+        owner = [t for t in todo for _ in range(n)]   # the task sample j answers
+        history = [[] for _ in owner]
         records = {t.id: [] for t in todo}
         for turn in range(config.turns if todo else 0):
             # every task's samples in one sampler call: on 2 CPU cores a batch of 6 decodes about as fast as 2
-            msgs = [prompts.messages(todo[j // n], h) for j, h in enumerate(history)]
+            msgs = [prompts.messages(t, h) for t, h in zip(owner, history)]
             t0 = time.perf_counter()
             out = sampler.generate(msgs, params, seed=config.seed * 100003 + done * 101 + turn, chat=True)
             gen_s = time.perf_counter() - t0
             sources = [prompts.extract_solution(t) for t in out.texts]
-            results = pool.evaluate([(todo[j // n], s) for j, s in enumerate(sources)])
+            results = pool.evaluate(list(zip(owner, sources)))
             for j, (text, src, r) in enumerate(zip(out.texts, sources, results)):
-                records[todo[j // n].id].append(candidate_record(todo[j // n], turn, j % n, text, src, r))
+                records[owner[j].id].append(candidate_record(owner[j], turn, j % n, text, src, r))
                 history[j].append((text, r.feedback or r.status))
             print(f"[demo] zero-shot turn {turn}: {len(todo)} tasks x {n} samples, {int(out.lengths.sum())} tokens "
                   f"in {gen_s:.1f} s; verdicts {collections.Counter(r.status for r in results).most_common()}",

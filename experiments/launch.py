@@ -15,7 +15,6 @@ workdir holding another config) end the program with one line on stderr and exit
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -44,7 +43,8 @@ def compilation_cache(setting: str, min_compile_s: float = 1.0) -> str | None:
     returns its directory (None: off). Only configures JAX: the backend is not started, so a job may still set its
     memory fraction. On the GPU a resumed or sibling run otherwise recompiles every prefill, decode and train step
     (warm-up steps of 90-118 s against 4 s compiled on an H200, benchmarks/results/rl_step_h200_2026-12-06)."""
-    if setting == "off" or (setting == "auto" and importlib.util.find_spec("jax_plugins") is None):
+    from cudaperf_jax import gpu_plugin_installed
+    if setting == "off" or (setting == "auto" and not gpu_plugin_installed()):
         return None
     if setting == "auto":
         from cudaperf_jax.assets import cache_dir
