@@ -10,6 +10,8 @@ resumes after the last saved one (the mix is a function of --n and --seed).
 
     python benchmarks/soak.py --n 200 --backend cpu --workers 1 --chunk 50 --out benchmarks/results/soak_cpu
     python benchmarks/soak.py --n 2000 --backend cuda --chunk 200 --out $OUT/soak_cuda
+    # verdicts and leaks, not timing precision: more workers and shorter timing runs (flags below)
+    python benchmarks/soak.py --n 2000 --backend cuda --chunk 100 --workers_per_gpu 10 --timing_budget 0.05 ...
 
 Writes <out>/soak_<backend>.json (summary, per-chunk records, every mismatch) and soak_<backend>.png.
 Exit status 1 when a verdict disagrees with its label or anything leaked.
@@ -100,6 +102,7 @@ class Probe:
     def __init__(self, backend: str, escape_dir: str):
         self.backend, self.escape_dir, self.me = backend, escape_dir, os.getpid()
         self.sessions: set[int] = set()
+        self.seen: set[int] = set()  # every process of the pool seen so far
         self.tmp_before = set(os.listdir(tempfile.gettempdir()))
 
     def __call__(self, pool=None) -> dict:
@@ -107,6 +110,7 @@ class Probe:
         mine = descendants(table, self.me)
         own_sid = table.get(self.me, {}).get("sid")
         self.sessions |= {table[p]["sid"] for p in mine if table[p]["sid"] != own_sid}
+        self.seen |= mine
         orphans = [p for p, rec in table.items() if rec["sid"] in self.sessions and p not in mine]
         rec = {"descendants": len(mine), "zombies": sum(table[p]["state"] == "Z" for p in mine),
                "orphans": len(orphans), "orphan_cmds": [table[p]["cmd"] for p in orphans][:5],
@@ -130,8 +134,14 @@ class Probe:
         if self.backend == "cuda":
             g = gpu_memory()
             rec["gpu_used_mib"] = g.get("used_mib")
-            rec["gpu_foreign_apps"] = len([p for p in g.get("apps", {}) if p not in mine])
-            rec["gpu_apps"] = len(g.get("apps", {}))
+            apps = g.get("apps", {})
+            # a GPU process that was the pool's (or runs in a worker's session) but is no longer its descendant;
+            # other processes on the GPU (another job sharing it) are counted apart
+            rec["gpu_foreign_apps"] = len([p for p in apps if p not in mine and (
+                p in self.seen or table.get(p, {}).get("sid") in self.sessions)])
+            rec["gpu_other_apps"] = len([p for p in apps if p not in mine and p not in self.seen
+                                         and table.get(p, {}).get("sid") not in self.sessions])
+            rec["gpu_apps"] = len(apps)
         return rec
 
 
@@ -178,9 +188,11 @@ def summarize(chunks: list[dict], final: dict, args, n_done: int) -> dict:
              "max_worker_dirs": max((ch["probe"].get("worker_dirs", 0) for ch in chunks), default=0)}
     if args.backend == "cuda":
         leaks["gpu_foreign_apps_after_close"] = final.get("gpu_foreign_apps", 0)
+        leaks["gpu_other_apps_after_close"] = final.get("gpu_other_apps", 0)  # not the pool's: not a leak
         leaks["gpu_used_mib_before_after"] = [chunks[0]["probe_before"].get("gpu_used_mib") if chunks else None,
                                               final.get("gpu_used_mib")]
     return {"backend": args.backend, "n_requested": args.n, "n_run": n_done, "workers": args.workers,
+            "workers_per_gpu": args.workers_per_gpu, "timing_budget_s": args.timing_budget,
             "chunk": args.chunk, "seed": args.seed, "accuracy": sum(right.values()) / max(1, sum(total.values())),
             # `unchecked`: the harness established no verdict (its own failure, e.g. device memory held by other
             # processes): no reward either way, so not a wrong verdict, but counted here and excluded from the
@@ -218,6 +230,9 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--workers", type=int, default=None, help="execution workers (default: the pool's)")
     ap.add_argument("--compile_workers", type=int, default=None)
+    ap.add_argument("--workers_per_gpu", type=int, default=None, help="PoolConfig.workers_per_gpu (cuda)")
+    ap.add_argument("--timing_budget", type=float, default=None,
+                    help="seconds of timing repetitions per config (Timer.measure budget_s; default: the pool's)")
     ap.add_argument("--chunk", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--per_family", type=int, default=2)
@@ -242,7 +257,11 @@ def main(argv=None) -> int:
     t_start = time.time()
     with HarnessPool(args.backend, workers=args.workers, compile_workers=args.compile_workers, features=False,
                      call_timeout_s=args.call_timeout, compile_timeout_s=args.compile_timeout,
-                     cpu_budget_bytes=1 << 20, config=PoolConfig(compile_memory_bytes=args.compile_memory_mib << 20)) as pool:
+                     cpu_budget_bytes=1 << 20,
+                     timing_params=None if args.timing_budget is None else {"budget_s": args.timing_budget},
+                     config=PoolConfig(compile_memory_bytes=args.compile_memory_mib << 20,
+                                       **({} if args.workers_per_gpu is None else
+                                          {"workers_per_gpu": args.workers_per_gpu}))) as pool:
         print(f"soak: {args.n} candidates on {args.backend}, {len(pool._slots)} workers, {len(tasks)} tasks, "
               f"{len(done)} chunks already saved", flush=True)
         print(f"{'chunk':>5} {'n':>4} {'s':>6} {'/min':>6} {'wrong':>5} {'procs':>5} {'orph':>4} {'stray':>5} {'zomb':>4} "
@@ -283,8 +302,9 @@ def main(argv=None) -> int:
     print(f"leaks: {summary['leaks']}\n-> {path}")
     for m in summary["mismatches"][:15]:
         print("  MISMATCH", m)
-    leaked = any(summary["leaks"][k] for k in ("orphans", "escaped_files", "after_close_descendants",
-                                               "after_close_orphans", "pool_root_left", "max_stray", "max_zombies"))
+    leaked = any(summary["leaks"].get(k) for k in ("orphans", "escaped_files", "after_close_descendants",
+                                               "after_close_orphans", "pool_root_left", "max_stray", "max_zombies",
+                                               "gpu_foreign_apps_after_close"))
     return 1 if summary["mismatches"] or leaked else 0
 
 

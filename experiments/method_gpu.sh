@@ -29,6 +29,7 @@ EVAL_VAL=${EVAL_VAL:-16}
 EVAL_SAMPLES=${EVAL_SAMPLES:-2}
 EVAL_TEMP=${EVAL_TEMP:-0.7}  # sampling temperature of the evaluations (the policy writes at 0.7 in RL)
 TURNS=${TURNS:-3}
+RL_TURNS=${RL_TURNS:-$TURNS}  # refinement turns of the RL rollouts (the evaluations use TURNS)
 
 report() {
   python3 - "$R" <<'EOF'
@@ -96,7 +97,7 @@ evaluate() {  # evaluate NAME MODEL: the policy on the test and val splits, TURN
 rl() {  # rl NAME TERMS
   stage "rl_$1" "${RL_BUDGET:-900}" python3 -m experiments.train_rl --config=experiments/configs/rl.py --config.model="$R/sft" \
     --config.tasks.dataset="$ROOT/tasks" --config.steps="$RL_STEPS" --config.tasks_per_step="$RL_TASKS" \
-    --config.rollout.turns="$TURNS" --config.grpo.lr="$RL_LR" --config.grpo.micro_batch=4 --config.memory_fraction=0.25 \
+    --config.rollout.turns="$RL_TURNS" --config.grpo.lr="$RL_LR" --config.grpo.micro_batch=4 --config.memory_fraction=0.25 \
     --config.reward.terms="$2" --config.reward.ranker_path="$R/ranker" --workdir="$R/rl_$1"
 }
 
