@@ -11,7 +11,8 @@ resumes after the last saved one (the mix is a function of --n and --seed).
     python benchmarks/soak.py --n 200 --backend cpu --workers 1 --chunk 50 --out benchmarks/results/soak_cpu
     python benchmarks/soak.py --n 2000 --backend cuda --chunk 200 --out $OUT/soak_cuda
     # verdicts and leaks, not timing precision: more workers and shorter timing runs (flags below)
-    python benchmarks/soak.py --n 2000 --backend cuda --chunk 100 --workers_per_gpu 10 --timing_budget 0.05 ...
+    python benchmarks/soak.py --n 2000 --backend cuda --chunk 100 --workers_per_gpu 10 \
+        --timing_params '{"warmup": 1, "min_reps": 2, "budget_s": 0.02}' ...
 
 Writes <out>/soak_<backend>.json (summary, per-chunk records, every mismatch) and soak_<backend>.png.
 Exit status 1 when a verdict disagrees with its label or anything leaked.
@@ -155,7 +156,9 @@ def run_chunk(pool, tasks: dict, cands: list[dict]) -> dict:
         status = r.status if r is not None else "no_result"
         sec = r.seconds if r is not None else {}
         verdicts.append({"i": c["i"], "category": c["category"], "name": c["name"], "status": status,
-                         "compile_s": round(sec.get("compile", 0.0), 2), "execute_s": round(sec.get("execute", 0.0), 2)})
+                         "compile_s": round(sec.get("compile", 0.0), 2), "execute_s": round(sec.get("execute", 0.0), 2),
+                         # inside execute: the worker's checks and the timing (with its wait for the GPU lock)
+                         "run_s": round(sec.get("run", 0.0), 2), "time_s": round(sec.get("time", 0.0), 2)})
         if status not in c["accept"]:
             mismatches.append({"i": c["i"], "task": c["task"], "name": c["name"], "category": c["category"],
                                "status": status, "accept": c["accept"],
@@ -192,7 +195,7 @@ def summarize(chunks: list[dict], final: dict, args, n_done: int) -> dict:
         leaks["gpu_used_mib_before_after"] = [chunks[0]["probe_before"].get("gpu_used_mib") if chunks else None,
                                               final.get("gpu_used_mib")]
     return {"backend": args.backend, "n_requested": args.n, "n_run": n_done, "workers": args.workers,
-            "workers_per_gpu": args.workers_per_gpu, "timing_budget_s": args.timing_budget,
+            "workers_per_gpu": args.workers_per_gpu, "timing_params": args.timing_params,
             "chunk": args.chunk, "seed": args.seed, "accuracy": sum(right.values()) / max(1, sum(total.values())),
             # `unchecked`: the harness established no verdict (its own failure, e.g. device memory held by other
             # processes): no reward either way, so not a wrong verdict, but counted here and excluded from the
@@ -231,8 +234,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="execution workers (default: the pool's)")
     ap.add_argument("--compile_workers", type=int, default=None)
     ap.add_argument("--workers_per_gpu", type=int, default=None, help="PoolConfig.workers_per_gpu (cuda)")
-    ap.add_argument("--timing_budget", type=float, default=None,
-                    help="seconds of timing repetitions per config (Timer.measure budget_s; default: the pool's)")
+    ap.add_argument("--timing_params", type=json.loads, default=None,
+                    help="JSON of Timer.measure keywords (warmup, min_reps, budget_s, ...; default: the pool's), "
+                         "e.g. '{\"warmup\": 1, \"min_reps\": 2, \"budget_s\": 0.02}'")
     ap.add_argument("--chunk", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--per_family", type=int, default=2)
@@ -258,7 +262,7 @@ def main(argv=None) -> int:
     with HarnessPool(args.backend, workers=args.workers, compile_workers=args.compile_workers, features=False,
                      call_timeout_s=args.call_timeout, compile_timeout_s=args.compile_timeout,
                      cpu_budget_bytes=1 << 20,
-                     timing_params=None if args.timing_budget is None else {"budget_s": args.timing_budget},
+                     timing_params=args.timing_params,
                      config=PoolConfig(compile_memory_bytes=args.compile_memory_mib << 20,
                                        **({} if args.workers_per_gpu is None else
                                           {"workers_per_gpu": args.workers_per_gpu}))) as pool:

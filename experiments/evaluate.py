@@ -60,8 +60,8 @@ def policy_records(pool, tasks, config) -> tuple[list[dict], list]:
     sampler = Sampler(model, tok, kernels=DecodeKernels.from_config(config.get("decode_kernels")))
     ro = rollout(sampler, pool, tasks, cfg, seed=config.seed)
     cands = list(ro.candidates)
-    return [record(tasks[c.task_index], c.turn, c.sample, c.result, text=c.text, source=c.source)
-            for c in cands], cands
+    return [record(tasks[c.task_index], c.turn, c.sample, c.result, text=c.text, source=c.source,
+                   truncated=not c.stopped) for c in cands], cands
 
 
 def ranker_scores(path: str, tasks, records: list[dict]) -> dict:

@@ -48,7 +48,7 @@ for d in sorted(x for x in r.glob("eval_*") if x.is_dir()):
         v = x.get(k)
         return "-" if v is None else f"{v:.3f}"
     cells = " ".join(f"t{i}: c={g(t, 'correct')} f1={g(t, 'fast_1/eager')} gm={g(t, 'geomean_speedup/eager')} "
-                     f"sc={g(t, 'sample_correct')}"
+                     f"sc={g(t, 'sample_correct')} cut={g(t, 'truncated')}"
                      for i, t in enumerate(per))
     rows.append(f"{d.name:<22} tasks={s.get('tasks')} {cells}")
 print("\n".join(rows))
@@ -84,11 +84,11 @@ stage() {  # stage NAME BUDGET_S COMMAND...: runs once to completion (stamp NAME
 
 evaluate() {  # evaluate NAME MODEL: the policy on the test and val splits, TURNS turns
   local name=$1 model=$2
-  stage "eval_${name}_test" 420 python3 -m experiments.evaluate --config.suite="$ROOT/tasks" --config.split=test \
+  stage "eval_${name}_test" 600 python3 -m experiments.evaluate --config.suite="$ROOT/tasks" --config.split=test \
     --config.max_tasks="$EVAL_TEST" --config.select=spread --config.model="$model" --config.dtype=bfloat16 \
     --config.samples_per_task="$EVAL_SAMPLES" --config.temperature="$EVAL_TEMP" --config.turns="$TURNS" --config.torch_compile=False \
     --config.pass_k="(1,2)" --config.group_by=family --workdir="$R/eval_${name}_test"
-  stage "eval_${name}_val" 300 python3 -m experiments.evaluate --config.suite="$ROOT/tasks" --config.split=val \
+  stage "eval_${name}_val" 450 python3 -m experiments.evaluate --config.suite="$ROOT/tasks" --config.split=val \
     --config.max_tasks="$EVAL_VAL" --config.select=spread --config.model="$model" --config.dtype=bfloat16 \
     --config.samples_per_task="$EVAL_SAMPLES" --config.temperature="$EVAL_TEMP" --config.turns="$TURNS" --config.torch_compile=False \
     --config.pass_k="(1,2)" --config.group_by=family --workdir="$R/eval_${name}_val"

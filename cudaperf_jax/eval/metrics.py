@@ -108,7 +108,9 @@ def pass_at_ks(records: list[dict], ks=(1, 5, 10), n_tasks: int | None = None) -
 
 
 def per_turn(records: list[dict], n_tasks: int | None = None) -> list[dict]:
-    """Per turn t: metrics of the best sample per task among turns <= t (the curve of refinement)."""
+    """Per turn t: metrics of each task's best sample, taking each sample's answer at turn t (its last turn
+    <= t: a sample that stopped earlier keeps its last answer), so a refinement that breaks a correct answer
+    lowers the curve (the curve of refinement); sample_correct: the share of turn t's answers that are correct."""
     turns = sorted({r["turn"] for r in records})
     out = []
     for t in turns:
@@ -116,6 +118,8 @@ def per_turn(records: list[dict], n_tasks: int | None = None) -> list[dict]:
         row = {"turn": t, **summarize(best_of_n(upto), n_tasks)}
         at = [r for r in records if r["turn"] == t]
         row["sample_correct"] = float(np.mean([bool(r["correct"]) for r in at])) if at else 0.0
+        if any("truncated" in r for r in at):  # generated answers: the share cut at max_new_tokens
+            row["truncated"] = float(np.mean([bool(r.get("truncated")) for r in at]))
         out.append(row)
     return out
 

@@ -25,10 +25,13 @@ def compile_speedup(result) -> float | None:
     return math.exp(sum(vals) / len(vals)) if vals else None
 
 
-def record(task, turn: int, sample: int, result, text: str = "", source: str = "") -> dict:
-    """One candidate. `unchecked` (no verdict could be established) is not correct."""
+def record(task, turn: int, sample: int, result, text: str = "", source: str = "",
+           truncated: bool | None = None) -> dict:
+    """One candidate. `unchecked` (no verdict could be established) is not correct. truncated: a policy's
+    answer cut at the generation budget (None: not a generated answer)."""
     correct = bool(result.correct) and result.status == "ok"
-    return {"task": task.id, "turn": int(turn), "sample": int(sample), "status": result.status,
+    extra = {} if truncated is None else {"truncated": bool(truncated)}
+    return {**extra, "task": task.id, "turn": int(turn), "sample": int(sample), "status": result.status,
             "compiled": bool(result.compiled), "correct": correct,
             "speedup": result.speedup if correct else None,
             "speedup_compile": compile_speedup(result) if correct else None,
@@ -58,6 +61,7 @@ def build_summary(records: list[dict], tasks, ks=(1,), group_by: str = "family",
            "first_sample": metrics.summarize(metrics.best_of_n(first), n),
            "pass_at_k": metrics.pass_at_ks(records, ks, n),
            "per_turn": metrics.per_turn(records, n),
+           "truncated": sum(bool(r.get("truncated")) for r in records),
            "per_group": per(group_by), "group_by": group_by,
            "per_level": per("level"), "per_family": per("family")}
     if scores is not None:
@@ -81,8 +85,12 @@ def markdown(summary: dict) -> str:
     if summary["pass_at_k"]:
         lines += ["", "| " + " | ".join(summary["pass_at_k"]) + " |", "|" + " --- |" * len(summary["pass_at_k"]),
                   "| " + " | ".join(f"{v:.3f}" for v in summary["pass_at_k"].values()) + " |"]
-    lines += ["", "## Per turn (best over turns <= t)", "", head.replace("| |", "| turn |", 1)]
+    lines += ["", "## Per turn (each sample's answer at turn t, the best sample per task)", "", head.replace("| |", "| turn |", 1)]
     lines += [_row(str(r["turn"]), r, keys) for r in summary["per_turn"]]
+    cut = [r for r in summary["per_turn"] if r.get("truncated") is not None]
+    if cut:
+        lines += ["", "Answers cut at the generation budget (max_new_tokens), per turn: "
+                  + ", ".join(f"turn {r['turn']} {r['truncated']:.0%}" for r in cut) + "."]
     tables = [(summary["group_by"], summary["per_group"])]
     for by in ("level", "family"):  # both tables; the level one only where it differs (KernelBench suites)
         if by != summary["group_by"] and summary.get(f"per_{by}") and summary[f"per_{by}"] != summary["per_group"]:

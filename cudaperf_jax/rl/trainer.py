@@ -143,6 +143,7 @@ def _turn_metrics(ro, names) -> dict:
         for j, nm in enumerate(names):
             m[f"turn{t}/reward/{nm}"] = float(np.mean([c.rewards[j] for c in cs]))
         m[f"turn{t}/completion_tokens"] = float(np.mean([len(c.completion_ids) for c in cs]))
+        m[f"turn{t}/truncated"] = float(np.mean([not c.stopped for c in cs]))  # cut at max_new_tokens
     return m
 
 

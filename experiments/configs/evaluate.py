@@ -19,8 +19,8 @@ def get_config():
     c.dtype = "float32"
     c.samples_per_task = 1         # policy: samples per task and turn (n of best-of-n, pass@k)
     c.turns = 1                    # policy: refinement turns (each sees the harness feedback)
-    c.max_new_tokens = 512
-    c.max_prompt_tokens = 3072
+    c.max_new_tokens = 1024         # the dataset's verified answers: median 476 tokens, p90 965; 512 cut 42%
+    c.max_prompt_tokens = 4096
     c.temperature = 0.7
     c.top_p = 0.95
     c.decode_kernels = ml_collections.ConfigDict({"path": "auto", "lm_head": "auto", "top_k": "auto", "unroll": 0,

@@ -51,6 +51,9 @@ def test_best_of_n_turns_and_summary():
     curve = metrics.per_turn(recs, n_tasks=2)
     assert [c["correct"] for c in curve] == [0.5, 0.5] and curve[0]["fast_2/eager"] == 0.5
     assert curve[1]["fast_2/eager"] == 0.0 and curve[1]["sample_correct"] == pytest.approx(2 / 3)
+    assert "truncated" not in curve[0]   # solutions from files: no generation budget to report
+    recs[0]["truncated"], recs[2]["truncated"] = True, False
+    assert metrics.per_turn(recs, n_tasks=2)[0]["truncated"] == pytest.approx(1 / 3)  # 1 of turn 0's 3 answers
     scored = metrics.best_of_n(recs, scores={("a", 1, 1): 0.9, ("a", 1, 0): 0.1})
     assert [r["speedup"] for r in scored if r["task"] == "a"] == [0.5]
     # b has one sample: pass@2 is not defined over every task, so it is left out

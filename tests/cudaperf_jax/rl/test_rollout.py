@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cudaperf_jax.rl.conversation import ChatTokens
-from cudaperf_jax.rl.rollout import RolloutConfig, rollout
+from cudaperf_jax.rl.rollout import RolloutConfig, rollout, truncation_note
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -60,10 +60,18 @@ def test_multi_turn_ids_are_appended_never_retokenised(policy, smoke_tasks):
         for g in range(2):
             c0, c1 = ro.at(0, k, g), ro.at(1, k, g)
             assert c0.prompt_ids.tolist() == conv.first_prompt(task)
-            fb = conv.feedback_ids(task, c0.completion_ids.tolist(), c0.result.feedback or c0.result.status)
+            said = c0.result.feedback or c0.result.status
+            if not c0.stopped:  # cut at the 12-token budget: the feedback says so before the harness's words
+                said = truncation_note(12) + " " + said
+            fb = conv.feedback_ids(task, c0.completion_ids.tolist(), said)
             assert c1.prompt_ids.tolist() == c0.prompt_ids.tolist() + c0.completion_ids.tolist() + fb
             assert c1.context == "full" and c0.result.status in ("compile_error", "hack", "wrong", "runtime_error")
             assert c0.text == sampler.tokenizer.decode(c0.completion_ids.tolist(), skip_special_tokens=True)
+    cut = [c for c in ro.turn(0) if not c.stopped]
+    assert cut and all(len(c.completion_ids) == 12 for c in cut)
+    after = len(cut[0].prompt_ids) + 12   # turn 1's prompt past turn 0's prompt and completion: the feedback turn
+    assert "cut off after 12 tokens" in sampler.tokenizer.decode(
+        ro.at(1, cut[0].task_index, cut[0].sample).prompt_ids[after:].tolist())
     # the feedback piece holds the harness's words, rendered by the chat template
     piece = conv.feedback_piece(smoke_tasks[0], "it did not compile", ended=True)
     assert "it did not compile" in piece and piece.endswith("<|im_start|>assistant\n")
