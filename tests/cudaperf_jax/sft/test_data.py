@@ -86,5 +86,5 @@ def test_bad_config_fields_are_one_sentence():
     with pytest.raises(SFTConfigError, match="unknown config field.*optim.lr"):
         SFTConfig.from_config({"optim": {"lr": 1.0}})
     from experiments.configs import sft, sft_cpu
-    assert SFTConfig.from_config(sft.get_config()).data.seq_len == 2048
+    assert SFTConfig.from_config(sft.get_config()).data.seq_len == 3072
     assert SFTConfig.from_config(sft_cpu.get_config()).dtype == "float32"
