@@ -136,13 +136,11 @@ class Probe:
             g = gpu_memory()
             rec["gpu_used_mib"] = g.get("used_mib")
             apps = g.get("apps", {})
-            # a GPU process that was the pool's (or runs in a worker's session) but is no longer its descendant;
-            # other processes on the GPU (another job sharing it) are counted apart
-            rec["gpu_foreign_apps"] = len([p for p in apps if p not in mine and (
-                p in self.seen or table.get(p, {}).get("sid") in self.sessions)])
-            rec["gpu_other_apps"] = len([p for p in apps if p not in mine and p not in self.seen
-                                         and table.get(p, {}).get("sid") not in self.sessions])
-            rec["gpu_apps"] = len(apps)
+            # GPU processes that are not the pool's descendants now: foreign if they were the pool's (or run in a
+            # worker's session), else another job sharing the GPU (counted apart, not a leak)
+            outside = [p for p in apps if p not in mine]
+            foreign = sum(p in self.seen or table.get(p, {}).get("sid") in self.sessions for p in outside)
+            rec.update(gpu_foreign_apps=foreign, gpu_other_apps=len(outside) - foreign, gpu_apps=len(apps))
         return rec
 
 
