@@ -156,7 +156,11 @@ def run_chunk(pool, tasks: dict, cands: list[dict]) -> dict:
         verdicts.append({"i": c["i"], "category": c["category"], "name": c["name"], "status": status,
                          "compile_s": round(sec.get("compile", 0.0), 2), "execute_s": round(sec.get("execute", 0.0), 2),
                          # inside execute: the worker's checks and the timing (with its wait for the GPU lock)
-                         "run_s": round(sec.get("run", 0.0), 2), "time_s": round(sec.get("time", 0.0), 2)})
+                         "run_s": round(sec.get("run", 0.0), 2), "time_s": round(sec.get("time", 0.0), 2),
+                         # inside time_s: the wait for the exclusive turn of the GPU lock, and the turn itself
+                         "lock_wait_s": round(sec.get("lock_wait", 0.0), 2),
+                         "lock_held_s": round(sec.get("lock_held", 0.0), 2),
+                         "timing_setup_s": round(sec.get("timing_setup", 0.0), 2)})
         if status not in c["accept"]:
             mismatches.append({"i": c["i"], "task": c["task"], "name": c["name"], "category": c["category"],
                                "status": status, "accept": c["accept"],

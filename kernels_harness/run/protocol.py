@@ -10,7 +10,8 @@ its dtype at the reference's scale (arrays.compare, on the device). The first fa
 run; later configs are marked skipped. A C reference's host work (inputs, outputs) is done before the trial
 takes its share of the GPU lock. When every config is correct, they are timed on cuda, all in one
 exclusive turn of the GPU lock (each config's last-trial arrays are kept until then; a candidate that
-fails a config is not timed); after timing the guard zones are checked again (a kernel that writes
+fails a config is not timed; the baseline's first run and the PyTorch module's construction happen before
+the turn, under the shared lock); after timing the guard zones are checked again (a kernel that writes
 out of bounds only when called repeatedly) and a median time below the task's roofline floor
 (features.roofline.below_floor) is a `hack`. The launches recorded are those of every config that ran
 (trial 0 of each), each once.
@@ -293,10 +294,23 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
         ref = None  # the expected outputs are not needed for timing
     if to_time and failed is None:  # every config is correct: time them all in one turn of the GPU lock
         t0 = time.perf_counter()
-        with gpu_lock(lock, progress=ctx.progress):
+        # the launchers first, beside other workers' checks (a baseline's first call, a PyTorch module's
+        # construction and torch.compile are host work that must not hold the exclusive turn)
+        prepared: list = []
+        with gpu_lock(lock, shared=True, progress=ctx.progress):
             for cr, args, inputs, scal, env, bufs in to_time:
                 try:
-                    _time_config(ctx, task, job, cr, fn, args, inputs, scal, env, lock_path=None)
+                    prepared.append(_timing_calls(ctx, task, job, fn, args, inputs, scal, env))
+                except Exception as e:  # reported below, where the config's measurement would be
+                    prepared.append(e)
+        t_wait = time.perf_counter()
+        with gpu_lock(lock, progress=ctx.progress):
+            t_locked = time.perf_counter()  # diagnostics: the wait for the GPU lock, the time holding it
+            for (cr, args, inputs, scal, env, bufs), prep in zip(to_time, prepared):
+                try:
+                    if isinstance(prep, Exception):
+                        raise prep
+                    _time_config(ctx, task, job, cr, *prep, lock_path=None)
                     check_guards(task, bufs, f"config {cr.index} ({describe_config(cr.config)}), timing")
                     _check_floor(ctx, task, cr, env)
                 except Failure as f:  # a failure that shows only under repetition
@@ -306,7 +320,10 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
                 except Exception as e:  # the measurement itself failed: keep the verdict, drop the time
                     cr.error = f"timing failed: {type(e).__name__}: {e}"[:300]
                     out["sticky"] = True
-        out["seconds"]["time"] += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        del prepared
+        out["seconds"]["time"] += t1 - t0
+        out["seconds"].update(timing_setup=t_wait - t0, lock_wait=t_locked - t_wait, lock_held=t1 - t_locked)
     del to_time
     out["seconds"]["run"] = time.perf_counter() - t_start - out["seconds"]["time"]
     out["seconds"].update(job.pop("_timing_seconds", {}))
@@ -318,12 +335,13 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
     return out
 
 
-def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env, lock_path: str | None = None) -> None:
-    """Times the candidate and the baseline interleaved on the config's last trial inputs (`lock_path`:
-    the GPU lock to take, None when the caller holds it)."""
+def _timing_calls(ctx, task, job, fn, args, inputs, scal, env) -> tuple[list, object]:
+    """The launchers to time on one config - the candidate's, then the baseline's or the PyTorch module's
+    (eager, and torch.compile'd when asked) - and what must stay alive while they run (the baseline's
+    arrays: its args hold raw pointers). The baseline runs once here, the compiled module is compiled here."""
     be = ctx.backend
     calls = [lambda: be.call(fn, args)]
-    keep_alive = None  # the baseline's arrays must outlive the measurement (args hold raw pointers)
+    keep_alive = None
     if job.get("baseline"):
         blib, bfn = ctx.entry(job["baseline"], task, (job.get("symbols") or {}).get("baseline"))
         keep_alive, bargs = _launch(ctx, blib, bfn, task, env, inputs, scal, 0, "baseline")
@@ -332,6 +350,13 @@ def _time_config(ctx, task, job, cr, fn, args, inputs, scal, env, lock_path: str
         calls.append(_torch_eager_call(task, job, env, be))
         if job["timing"].get("torch_compile"):
             calls.append(_torch_eager_call(task, job, env, be, compiled=True))
+    return calls, keep_alive
+
+
+def _time_config(ctx, task, job, cr, calls: list, keep_alive, lock_path: str | None = None) -> None:
+    """Times `calls` (from _timing_calls) interleaved on the config's last trial inputs (`lock_path`: the
+    GPU lock to take, None when the caller holds it)."""
+    be = ctx.backend
     ctx.progress(f"timing config {cr.index}")
     stats = ctx.timer.measure(calls, lock_path=lock_path, progress=ctx.progress,
                               **job["timing"].get("params", {}))
