@@ -299,6 +299,7 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
         prepared: list = []
         with gpu_lock(lock, shared=True, progress=ctx.progress):
             for cr, args, inputs, scal, env, bufs in to_time:
+                ctx.progress(harness_stage(f"timing config {cr.index}: preparing the baseline"))
                 try:
                     prepared.append(_timing_calls(ctx, task, job, fn, args, inputs, scal, env))
                 except Exception as e:  # reported below, where the config's measurement would be
