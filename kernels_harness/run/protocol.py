@@ -311,7 +311,7 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
                 try:
                     if isinstance(prep, Exception):
                         raise prep
-                    _time_config(ctx, task, job, cr, *prep, lock_path=None)
+                    _time_config(ctx, task, job, cr, prep[0])  # prep[1], kept alive in `prepared`
                     check_guards(task, bufs, f"config {cr.index} ({describe_config(cr.config)}), timing")
                     _check_floor(ctx, task, cr, env)
                 except Failure as f:  # a failure that shows only under repetition
@@ -354,14 +354,12 @@ def _timing_calls(ctx, task, job, fn, args, inputs, scal, env) -> tuple[list, ob
     return calls, keep_alive
 
 
-def _time_config(ctx, task, job, cr, calls: list, keep_alive, lock_path: str | None = None) -> None:
-    """Times `calls` (from _timing_calls) interleaved on the config's last trial inputs (`lock_path`: the
-    GPU lock to take, None when the caller holds it)."""
+def _time_config(ctx, task, job, cr, calls: list) -> None:
+    """Times `calls` (from _timing_calls) interleaved on the config's last trial inputs; the caller holds
+    the exclusive turn of the GPU lock and keeps the baseline's arrays alive."""
     be = ctx.backend
     ctx.progress(f"timing config {cr.index}")
-    stats = ctx.timer.measure(calls, lock_path=lock_path, progress=ctx.progress,
-                              **job["timing"].get("params", {}))
-    del keep_alive
+    stats = ctx.timer.measure(calls, progress=ctx.progress, **job["timing"].get("params", {}))
     cr.time_ms, cr.time_iqr_ms, cr.reps = stats[0]["median_ms"], stats[0]["iqr_ms"], stats[0]["reps"]
     secs = job.setdefault("_timing_seconds", {})  # diagnostics: how each config's time was taken
     secs["timed_joined"] = secs.get("timed_joined", 0.0) + float(stats[0].get("join") == "stream")
