@@ -6,7 +6,9 @@ the workers' sessions outside it, zombies), files and bytes in the pool's tempor
 candidates managed to write outside it, and on cuda the GPU memory in use (nvidia-smi in a side process)
 and GPU processes that are no longer the pool's. After the last chunk the pool is closed and the same
 probes must read zero. Chunks are saved as they finish (`<out>/chunks/`); a rerun with the same --out
-resumes after the last saved one (the mix is a function of --n and --seed).
+resumes after the last saved one (the mix is a function of --n and --seed). `--resume_from` an earlier run's
+soak_<backend>.json continues that run on another machine (a later sitting): its chunks are taken as saved, after a
+check that their candidates are this mix's.
 
     python benchmarks/soak.py --n 200 --backend cpu --workers 1 --chunk 50 --out benchmarks/results/soak_cpu
     python benchmarks/soak.py --n 2000 --backend cuda --chunk 200 --out $OUT/soak_cuda
@@ -229,6 +231,28 @@ def plot(chunks: list[dict], path: Path, backend: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+def earlier_chunks(path: str, args, cands: list) -> list[dict]:
+    """The chunks of an earlier run's soak JSON, checked to be this run's mix (same --seed, --chunk and the
+    same candidate at every index); a sentence naming the difference otherwise."""
+    try:
+        data = json.loads(Path(path).read_text())
+        chunks, earlier = data["chunks"], data["summary"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"--resume_from {path}: not a soak result JSON ({e}); give the soak_<backend>.json "
+                         "an earlier run wrote.") from None
+    for key in ("backend", "seed", "chunk", "n_requested"):
+        mine = {"n_requested": args.n}.get(key, getattr(args, key, None))
+        if earlier.get(key) != mine:
+            raise SystemExit(f"--resume_from {path}: that run had {key} {earlier.get(key)!r}, this one {mine!r}; "
+                             "run with the same --backend, --n, --seed and --chunk to continue it.")
+    for ch in chunks:
+        for v in ch["verdicts"]:
+            if v["i"] >= len(cands) or cands[v["i"]]["name"] != v["name"]:
+                raise SystemExit(f"--resume_from {path}: candidate {v['i']} was {v['name']!r} there, not in this "
+                                 "mix (soak_mix.py changed since); start a new run instead.")
+    return chunks
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200)
@@ -248,6 +272,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max_minutes", type=float, default=0, help="stop after the chunk that passes this (0: never)")
     ap.add_argument("--no_torch", action="store_true", help="leave out the torch2cuda families")
     ap.add_argument("--out", default="benchmarks/results/soak")
+    ap.add_argument("--resume_from", default=None,
+                    help="an earlier run's soak_<backend>.json: its chunks count as saved (a later sitting)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     (out / "chunks").mkdir(parents=True, exist_ok=True)
@@ -259,8 +285,13 @@ def main(argv=None) -> int:
     starts = list(range(0, args.n, args.chunk))
     done = {int(p.stem.split("_")[1]): json.loads(p.read_text()) for p in (out / "chunks").glob("chunk_*.json")
             if json.loads(p.read_text()).get("seed") == args.seed}
+    if args.resume_from:
+        for ch in earlier_chunks(args.resume_from, args, cands):
+            if ch["index"] not in done:
+                (out / "chunks" / f"chunk_{ch['index']:04d}.json").write_text(json.dumps(ch))
+                done[ch["index"]] = ch
     probe = Probe(args.backend, str(escape))
-    t_start = time.time()
+    t_start, ran = time.time(), 0   # a sitting runs at least one chunk before --max_minutes can stop it
     with HarnessPool(args.backend, workers=args.workers, compile_workers=args.compile_workers, features=False,
                      call_timeout_s=args.call_timeout, compile_timeout_s=args.compile_timeout,
                      cpu_budget_bytes=1 << 20,
@@ -275,7 +306,7 @@ def main(argv=None) -> int:
         for k, s in enumerate(starts):
             if k in done:
                 continue
-            if args.max_minutes and time.time() - t_start > 60 * args.max_minutes:
+            if args.max_minutes and ran and time.time() - t_start > 60 * args.max_minutes:
                 print(f"stopping: --max_minutes {args.max_minutes} passed", flush=True)
                 break
             before = probe(pool)
@@ -283,6 +314,7 @@ def main(argv=None) -> int:
             ch.update(seed=args.seed, index=k, probe_before=before, probe=probe(pool), finished=time.time())
             (out / "chunks" / f"chunk_{k:04d}.json").write_text(json.dumps(ch))
             done[k] = ch
+            ran += 1
             p = ch["probe"]
             print(f"{k:>5} {ch['n']:>4} {ch['seconds']:>6.0f} {ch['per_min']:>6.1f} {len(ch['mismatches']):>5} "
                   f"{p['descendants']:>5} {p['orphans']:>4} {p.get('stray', 0):>5} {p['zombies']:>4} {p['root_files']:>5} "
