@@ -240,8 +240,7 @@ def earlier_chunks(path: str, args, cands: list) -> list[dict]:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"--resume_from {path}: not a soak result JSON ({e}); give the soak_<backend>.json "
                          "an earlier run wrote.") from None
-    for key in ("backend", "seed", "chunk", "n_requested"):
-        mine = {"n_requested": args.n}.get(key, getattr(args, key, None))
+    for key, mine in {"backend": args.backend, "seed": args.seed, "chunk": args.chunk, "n_requested": args.n}.items():
         if earlier.get(key) != mine:
             raise SystemExit(f"--resume_from {path}: that run had {key} {earlier.get(key)!r}, this one {mine!r}; "
                              "run with the same --backend, --n, --seed and --chunk to continue it.")

@@ -24,6 +24,7 @@ def test_second_sitting_finishes_the_first_runs_mix(tmp_path, capsys):
     first = json.loads((tmp_path / "a" / "soak_cpu.json").read_text())
     assert first["summary"]["n_run"] == 3
     assert soak.main(common + ["--resume_from", str(tmp_path / "a" / "soak_cpu.json"), "--out", str(tmp_path / "b")]) == 0
+    assert "1 chunks already saved" in capsys.readouterr().out   # the second sitting runs chunk 1 only
     both = json.loads((tmp_path / "b" / "soak_cpu.json").read_text())
     assert both["summary"]["n_run"] == 6 and both["summary"]["accuracy"] == 1.0
     assert [c["index"] for c in both["chunks"]] == [0, 1]
