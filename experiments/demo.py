@@ -113,7 +113,7 @@ def main(config, workdir):
     from cudaperf_jax.experiment import open_run
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
     from cudaperf_jax.models.loading import load_policy
-    from cudaperf_jax.rl import prompts
+    from cudaperf_jax import prompts
     from kernels_harness.run.pool import HarnessPool
 
     run = open_run(workdir, config, name="demo")
@@ -147,7 +147,7 @@ def main(config, workdir):
         records = {t.id: [] for t in todo}
         for turn in range(config.turns if todo else 0):
             # every task's samples in one sampler call: on 2 CPU cores a batch of 6 decodes about as fast as 2
-            msgs = [prompts.messages(t, h) for t, h in zip(owner, history)]
+            msgs = [prompts.messages(t, h, prompt=config.prompt) for t, h in zip(owner, history)]
             t0 = time.perf_counter()
             out = sampler.generate(msgs, params, seed=config.seed * 100003 + done * 101 + turn, chat=True)
             gen_s = time.perf_counter() - t0
@@ -155,7 +155,7 @@ def main(config, workdir):
             results = pool.evaluate(list(zip(owner, sources)))
             for j, (text, src, r) in enumerate(zip(out.texts, sources, results)):
                 records[owner[j].id].append(candidate_record(owner[j], turn, j % n, text, src, r))
-                history[j].append((text, r.feedback or r.status))
+                history[j].append((text, r.feedback or r.status, r.status))
             print(f"[demo] zero-shot turn {turn}: {len(todo)} tasks x {n} samples, {int(out.lengths.sum())} tokens "
                   f"in {gen_s:.1f} s; verdicts {collections.Counter(r.status for r in results).most_common()}",
                   file=sys.stderr)

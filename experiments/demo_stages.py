@@ -41,7 +41,7 @@ def rl_config(config, policy: str):
     c.tasks.update(suite=config.suite, dataset="", split="", max_tasks=config.max_tasks)
     c.rollout.update(samples_per_task=config.samples_per_task, turns=config.turns,
                      max_new_tokens=config.max_new_tokens, max_prompt_tokens=config.max_prompt_tokens,
-                     temperature=config.temperature, top_p=config.top_p)
+                     temperature=config.temperature, top_p=config.top_p, prompt=config.prompt)
     c.grpo.update(lr=config.rl_lr, micro_batch=config.samples_per_task * config.turns, kl_beta=config.rl_kl_beta)
     c.harness.update(backend=config.backend, workers=config.workers, compile_workers=config.workers)
     return c
@@ -78,8 +78,8 @@ def eval_stage(config, workdir, policy: str) -> dict:
     if path.exists():
         return json.loads(path.read_text())
     from cudaperf_jax.models.loading import load_tokenizer
-    from cudaperf_jax.rl.conversation import ChatTokens
-    conv = ChatTokens(load_tokenizer(policy))
+    from cudaperf_jax.prompts import ChatTokens
+    conv = ChatTokens(load_tokenizer(policy), prompt=config.prompt)
     tasks = [t for t in held_out_tasks(config) if len(conv.first_prompt(t)) <= config.max_prompt_tokens - 64]
     tasks = tasks[:config.eval_tasks]
     if not tasks:
@@ -87,7 +87,7 @@ def eval_stage(config, workdir, policy: str) -> dict:
         return {}
     rcfg = RolloutConfig(samples_per_task=config.samples_per_task, turns=config.turns,
                          max_new_tokens=config.max_new_tokens, max_prompt_tokens=config.max_prompt_tokens,
-                         temperature=config.temperature, top_p=config.top_p)
+                         temperature=config.temperature, top_p=config.top_p, prompt=config.prompt)
     policies = {"start": lambda: load_policy(policy, dtype=config.dtype)}
     if config.rl_steps:
         policies["rl"] = lambda: trained_policy(rl_config(config, policy), Path(workdir) / "rl")

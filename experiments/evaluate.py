@@ -56,7 +56,8 @@ def policy_records(pool, tasks, config) -> tuple[list[dict], list]:
     model, tok = load_policy(config.model, dtype=config.dtype, progress=True)
     cfg = RolloutConfig(samples_per_task=config.samples_per_task, turns=config.turns,
                         max_new_tokens=config.max_new_tokens, max_prompt_tokens=config.max_prompt_tokens,
-                        temperature=config.temperature, top_p=config.top_p)
+                        temperature=config.temperature, top_p=config.top_p, prompt=config.prompt,
+                        gen_batch=config.gen_batch)
     sampler = Sampler(model, tok, kernels=DecodeKernels.from_config(config.get("decode_kernels")))
     ro = rollout(sampler, pool, tasks, cfg, seed=config.seed)
     cands = list(ro.candidates)
@@ -65,7 +66,7 @@ def policy_records(pool, tasks, config) -> tuple[list[dict], list]:
 
 
 def ranker_scores(path: str, tasks, records: list[dict]) -> dict:
-    from cudaperf_jax.models.ranker import Ranker  # built by the ranker work; imported only when asked for
+    from cudaperf_jax.ranker.scorer import Ranker  # built by the ranker work; imported only when asked for
     by_id = {t.id: t for t in tasks}
     ranker = Ranker.load(path)
     scores = ranker.score([by_id[r["task"]] for r in records], [r["source"] for r in records],

@@ -4,7 +4,7 @@ families (test) and val, against the structural score alone and the features-onl
     python -m experiments.train_ranker --config=experiments/configs/ranker.py[:small|:backbone] --workdir=DIR
 
 Writes into the run directory: config.json, metrics.jsonl, checkpoints/ (Orbax), ranker.json (what
-`cudaperf_jax.models.ranker.Ranker.load(DIR)` needs), results.json, results.txt (the table) and results.png.
+`cudaperf_jax.ranker.scorer.Ranker.load(DIR)` needs), results.json, results.txt (the table) and results.png.
 """
 from __future__ import annotations
 

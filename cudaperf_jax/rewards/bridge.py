@@ -9,7 +9,7 @@
 
 On the host (`jax.experimental.io_callback(..., ordered=True)`: the callbacks of one program run in program
 order and are never dropped or duplicated by XLA), each sample's first `lengths[b]` tokens are decoded, the
-CUDA source is extracted (cudaperf_jax.rl.prompts.extract_solution), the batch is evaluated in one HarnessPool
+CUDA source is extracted (cudaperf_jax.prompts.extract_solution), the batch is evaluated in one HarnessPool
 call (the pool compiles in parallel and runs candidates in its own worker processes) and the unified reward's
 components are returned, one row per sample, columns in `client.names` order. `client.last` keeps the
 EvalResults and sources of the latest call, for logging.
@@ -22,13 +22,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from cudaperf_jax.rewards.unified import COMPONENTS, RewardConfig, UnifiedReward
-from cudaperf_jax.rl.prompts import extract_solution, task_prompt
+from cudaperf_jax.prompts import extract_solution, task_prompt
 
 
 class HarnessClient:
     """Evaluates candidates for JAX code (jax_rewards) and for Python code (evaluate, rewards, reward_fn)."""
 
-    def __init__(self, pool, tasks: Sequence, tokenizer=None, reward: UnifiedReward | None = None):
+    def __init__(self, pool, tasks: Sequence, tokenizer=None, reward: UnifiedReward | None = None,
+                 prompt: str = "worked_example"):
+        """prompt: the prompt variant that posed the tasks (reward_fn matches prompts to tasks through it)."""
         self.pool = pool
         self.tasks = list(tasks)
         self.tokenizer = tokenizer
@@ -36,7 +38,7 @@ class HarnessClient:
         self.names = tuple(self.reward.names) if hasattr(self.reward, "names") else COMPONENTS
         self.last: dict = {"results": [], "sources": []}
         self._by_id = {t.id: t for t in self.tasks}
-        self._by_prompt = {task_prompt(t).strip(): t for t in self.tasks}
+        self._by_prompt = {task_prompt(t, prompt).strip(): t for t in self.tasks}
         self._lock = threading.Lock()   # one harness batch at a time (the pool is shared)
 
     # ---- plain Python callers -----------------------------------------------------------------

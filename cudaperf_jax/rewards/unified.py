@@ -13,7 +13,7 @@ or any status this module does not know gets no reward at all (every component 0
 
 Speed: on the cpu backend the harness measures no time (speedup None), so the speed term is 0 and the notes say
 so. Ranker: off (term 0, `ranker: off`) until `ranker_path` names a checkpoint; then
-cudaperf_jax.models.ranker.Ranker is imported lazily and scores (task, source, features) triples.
+cudaperf_jax.ranker.scorer.Ranker is imported lazily and scores (task, source, features) triples.
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ class UnifiedReward:
         self.cfg = cfg
         self._ranker = None
         if cfg.on("ranker") and cfg.ranker_path:
-            from cudaperf_jax.models.ranker import (
+            from cudaperf_jax.ranker.scorer import (
                 Ranker,  # lazily: only a configured ranker loads its model
             )
             self._ranker = Ranker.load(cfg.ranker_path)

@@ -7,7 +7,7 @@
 
 Turn t+1's prompt for sample g of task k is turn t's prompt ids + the completion ids the sampler produced +
 the feedback turn (the harness feedback on that completion, rendered by the chat template and tokenized alone;
-cudaperf_jax.rl.conversation). The loss therefore sees exactly the ids the sampler saw and produced. When that
+cudaperf_jax.prompts.conversation). The loss therefore sees exactly the ids the sampler saw and produced. When that
 prompt would exceed `max_prompt_tokens`, the oldest exchanges are dropped (first prompt + the latest exchanges
 that fit, still exact ids), and if not even the latest fits, the sample starts afresh from the first prompt
 (`Candidate.context` says which). All K*G samples of a turn are generated in one sampler call; the harness
@@ -28,8 +28,8 @@ import jax
 import numpy as np
 
 from cudaperf_jax.generation.sampler import SamplingParams
-from cudaperf_jax.rl.conversation import ChatTokens
-from cudaperf_jax.rl.prompts import extract_solution
+from cudaperf_jax.prompts import ChatTokens, extract_solution
+from cudaperf_jax.prompts import get as get_prompt
 
 
 class Evaluator(Protocol):
@@ -49,14 +49,19 @@ class RolloutConfig:
     top_k: int = 0
     feedback_chars: int = 1200      # harness feedback longer than this is cut (the start kept)
     history: str = "full"           # full: every earlier exchange (as fits) | last: only the latest exchange
+    prompt: str = "worked_example"  # the prompt variant (cudaperf_jax.prompts.PROMPTS)
+    gen_batch: int = 0              # most sequences per sampler call (KV-cache memory); 0: a whole turn at once
 
     def __post_init__(self):
         if self.samples_per_task < 1 or self.turns < 1:
             raise ValueError("samples_per_task and turns must be at least 1")
         if self.max_new_tokens < 1 or self.max_prompt_tokens < 16:
             raise ValueError("need max_new_tokens >= 1 and max_prompt_tokens >= 16")
+        if self.gen_batch < 0:
+            raise ValueError("gen_batch must be >= 0 (0: a whole turn in one sampler call)")
         if self.history not in ("full", "last"):
             raise ValueError("history must be 'full' or 'last'")
+        get_prompt(self.prompt)
         SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
                        top_k=self.top_k)
 
@@ -158,7 +163,7 @@ def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, 
     tasks = list(tasks)
     if not tasks:
         raise ValueError("rollout needs at least one task")
-    conv = ChatTokens(sampler.tokenizer, stop_ids=sampler.cfg.eos_ids)
+    conv = ChatTokens(sampler.tokenizer, stop_ids=sampler.cfg.eos_ids, prompt=cfg.prompt)
     k_n, g_n = len(tasks), cfg.samples_per_task
     firsts = [conv.first_prompt(t) for t in tasks]
     for t, ids in zip(tasks, firsts):
@@ -184,12 +189,10 @@ def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, 
                     ids, mode = _context(firsts[k], exchanges[k][g], cfg.max_prompt_tokens, cfg.history)
                     prompts_.append(ids)
                     modes.append(mode)
-            toks, mask = sampler.pad(prompts_)
             keys = jax.vmap(lambda i, t=turn: jax.random.fold_in(jax.random.fold_in(base, t), i))(np.arange(k_n * g_n))
             t0 = time.perf_counter()
             gen_before = seconds["generation"]
-            out_t, out_lp, lengths = sampler.generate_tokens(toks, mask, params, keys)
-            out_t, out_lp, lengths = (np.asarray(x) for x in jax.device_get((out_t, out_lp, lengths)))
+            out_t, out_lp, lengths = _generate(sampler, prompts_, params, keys, cfg.gen_batch)
             seconds["generation"] += time.perf_counter() - t0
             cands = []
             for i, ids in enumerate(prompts_):
@@ -220,7 +223,7 @@ def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, 
                 text = _cut(r.feedback or r.status, cfg.feedback_chars)
                 if not c.stopped:
                     text = truncation_note(cfg.max_new_tokens) + " " + text
-                fb = conv.feedback_ids(tasks[c.task_index], c.completion_ids.tolist(), text)
+                fb = conv.feedback_ids(tasks[c.task_index], c.completion_ids.tolist(), text, r.status)
                 exchanges[c.task_index][c.sample].append((c.completion_ids.tolist(), fb))
             out += cands
             if log is not None:
@@ -234,6 +237,25 @@ def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, 
         bar.close()
     return Rollout(tasks=tasks, cfg=cfg, candidates=out, reward_names=names, seconds=seconds,
                    generated_tokens=generated)
+
+
+def _generate(sampler, prompts_: list, params, keys, chunk: int):
+    """(tokens int32[n, N], logprobs float32[n, N], lengths int32[n]) of the prompts, `chunk` at a time (0: all)."""
+    chunk = min(chunk or len(prompts_), len(prompts_))
+    parts = []
+    for s in range(0, len(prompts_), chunk):
+        part, ks = prompts_[s:s + chunk], keys[s:s + chunk]
+        real = len(part)
+        if real < chunk:   # the last chunk padded with copies to the batch the others compiled for
+            part = part + [part[0]] * (chunk - real)
+            ks = jax.numpy.concatenate([ks, jax.numpy.repeat(ks[:1], chunk - real, axis=0)])
+        toks, mask = sampler.pad(part)
+        out = sampler.generate_tokens(toks, mask, params, ks)
+        parts.append([np.asarray(x)[:real] for x in jax.device_get(out)])
+    width = max(p[0].shape[1] for p in parts)
+    pad = lambda a, v: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=v)  # noqa: E731
+    return (np.concatenate([pad(p[0], sampler.pad_id) for p in parts]), np.concatenate([pad(p[1], 0.0) for p in parts]),
+            np.concatenate([p[2] for p in parts]))
 
 
 def _timed(fn, *args):

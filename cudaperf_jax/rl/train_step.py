@@ -20,11 +20,7 @@ from flax import nnx
 
 from cudaperf_jax.models.sharding import batch_sharding
 from cudaperf_jax.rl.grpo import POLICY_LOSSES, LossConfig
-
-
-def split_model(model: nnx.Module):
-    """(graphdef, params: nnx.State of nnx.Param, others: the rest) — only params are trained."""
-    return nnx.split(model, nnx.Param, ...)
+from cudaperf_jax.training import split_model  # noqa: F401 - re-exported for callers of this module
 
 
 def sequence_logprobs(model, tokens: jax.Array, positions: jax.Array, kv_mask: jax.Array,

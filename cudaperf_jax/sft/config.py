@@ -34,6 +34,7 @@ class DataConfig:
     families: tuple[str, ...] = ()        # () = every family of the tracks
     responses: str = "fastest"            # fastest | all_correct | baseline (see data.pick_implementations)
     refine: float = 0.0                   # fraction of answers also taught as a refinement turn (see sft.data)
+    prompt: str = "worked_example"        # the prompt variant posing the tasks (cudaperf_jax.prompts.PROMPTS)
     times: str = "data/times/h200"        # measured times store (kernels_harness.datasets.times)
     max_train_tasks: int = 0              # 0 = all train tasks
     max_val_tasks: int = 0                # 0 = all val tasks
@@ -45,6 +46,8 @@ class DataConfig:
     def __post_init__(self):
         _check(self.responses in RESPONSES, f"data.responses={self.responses!r}: choose one of {RESPONSES}")
         _check(0.0 <= self.refine <= 1.0, f"data.refine={self.refine}: give a fraction between 0 and 1")
+        from cudaperf_jax.prompts import PROMPTS
+        _check(self.prompt in PROMPTS, f"data.prompt={self.prompt!r}: choose one of {sorted(PROMPTS)}")
         _check(bool(self.tracks) and all(t in TRACKS for t in self.tracks),
                f"data.tracks={self.tracks!r}: give one or both of {TRACKS}")
         _check(self.seq_len >= 16, f"data.seq_len={self.seq_len}: need at least 16 tokens per row")

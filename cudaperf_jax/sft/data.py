@@ -4,10 +4,10 @@
     times = load_times(cfg.data.times)
     examples, stats = build_examples(tasks, times, "fastest", encode_prompts, tokenizer, eos_id)
 
-The prompt is exactly what the RL rollout's first turn feeds the sampler: `rl.prompts.messages(task)`
+The prompt is exactly what the RL rollout's first turn feeds the sampler: `prompts.get(prompt).messages(task)`
 through the tokenizer's chat template, encoded by `Sampler.encode(..., chat=True)` (the caller passes that
 function as `encode_prompts`), so SFT prompts are token-identical to RL's. The answer is the implementation
-in one ```cuda block (what `rl.prompts.extract_solution` reads back) followed by the end-of-turn token.
+in one ```cuda block (what `prompts.extract_solution` reads back) followed by the end-of-turn token.
 
 Which implementation answers (`responses`), among those verified on the H200 (labelled correct, and
 agreeing with the baseline's output on every measured config of data/times/h200):
@@ -19,7 +19,7 @@ Tasks without a verified implementation are skipped and counted.
 Refinement examples (`refine` > 0, a fraction of the tasks): the second turn of the RL rollout, so that SFT does
 not leave the refinement prompt out of distribution (on the H100 run of 2026-12-06 an SFT policy whose first
 answers compiled 44% of the time compiled 3% at turn 1: it rewrote them from scratch). The prompt is
-`rl.prompts.messages(task, [(earlier answer, its feedback)])`, the answer the same verified implementation as
+`prompts.get(prompt).messages(task, [(earlier answer, its feedback, its verdict)])`, the answer the same verified implementation as
 above. The earlier answer is one of the task's labelled-wrong implementations (feedback: a wrong result) or a
 slower verified one (feedback: correct, its H200 times against the baseline's, as kernels_harness.feedback words
 them); where there is neither it is the answer itself, which then teaches to keep a correct, fastest answer.
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cudaperf_jax.rl import prompts
+from cudaperf_jax import prompts
 from cudaperf_jax.sft.config import DataConfig, SFTConfigError
 from kernels_harness.datasets import registry
 from kernels_harness.datasets.times import MeasuredTimes
@@ -79,7 +79,7 @@ def load_tasks(data: DataConfig, split: str, limit: int = 0) -> list[Task]:
 
 
 def answer_text(source: str) -> str:
-    """The assistant answer for a solution: one ```cuda block (rl.prompts.extract_solution returns `source`)."""
+    """The assistant answer for a solution: one ```cuda block (prompts.extract_solution returns `source`)."""
     return f"```cuda\n{source.strip()}\n```"
 
 
@@ -128,9 +128,10 @@ def pick_implementations(task: Task, times: MeasuredTimes, responses: str,
 
 
 def earlier_attempt(task: Task, answer: Implementation, times: MeasuredTimes, rng: np.random.Generator,
-                    rows: dict[str, int] | None = None) -> tuple[Implementation, str]:
-    """(an earlier answer to `task`, the harness-style feedback on it) for a refinement example whose answer is
-    `answer`: a labelled-wrong implementation or a slower verified one (picked at random), else `answer` itself."""
+                    rows: dict[str, int] | None = None) -> tuple[Implementation, str, str]:
+    """(an earlier answer to `task`, the harness-style feedback on it, its verdict) for a refinement example whose
+    answer is `answer`: a labelled-wrong implementation or a slower verified one (picked at random), else `answer`
+    itself."""
     from kernels_harness.feedback import make_feedback
     from kernels_harness.result import ConfigResult, EvalResult
     wrong = [i for i in task.implementations if i.expected == "wrong"]
@@ -144,7 +145,7 @@ def earlier_attempt(task: Task, answer: Implementation, times: MeasuredTimes, rn
         res = EvalResult(task_id=task.id, backend="cuda", status="wrong", compiled=True,
                          error=f"config {c} ({describe_config(task.configs[c])}), trial 0: output {out!r} differs from "
                                "the reference")
-        return prev, make_feedback(task, res)
+        return prev, make_feedback(task, res), "wrong"
     row = (rows if rows is not None else task_rows(times))[task.id]
     names, n_cfg = times.index["impls"][row], len(times.index["configs"][row])
     base = times.index["baseline"][row]
@@ -156,12 +157,12 @@ def earlier_attempt(task: Task, answer: Implementation, times: MeasuredTimes, rn
     sp = [c.baseline_ms / c.time_ms for c in cfgs if c.baseline_ms]
     res = EvalResult(task_id=task.id, backend="cuda", status="ok", compiled=True, correct=True, configs=cfgs,
                      speedup=float(math.exp(np.mean(np.log(sp)))) if sp else None)
-    return prev, make_feedback(task, res)
+    return prev, make_feedback(task, res), "ok"
 
 
 def build_examples(tasks: Sequence[Task], times: MeasuredTimes, responses: str,
                    encode_prompts: Callable[[list], list[list[int]]], tokenizer, eos_id: int,
-                   refine: float = 0.0, seed: int = 0) -> tuple[list[Example], dict]:
+                   refine: float = 0.0, seed: int = 0, prompt: str = prompts.DEFAULT) -> tuple[list[Example], dict]:
     """Examples for `tasks` and counts {tasks, examples, refinement, skipped_unverified, prompt_tokens,
     response_tokens}.
 
@@ -169,6 +170,7 @@ def build_examples(tasks: Sequence[Task], times: MeasuredTimes, responses: str,
     eos_id: the token that ends the answer (the one the sampler stops on).
     refine: the fraction of the picked (task, answer) pairs that also get a refinement example (module docstring),
     chosen with `seed`.
+    prompt: the prompt variant (cudaperf_jax.prompts.PROMPTS) that poses the tasks, as in RL and evaluation.
     """
     if not 0.0 <= refine <= 1.0:
         raise SFTConfigError(f"data.refine={refine}: give a fraction between 0 and 1")
@@ -177,11 +179,12 @@ def build_examples(tasks: Sequence[Task], times: MeasuredTimes, responses: str,
     skipped = len({t.id for t in tasks} - {t.id for t, _ in picked})
     rng = np.random.default_rng(seed)
     chosen = rng.random(len(picked)) < refine
-    convs = [(t, impl, prompts.messages(t)) for t, impl in picked]
+    variant = prompts.get(prompt)
+    convs = [(t, impl, variant.messages(t)) for t, impl in picked]
     for (t, impl), more in zip(picked, chosen):
         if more:
-            prev, feedback = earlier_attempt(t, impl, times, rng, rows)
-            convs.append((t, impl, prompts.messages(t, [(answer_text(prev.source), feedback)])))
+            prev, feedback, status = earlier_attempt(t, impl, times, rng, rows)
+            convs.append((t, impl, variant.messages(t, [(answer_text(prev.source), feedback, status)])))
     encoded_prompts = encode_prompts([m for _, _, m in convs]) if convs else []
     answers = [answer_text(impl.source) for _, impl, _ in convs]
     encoded = tokenizer(answers, add_special_tokens=False)["input_ids"] if answers else []

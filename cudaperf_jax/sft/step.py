@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from cudaperf_jax.rl.train_step import split_model
+from cudaperf_jax.training import split_model
 from cudaperf_jax.sft.config import OptimConfig
 
 __all__ = ["make_eval_step", "make_optimizer", "make_train_step", "split_model", "token_nll"]

@@ -81,7 +81,7 @@ def build_data(cfg: SFTConfig, model, tokenizer, workdir: Path) -> dict[str, tup
             tasks = data_lib.load_tasks(cfg.data, split, limit)
             examples, stats = data_lib.build_examples(
                 tasks, times, cfg.data.responses, lambda msgs: sampler.encode(msgs, chat=True), tokenizer, eos,
-                refine=cfg.data.refine, seed=cfg.data.shuffle_seed)
+                refine=cfg.data.refine, seed=cfg.data.shuffle_seed, prompt=cfg.data.prompt)
             examples = packing.shuffled(examples, cfg.data.shuffle_seed)
             packed, pstats = packing.pack(examples, cfg.data.seq_len, sampler.pad_id)
             cached = (packed, {**stats, **pstats})

@@ -20,6 +20,7 @@ def get_config():
     c.max_prompt_tokens = 1024
     c.temperature = 0.7
     c.top_p = 0.95
+    c.prompt = "worked_example"    # the prompt variant (cudaperf_jax.prompts.PROMPTS)
     c.dtype = "float32"            # policy compute dtype on the CPU; bfloat16 on GPUs is fine
     return _method(c)
 

@@ -24,7 +24,8 @@ def get_config():
     c.tasks = ml_collections.ConfigDict({"suite": "", "dataset": "data/tasks", "split": "train", "max_tasks": 0})
     c.rollout = ml_collections.ConfigDict({
         "samples_per_task": 8, "turns": 3, "max_new_tokens": 1024, "max_prompt_tokens": 4096,
-        "temperature": 1.0, "top_p": 1.0, "top_k": 0, "feedback_chars": 1200, "history": "full"})
+        "temperature": 1.0, "top_p": 1.0, "top_k": 0, "feedback_chars": 1200, "history": "full",
+        "prompt": "worked_example"})
     c.reward = ml_collections.ConfigDict({
         "terms": "correct,speed,structure,ranker,penalty", "w_correct": 1.0, "w_speed": 0.5,
         "speed_clip_low": -1.0, "speed_clip_high": 2.0, "w_structure": 0.3, "w_ranker": 0.3,

@@ -32,6 +32,7 @@ def get_config():
     c.data.families = ()             # () = all families of the tracks
     c.data.responses = "fastest"     # fastest | all_correct | baseline (verified on the H200 times)
     c.data.refine = 0.5              # fraction of answers also taught as a refinement turn (earlier answer + feedback)
+    c.data.prompt = "worked_example"  # the prompt variant posing the tasks (cudaperf_jax.prompts.PROMPTS)
     c.data.times = "data/times/h200"
     c.data.max_train_tasks = 0       # 0 = all
     c.data.max_val_tasks = 0

@@ -82,7 +82,7 @@ def test_tiny_training_loss_goes_down(data, mcfg):  # both in the default run (~
 @pytest.mark.parametrize("mcfg", [pytest.param(FEATURES, id="features"), SLOW_TINY])
 def test_load_and_score_round_trip(data, tmp_path, mcfg):
     from cudaperf_jax.experiment import open_run
-    from cudaperf_jax.models.ranker import Ranker
+    from cudaperf_jax.ranker.scorer import Ranker
     from cudaperf_jax.ranker import train as tr
     cfg = tiny_config(steps=12)
     run = open_run(tmp_path, cfg, name="train_ranker")
@@ -120,7 +120,7 @@ def test_backbone_encoder_trains_only_its_top_layers(data, tmp_path):
     from flax import nnx
 
     from cudaperf_jax.experiment import open_run
-    from cudaperf_jax.models.ranker import Ranker
+    from cudaperf_jax.ranker.scorer import Ranker
     from tests.cudaperf_jax.models import tiny
     hf = tmp_path / "policy"
     tiny.hf_model("llama").save_pretrained(hf)

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudaperf_jax.rl.conversation import ChatTokens
+from cudaperf_jax.prompts import ChatTokens
 from cudaperf_jax.rl.rollout import RolloutConfig, rollout, truncation_note
 
 REPO = Path(__file__).resolve().parents[3]
@@ -46,7 +46,7 @@ def test_multi_turn_ids_are_appended_never_retokenised(policy, smoke_tasks):
     from cudaperf_jax.rl.train_step import make_logprob_fn, split_model
     from kernels_harness.run.pool import HarnessPool
     model, sampler = policy
-    cfg = RolloutConfig(samples_per_task=2, turns=2, max_new_tokens=12, max_prompt_tokens=2048, temperature=1.0)
+    cfg = RolloutConfig(samples_per_task=2, turns=2, max_new_tokens=12, max_prompt_tokens=4096, temperature=1.0)
     hooked, lines = [], []
     with HarnessPool("cpu", workers=1, compile_workers=1) as pool:
         rec = _Recorder(pool)
@@ -63,7 +63,7 @@ def test_multi_turn_ids_are_appended_never_retokenised(policy, smoke_tasks):
             said = c0.result.feedback or c0.result.status
             if not c0.stopped:  # cut at the 12-token budget: the feedback says so before the harness's words
                 said = truncation_note(12) + " " + said
-            fb = conv.feedback_ids(task, c0.completion_ids.tolist(), said)
+            fb = conv.feedback_ids(task, c0.completion_ids.tolist(), said, c0.result.status)
             assert c1.prompt_ids.tolist() == c0.prompt_ids.tolist() + c0.completion_ids.tolist() + fb
             assert c1.context == "full" and c0.result.status in ("compile_error", "hack", "wrong", "runtime_error")
             assert c0.text == sampler.tokenizer.decode(c0.completion_ids.tolist(), skip_special_tokens=True)
@@ -104,6 +104,12 @@ def test_rollout_is_a_function_of_its_seed_and_windows_long_prompts(policy, smok
     a = rollout(sampler, Fixed(), smoke_tasks[:1], cfg, seed=5)
     b = rollout(sampler, Fixed(), smoke_tasks[:1], cfg, seed=5)
     assert [c.completion_ids.tolist() for c in a.candidates] == [c.completion_ids.tolist() for c in b.candidates]
+    import dataclasses
+    chunked = rollout(sampler, Fixed(), smoke_tasks, dataclasses.replace(cfg, gen_batch=3), seed=5)
+    whole = rollout(sampler, Fixed(), smoke_tasks, cfg, seed=5)   # 4 sequences a turn: chunks of 3 and 1 (padded)
+    assert [x.completion_ids.tolist() for x in chunked.candidates] == [x.completion_ids.tolist() for x in whole.candidates]
+    np.testing.assert_allclose(np.concatenate([x.logprobs for x in chunked.candidates]),
+                               np.concatenate([x.logprobs for x in whole.candidates]), atol=1e-5)
     c = rollout(sampler, Fixed(), smoke_tasks[:1], cfg, seed=6)
     assert [x.completion_ids.tolist() for x in a.candidates] != [x.completion_ids.tolist() for x in c.candidates]
     # the feedback (~200 tokens) does not fit in 40 more tokens: later turns start afresh from the first prompt
@@ -116,6 +122,8 @@ def test_config_is_validated():
         RolloutConfig(samples_per_task=0)
     with pytest.raises(ValueError, match="history"):
         RolloutConfig(history="all")
+    with pytest.raises(ValueError, match="unknown prompt 'x'"):
+        RolloutConfig(prompt="x")
 
 
 def test_train_batches_take_the_ladders_lengths():

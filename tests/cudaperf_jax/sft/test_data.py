@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from cudaperf_jax.rl import prompts
+from cudaperf_jax import prompts
 from cudaperf_jax.sft import data
 from cudaperf_jax.sft.config import DataConfig, SFTConfig, SFTConfigError
 
@@ -53,7 +53,7 @@ def test_examples_are_the_rl_prompt_and_a_cuda_block(tasks, times):
 
 def test_refinement_examples_are_the_rl_second_turn(tasks, times):
     """refine=1: every answer is also taught after an earlier attempt and its feedback, in the exact prompt the RL
-    rollout's turn 1 poses (rl.prompts.messages with that history); the earlier attempt is a labelled-wrong or a
+    rollout's turn 1 poses (prompts.messages with that history); the earlier attempt is a labelled-wrong or a
     slower verified implementation, its feedback worded as the harness words it."""
     from cudaperf_jax.generation.sampler import Sampler
     from tests.cudaperf_jax.models import tiny
@@ -66,10 +66,12 @@ def test_refinement_examples_are_the_rl_second_turn(tasks, times):
     rng = np.random.default_rng(3)
     rng.random(3)                                  # build_examples draws the choice of answers first
     for t, e in zip(tasks[:3], examples[3:]):
-        prev, feedback = data.earlier_attempt(t, data.pick_implementations(t, times, "fastest")[0], times, rng)
+        prev, feedback, status = data.earlier_attempt(t, data.pick_implementations(t, times, "fastest")[0], times,
+                                                      rng)
+        assert status == ("ok" if feedback.startswith("Correct") else "wrong")
         assert prev.name != e.implementation      # these tasks have wrong or slower implementations to show
         assert feedback.startswith(("Wrong result: config", "Correct on all"))
-        hist = [(data.answer_text(prev.source), feedback)]
+        hist = [(data.answer_text(prev.source), feedback, status)]
         assert e.prompt.tolist() == enc([prompts.messages(t, hist)])[0]
         assert e.response.tolist() == examples[tasks.index(t)].response.tolist()   # the same verified answer
     red = data.load_tasks(DataConfig(families=("reduction",)), "train", limit=2)[1]   # it has a wrong implementation

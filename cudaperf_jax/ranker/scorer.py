@@ -1,6 +1,6 @@
 """The trained pairwise ranker as a reward component and a best-of-n selector.
 
-    from cudaperf_jax.models.ranker import Ranker
+    from cudaperf_jax.ranker.scorer import Ranker
     r = Ranker.load("runs/train_ranker")            # a run directory, its checkpoints/ or checkpoints/<step>
     p = r.score(tasks, sources, features)          # float32[B]: P(candidate beats the task's baseline)
 

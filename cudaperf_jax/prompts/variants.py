@@ -1,0 +1,245 @@
+"""Prompt variants, registered by name: how a task (and, after the first turn, the harness feedback) is posed.
+
+    v = get("worked_example")                      # the default; get("plain") is the pre-2026-12-07 prompt
+    v.messages(task)                               # [system, user]: the first turn
+    v.messages(task, [(answer, feedback)])         # + [assistant, user] per earlier exchange
+    v.feedback_prompt(task, feedback)              # the user message of a refinement turn
+
+One variant is chosen by a config field (`prompt` in the RL rollout, evaluation, SFT data and demo configs; it is
+written to each run directory with the rest of the config), so a prompt ablation is a config string. SFT data, RL
+rollouts, evaluation and the reward bridge all pose tasks through this module and nothing else.
+
+The solution ABI (README "Task files"): one CUDA C++ file exporting `extern "C" int ENTRY(args..., cudaStream_t
+stream)`; arrays are device pointers already allocated (inputs filled, outputs the solution's to write), integers
+are sizes, every kernel is launched on `stream`, the function returns cudaGetLastError().
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from kernels_harness.tasks.schema import Task
+
+_LANG = {"c2cuda": ("C function", "c"), "torch2cuda": ("PyTorch module", "python")}
+
+PLAIN_SYSTEM = ("You are an expert CUDA engineer. You translate programs into fast, correct CUDA C++ kernels "
+                "for an NVIDIA H100/H200 (sm_90). Answer with one ```cuda code block holding a complete "
+                "translation unit.")
+
+SYSTEM = ("You are an expert CUDA engineer. You write fast, correct CUDA C++ for an NVIDIA H100 (sm_90). "
+          "Answer with one ```cuda code block holding the complete .cu file, and nothing else.")
+
+
+def describe_signature(task: Task) -> str:
+    """One line per argument of the exported function: name, role, dtype and shape (or the scalar's value)."""
+    lines = []
+    for a in task.signature:
+        if a.is_array:
+            shape = " x ".join(str(s) for s in a.shape) or "scalar array"
+            lines.append(f"- `{a.name}`: {a.role} array of {a.dtype}, shape [{shape}]")
+        else:
+            lines.append(f"- `{a.name}`: {a.dtype} scalar (= {a.value})")
+    return "\n".join(lines)
+
+
+def sizes_line(task: Task, config_index: int = -1) -> str:
+    """The typical sizes of a task: the symbols of one config (its largest by default)."""
+    cfg = task.configs[config_index]
+    return ", ".join(f"{k}={v}" for k, v in cfg.items() if k != "name")
+
+
+def source_block(task: Task) -> str:
+    kind, lang = _LANG[task.track]
+    return f"```{lang}\n{task.source.strip()}\n```"
+
+
+# ---- the worked examples: one complete answer per track, in the ABI --------------------------------------------
+
+_C_EXAMPLE_TASK = "void vec_add(int n, const float* a, const float* b, float* out) {\n" \
+                  "  for (int i = 0; i < n; i++) out[i] = a[i] + b[i];\n}"
+_C_EXAMPLE_PROTO = 'extern "C" int vec_add(int n, const float* a, const float* b, float* out, cudaStream_t stream)'
+_TORCH_EXAMPLE_TASK = ("class Model(nn.Module):\n    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n"
+                       "        return a + b")
+_TORCH_EXAMPLE_PROTO = ('extern "C" int add(const float* a, const float* b, float* out, int a_d0, int a_d1, '
+                        'int b_d0, int b_d1, int out_d0, int out_d1, cudaStream_t stream)')
+
+_C_EXAMPLE = '''#include <cuda_runtime.h>
+
+__global__ void vec_add_kernel(long long n, const float* __restrict__ a, const float* __restrict__ b,
+                               float* __restrict__ out) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        out[i] = a[i] + b[i];
+    }
+}
+
+extern "C" int vec_add(int n, const float* a, const float* b, float* out, cudaStream_t stream) {
+    const int threads = 256;
+    long long blocks = ((long long)n + threads - 1) / threads;
+    if (blocks > 65535) blocks = 65535;
+    if (blocks < 1) blocks = 1;
+    vec_add_kernel<<<(int)blocks, threads, 0, stream>>>(n, a, b, out);
+    return (int)cudaGetLastError();
+}'''
+
+_TORCH_EXAMPLE = '''#include <cuda_runtime.h>
+
+__global__ void add_kernel(long long n, const float* __restrict__ a, const float* __restrict__ b,
+                           float* __restrict__ out) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        out[i] = a[i] + b[i];
+    }
+}
+
+extern "C" int add(const float* a, const float* b, float* out, int a_d0, int a_d1, int b_d0, int b_d1,
+                   int out_d0, int out_d1, cudaStream_t stream) {
+    long long n = (long long)out_d0 * out_d1;
+    const int threads = 256;
+    long long blocks = (n + threads - 1) / threads;
+    if (blocks > 65535) blocks = 65535;
+    if (blocks < 1) blocks = 1;
+    add_kernel<<<(int)blocks, threads, 0, stream>>>(n, a, b, out);
+    return (int)cudaGetLastError();
+}'''
+
+EXAMPLES = {  # track -> (what the example task is, its source, its exported function, a complete answer)
+    "c2cuda": ("C function", _C_EXAMPLE_TASK, _C_EXAMPLE_PROTO, _C_EXAMPLE),
+    "torch2cuda": ("PyTorch module with a and b of shape [a_d0 x a_d1]", _TORCH_EXAMPLE_TASK, _TORCH_EXAMPLE_PROTO,
+                   _TORCH_EXAMPLE),
+}
+
+ABI = ("Your answer is one complete .cu file. The harness compiles it with nvcc and calls the exported host "
+       "function with device pointers that are already allocated (input arrays hold the data, output arrays are "
+       "yours to fill) and with the sizes as integer arguments. The function launches your kernels on `stream` "
+       "and returns cudaGetLastError().")
+
+
+def rules(task: Task) -> str:
+    """The rules of the ABI, one per line (the same for every task but for the names in them)."""
+    return "\n".join([
+        "- Launch every kernel on the given stream: `kernel<<<blocks, threads, shared_bytes, stream>>>(...)`. Never "
+        "use another stream, cudaDeviceSynchronize, cudaMalloc, host memory or a library (cuBLAS, cuDNN, CUTLASS, "
+        "Thrust); printing is allowed but not needed.",
+        f"- Give each kernel its own name, such as `{task.entry}_kernel`: a kernel named `{task.entry}` does not "
+        "compile beside the exported function.",
+        "- Copy the exported function's parameter list exactly. Input arrays arrive as `const` pointers, so declare "
+        "the kernel parameters that receive them `const` too.",
+        "- Every size you use comes from the integer arguments: declare each variable you use; there are no "
+        "predefined macros or globals.",
+        "- Index with `long long` when sizes multiply past 2^31.",
+    ])
+
+
+def example_block(task: Task) -> str:
+    what, src, proto, answer = EXAMPLES[task.track]
+    lang = _LANG[task.track][1]
+    return (f"Example. For the {what}\n\n```{lang}\n{src}\n```\n\nexporting `{proto};`, a complete answer is:\n\n"
+            f"```cuda\n{answer}\n```")
+
+
+# ---- variants ----------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class PromptVariant:
+    """A way to pose tasks: the system message, the first user message and the refinement message."""
+    name: str
+    system: str
+    task_prompt: Callable[[Task], str]
+    feedback_prompt: Callable[[Task | None, str, str | None], str]   # (task, feedback, status) -> text
+    description: str = ""
+
+    def messages(self, task: Task, history: Sequence[tuple] = ()) -> list[dict]:
+        """Chat messages for the next turn; `history` holds (answer, feedback) or (answer, feedback, status)."""
+        msgs = [{"role": "system", "content": self.system}, {"role": "user", "content": self.task_prompt(task)}]
+        for item in history:
+            answer, feedback = item[0], item[1]
+            status = item[2] if len(item) > 2 else None
+            msgs.append({"role": "assistant", "content": answer})
+            msgs.append({"role": "user", "content": self.feedback_prompt(task, feedback, status)})
+        return msgs
+
+
+PROMPTS: dict[str, PromptVariant] = {}
+DEFAULT = "worked_example"
+
+
+def register(variant: PromptVariant) -> PromptVariant:
+    PROMPTS[variant.name] = variant
+    return variant
+
+
+def get(name: str = DEFAULT) -> PromptVariant:
+    """The registered variant `name`; an unknown name is a ValueError naming the registered ones."""
+    if isinstance(name, PromptVariant):
+        return name
+    if name not in PROMPTS:
+        raise ValueError(f"unknown prompt {name!r}; registered prompts: {', '.join(sorted(PROMPTS))}")
+    return PROMPTS[name]
+
+
+def _plain_task(task: Task, config_index: int = -1) -> str:
+    kind, _ = _LANG[task.track]
+    return (f"Write a CUDA implementation of this {kind}:\n\n{source_block(task)}\n\n"
+            f"Arguments:\n{describe_signature(task)}\n\nTypical sizes: {sizes_line(task, config_index)}.\n\n"
+            f"Export exactly this host function, which launches your kernels on `stream` and returns "
+            f"cudaGetLastError():\n\n```cuda\n{task.c_prototype()};\n```\n\n"
+            "Arrays are device pointers. Do not use cuBLAS, cuDNN, Thrust or other libraries; do not "
+            "allocate host memory or synchronise the device.")
+
+
+def _plain_feedback(task: Task | None, feedback: str, status: str | None = None) -> str:
+    return (f"The harness evaluated your last answer:\n\n{feedback.strip()}\n\n"
+            "Improve it: fix any error first, then make it faster. Answer with the complete translation unit "
+            "in one ```cuda code block.")
+
+
+def _example_task(task: Task) -> str:
+    kind, _ = _LANG[task.track]
+    return (f"{ABI}\n\nRules:\n{rules(task)}\n\n{example_block(task)}\n\n"
+            f"Now the task. Write a fast CUDA implementation of this {kind}:\n\n{source_block(task)}\n\n"
+            f"Arguments of the exported function:\n{describe_signature(task)}\n\n"
+            f"Typical sizes: {sizes_line(task)}.\n\n"
+            f"Export exactly this host function:\n\n```cuda\n{task.c_prototype()};\n```\n\n"
+            "Answer with the complete .cu file in one ```cuda code block.")
+
+
+_ASK = {"ok": "It is correct. Make it faster without changing what it computes.",
+        "compile_error": "Fix the compilation errors.",
+        "hack": "Remove what the harness rejected; do the work in your own kernels on `stream`.",
+        "wrong": "Fix the result: find where it differs from the reference.",
+        "runtime_error": "Fix the error: check every index against the sizes.",
+        "timeout": "Make it finish: check the loop bounds and the grid size."}
+
+
+def _example_feedback(task: Task | None, feedback: str, status: str | None = None) -> str:
+    ask = _ASK.get(status, "Fix what failed first; once it is correct, make it faster.")
+    proto = f"\n\nIt must still export exactly:\n\n```cuda\n{task.c_prototype()};\n```" if task is not None else ""
+    return (f"The harness checked your last answer:\n\n{feedback.strip()}\n\n{ask} Write the whole .cu file again, "
+            f"not only the changed lines.{proto}\n\nAnswer with the complete .cu file in one ```cuda code block.")
+
+
+register(PromptVariant(
+    "plain", PLAIN_SYSTEM, _plain_task, _plain_feedback,
+    "the task, its arguments and the exported prototype (the prompt up to 2026-12-07)"))
+register(PromptVariant(
+    "worked_example", SYSTEM, _example_task, _example_feedback,
+    "the ABI stated once, its rules, a complete worked example of the task's track, then the task and the exact "
+    "prototype; refinement turns name what failed and ask for the whole file"))
+
+
+# ---- module-level shortcuts for the default variant ---------------------------------------------------------
+
+def task_prompt(task: Task, prompt: str = DEFAULT) -> str:
+    """The first-turn user message for `task` under the variant `prompt`."""
+    return get(prompt).task_prompt(task)
+
+
+def feedback_prompt(feedback: str, task: Task | None = None, status: str | None = None, prompt: str = DEFAULT) -> str:
+    """The user message of a refinement turn: the harness feedback on the previous attempt."""
+    return get(prompt).feedback_prompt(task, feedback, status)
+
+
+def messages(task: Task, history: Sequence[tuple] = (), prompt: str = DEFAULT) -> list[dict]:
+    """Chat messages for the next turn under the variant `prompt`; see PromptVariant.messages."""
+    return get(prompt).messages(task, history)

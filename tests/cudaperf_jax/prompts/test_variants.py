@@ -1,0 +1,90 @@
+"""Prompt variants, their worked examples (real solutions in the ABI, judged by the harness) and solution extraction."""
+import json
+from pathlib import Path
+
+import pytest
+
+from cudaperf_jax import prompts
+from cudaperf_jax.prompts import variants
+from kernels_harness.tasks.schema import Task, load_task
+
+SMOKE = Path(__file__).resolve().parents[3] / "experiments" / "suites" / "smoke"
+
+VEC_ADD = {"id": "vec_add", "track": "c2cuda", "entry": "vec_add", "source": variants._C_EXAMPLE_TASK,
+           "signature": [{"name": "n", "role": "scalar", "dtype": "int32", "value": "N"},
+                         {"name": "a", "role": "in", "dtype": "float32", "shape": ["N"]},
+                         {"name": "b", "role": "in", "dtype": "float32", "shape": ["N"]},
+                         {"name": "out", "role": "out", "dtype": "float32", "shape": ["N"]}],
+           "configs": [{"N": 1000}, {"N": 65537}], "tolerance": {"atol": 1e-6, "rtol": 1e-6}}
+
+TORCH_ADD = ("import torch\nimport torch.nn as nn\n\n" + variants._TORCH_EXAMPLE_TASK.replace(
+    "class Model(nn.Module):", "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n") +
+    "\n\nbatch = 64\ndim = 1000\n\ndef get_inputs():\n    return [torch.rand(batch, dim), torch.rand(batch, dim)]\n\n"
+    "def get_init_inputs():\n    return []\n")
+
+
+def test_registry_and_the_default():
+    assert set(prompts.PROMPTS) >= {"plain", "worked_example"}
+    assert prompts.DEFAULT == "worked_example" and prompts.get().name == "worked_example"
+    with pytest.raises(ValueError, match="unknown prompt 'nope'; registered prompts: plain, worked_example"):
+        prompts.get("nope")
+
+
+@pytest.mark.parametrize("name", ["plain", "worked_example"])
+def test_every_variant_states_the_task_and_the_exact_prototype(name):
+    task = load_task(SMOKE / "smoke_saxpy.json")
+    text = prompts.task_prompt(task, name)
+    assert 'extern "C" int saxpy(int n, float a, const float* x, float* y, cudaStream_t stream);' in text
+    assert "y[i] = a * x[i] + y[i]" in text and "N=16777216" in text
+    msgs = prompts.messages(task, [("```cuda\nint x;\n```", "Compilation failed:\nexpected ';'", "compile_error")],
+                            prompt=name)
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
+    assert "expected ';'" in msgs[-1]["content"] and "cuda" in msgs[-1]["content"]
+
+
+def test_worked_example_prompt_states_abi_rules_example_then_task():
+    task = load_task(SMOKE / "smoke_row_sum.json")
+    text = prompts.task_prompt(task, "worked_example")
+    order = [text.index(s) for s in ("device pointers", "Rules:", "Example.", "Now the task", "Export exactly")]
+    assert order == sorted(order)
+    assert "`row_sum_kernel`" in text and "stream>>>" in text and "cudaDeviceSynchronize" in text
+    assert variants._C_EXAMPLE in text   # the complete example file, verbatim
+
+
+def test_refinement_prompt_names_the_failure_asks_for_the_whole_file_and_repeats_the_export():
+    task = load_task(SMOKE / "smoke_saxpy.json")
+    v = prompts.get("worked_example")
+    wrong = v.feedback_prompt(task, "Wrong result: config 1 differs", "wrong")
+    assert "Wrong result: config 1 differs" in wrong and "whole .cu file" in wrong
+    assert "Fix the result" in wrong and task.c_prototype() in wrong
+    assert "faster" in v.feedback_prompt(task, "Correct on all 3 checked configs.", "ok")
+    assert "compilation errors" in v.feedback_prompt(task, "Compilation failed:", "compile_error")
+
+
+def test_c2cuda_worked_example_is_a_correct_solution(tmp_path):
+    """The example's task, posed as a real task, has exactly the example's prototype; the example passes the harness."""
+    from kernels_harness.run.pool import HarnessPool
+    task = Task.from_dict(json.loads(json.dumps(VEC_ADD)))
+    assert task.c_prototype() == variants._C_EXAMPLE_PROTO
+    with HarnessPool(backend="cpu", workers=1) as pool:
+        (r,) = pool.evaluate([(task, variants._C_EXAMPLE)])
+    assert r.status == "ok", (r.status, r.error, r.compile_log[:500])
+
+
+def test_torch2cuda_worked_example_is_a_correct_solution(tmp_path):
+    pytest.importorskip("torch")
+    from kernels_harness.run.pool import HarnessPool
+    from kernels_harness.tasks.kernelbench import import_source
+    task = import_source(TORCH_ADD, "1_Add.py")
+    assert task.c_prototype() == variants._TORCH_EXAMPLE_PROTO
+    with HarnessPool(backend="cpu", workers=1) as pool:
+        (r,) = pool.evaluate([(task, variants._TORCH_EXAMPLE)])
+    assert r.status == "ok", (r.status, r.error, r.compile_log[:500])
+
+
+def test_extract_solution_takes_the_longest_block_or_an_unterminated_one():
+    text = "Here:\n```cpp\nshort\n```\nand\n```cuda\n__global__ void k() {}\nint main2;\n```\n"
+    assert prompts.extract_solution(text) == "__global__ void k() {}\nint main2;\n"
+    assert prompts.extract_solution("```cuda\n__global__ void k() {") == "__global__ void k() {\n"
+    assert prompts.extract_solution("no fences at all") == "no fences at all\n"
+    assert json.dumps(prompts.extract_solution(""))  # never raises
