@@ -75,7 +75,7 @@ def test_adapters_sit_beside_an_unchanged_base_and_filters_keep_them_apart(qwen2
     paths = {p for p, _ in nnx.to_flat_state(nnx.state(plain))}
     model = _model(qwen2, "q,v,o,up", param_dtype=jnp.bfloat16)
     assert model.has_adapters and not plain.has_adapters and lora.lora_config(model).names == ("q", "v", "o", "up")
-    graphdef, adapters, rest = nnx.split(model, ADAPTERS, ...)
+    _, adapters, rest = nnx.split(model, ADAPTERS, ...)
     flat_ad = nnx.to_flat_state(adapters)
     assert {p[-1] for p, _ in flat_ad} == {"lora_a", "lora_b"} and len(flat_ad) == 2 * 4 * model.cfg.num_layers
     assert {p[2:4] for p, _ in flat_ad} == {("attn", "lora"), ("mlp", "lora")}

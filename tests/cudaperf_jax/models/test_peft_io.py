@@ -114,8 +114,8 @@ def _copy(src, dst, config=None, drop=None):
 
 @pytest.mark.parametrize("case,match", [
     ("no_config", "has no adapter_config.json"), ("no_weights", "has no adapter_model.safetensors"),
-    ("rank", "rank 2, alpha 4.0 on q,v but the model's are rank 3"), ("targets", "but the model's are rank 2, alpha "
-                                                                              "4.0 on q,k,v"),
+    ("rank", "rank 2, alpha 4.0 on q,v but the model's are rank 3"),
+    ("targets", "but the model's are rank 2, alpha 4.0 on q,k,v"),
     ("dora", "sets use_dora=True"), ("module", "targets modules \\['lm_head'\\]"), ("regex", "only a list of module"),
     ("missing", "has no tensor base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight"),
     ("shape", "has shape"), ("prompt", "holds a 'PROMPT_TUNING' adapter")])
