@@ -4,6 +4,10 @@ Layout differences from transformers' checkpoints (the weights modules convert b
 q/k/v projections are one fused kernel `qkv` [D, (H + 2*Hkv) * Dh] and gate/up one kernel
 `gate_up` [D, 2, F]; kernels are stored [in, out]. Fusing halves the matmul launches per decode step.
 
+LoRA adapters (cudaperf_jax.models.lora) are an optional `lora` module of an Attention or MLP block, added beside
+the fused kernels; a block without one is exactly the plain block. A decoder with adapters never takes the fused
+one-token decode step (kernels.step reads the base kernels only); the sampler takes merged weights (lora.merge).
+
 Every parameter carries logical sharding axes (`nnx.with_partitioning`) over the mesh axes
 `data`, `fsdp`, `tensor` (see `cudaperf_jax.models.sharding`); the same code runs on one device or many.
 
@@ -70,6 +74,7 @@ class RMSNorm(nnx.Module):
 
 class Attention(nnx.Module):
     """Grouped-query attention with optional q/k/v (and o) biases and Qwen3's per-head q/k norms."""
+    lora = None   # the block's LoRA adapters (lora.Adapters for q, k, v, o), set by lora.add_adapters
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, dtype, param_dtype):
         d, h, kv, hd = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
@@ -86,21 +91,26 @@ class Attention(nnx.Module):
         else:
             self.q_norm = self.k_norm = None
 
-    def __call__(self, x, cos, sin, mask, cache_kv, cache_index, norm=None, kc: DecodeKernels | None = None):
+    def __call__(self, x, cos, sin, mask, cache_kv, cache_index, norm=None, kc: DecodeKernels | None = None,
+                 dropout_rng=None):
         """x[B, T, D], cos/sin[B, T, Dh], mask bool[B, T, S]; cache_kv (k, v)[B, Hkv, S, Dh] or None;
-        norm: the RMSNorm to apply to x first; kc: the resolved decode kernels (None: XLA).
+        norm: the RMSNorm to apply to x first; kc: the resolved decode kernels (None: XLA); dropout_rng: a PRNG key
+        for the adapters' dropout (None: none).
 
         Returns (out[B, T, D], (k, v)) where k/v are the updated cache buffers (or this step's keys
         and values when there is no cache).
         """
         b, t, _ = x.shape
+        if self.lora is not None and norm is not None:  # the adapters read the normed x too
+            x, norm = norm(x), None
         y = _matmul(x, self.qkv[...].astype(self.dtype), kc, norm=norm)
         if self.qkv_bias is not None:
             y = y + self.qkv_bias[...].astype(self.dtype)
         h, kv, hd = self.h, self.kv, self.hd
-        q = y[..., : h * hd].reshape(b, t, h, hd)
-        k = y[..., h * hd: (h + kv) * hd].reshape(b, t, kv, hd)
-        v = y[..., (h + kv) * hd:].reshape(b, t, kv, hd)
+        q, k, v = y[..., : h * hd], y[..., h * hd: (h + kv) * hd], y[..., (h + kv) * hd:]
+        if self.lora is not None:
+            q, k, v = (self.lora.add(name, x, part, dropout_rng) for name, part in zip("qkv", (q, k, v)))
+        q, k, v = q.reshape(b, t, h, hd), k.reshape(b, t, kv, hd), v.reshape(b, t, kv, hd)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
@@ -118,17 +128,20 @@ class Attention(nnx.Module):
         scores = jnp.where(mask[:, None, None, :, :], scores, jnp.float32(-1e30))
         probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
         out = jnp.einsum("bkgts,bksd->btkgd", probs, v.astype(self.dtype)).reshape(b, t, h * hd)
-        return self._project_out(out, kc), (k, v)
+        return self._project_out(out, kc, dropout_rng), (k, v)
 
-    def _project_out(self, out: jax.Array, kc: DecodeKernels | None) -> jax.Array:
-        out = _matmul(out, self.o[...].astype(self.dtype), kc)
+    def _project_out(self, out: jax.Array, kc: DecodeKernels | None, dropout_rng=None) -> jax.Array:
+        y = _matmul(out, self.o[...].astype(self.dtype), kc)
+        if self.lora is not None:
+            y = self.lora.add("o", out, y, dropout_rng)
         if self.o_bias is not None:
-            out = out + self.o_bias[...].astype(self.dtype)
-        return out
+            y = y + self.o_bias[...].astype(self.dtype)
+        return y
 
 
 class MLP(nnx.Module):
     """SwiGLU: down(silu(gate(x)) * up(x)), with gate and up fused as gate_up[D, 2, F]."""
+    lora = None   # the block's LoRA adapters (lora.Adapters for gate, up, down), set by lora.add_adapters
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs, dtype, param_dtype):
         d, f = cfg.hidden_size, cfg.intermediate_size
@@ -139,8 +152,11 @@ class MLP(nnx.Module):
         self.gate_up_bias = _param(rngs, (2, f), (None, "tensor"), param_dtype, zeros) if cfg.mlp_bias else None
         self.down_bias = _param(rngs, (d,), (None,), param_dtype, zeros) if cfg.mlp_bias else None
 
-    def __call__(self, x: jax.Array, norm=None, kc: DecodeKernels | None = None) -> jax.Array:
-        """x [B, T, D]; norm: the RMSNorm to apply to x first; kc: the resolved decode kernels (None: XLA)."""
+    def __call__(self, x: jax.Array, norm=None, kc: DecodeKernels | None = None, dropout_rng=None) -> jax.Array:
+        """x [B, T, D]; norm: the RMSNorm to apply to x first; kc: the resolved decode kernels (None: XLA);
+        dropout_rng: a PRNG key for the adapters' dropout (None: none)."""
+        if self.lora is not None and norm is not None:  # the adapters read the normed x too
+            x, norm = norm(x), None
         w = self.gate_up[...].astype(self.dtype)
         if gemv.use_gemv(x, kc is not None and kc.on):  # one token: the [D, 2F] view of the buffer, one kernel
             b, t, d = x.shape
@@ -149,7 +165,13 @@ class MLP(nnx.Module):
             gu = jnp.einsum("btd,dnf->btnf", x if norm is None else norm(x), w)
         if self.gate_up_bias is not None:
             gu = gu + self.gate_up_bias[...].astype(self.dtype)
-        y = _matmul(jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1], self.down[...].astype(self.dtype), kc)
+        gate, up = gu[:, :, 0], gu[:, :, 1]
+        if self.lora is not None:
+            gate, up = self.lora.add("gate", x, gate, dropout_rng), self.lora.add("up", x, up, dropout_rng)
+        hidden = jax.nn.silu(gate) * up
+        y = _matmul(hidden, self.down[...].astype(self.dtype), kc)
+        if self.lora is not None:
+            y = self.lora.add("down", hidden, y, dropout_rng)
         if self.down_bias is not None:
             y = y + self.down_bias[...].astype(self.dtype)
         return y
@@ -165,10 +187,10 @@ class Block(nnx.Module):
         self.mlp_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)
         self.mlp = MLP(cfg, **kw)
 
-    def __call__(self, x, cos, sin, mask, cache_kv, cache_index, kc: DecodeKernels | None = None):
-        a, kv = self.attn(x, cos, sin, mask, cache_kv, cache_index, norm=self.attn_norm, kc=kc)
+    def __call__(self, x, cos, sin, mask, cache_kv, cache_index, kc: DecodeKernels | None = None, dropout_rng=None):
+        a, kv = self.attn(x, cos, sin, mask, cache_kv, cache_index, norm=self.attn_norm, kc=kc, dropout_rng=dropout_rng)
         x = x + a
-        return x + self.mlp(x, norm=self.mlp_norm, kc=kc), kv
+        return x + self.mlp(x, norm=self.mlp_norm, kc=kc, dropout_rng=dropout_rng), kv
 
     def kernel_weights(self) -> kernel_step.LayerWeights:
         """This layer's parameters as stored, for the decode kernels."""
@@ -184,9 +206,9 @@ class Block(nnx.Module):
 
 
 @nnx.remat
-def _remat_layer(layer: Block, x, cos, sin, mask):
+def _remat_layer(layer: Block, x, cos, sin, mask, dropout_rng=None):
     """One cache-free block whose activations are recomputed in the backward pass: x [B, T, D] -> [B, T, D]."""
-    return layer(x, cos, sin, mask, None, 0)[0]
+    return layer(x, cos, sin, mask, None, 0, dropout_rng=dropout_rng)[0]
 
 
 class Decoder(nnx.Module):
@@ -206,8 +228,8 @@ class Decoder(nnx.Module):
 
     def hidden(self, tokens: jax.Array, positions: jax.Array | None = None, *, kv_mask: jax.Array | None = None,
                cache: KVCache | None = None, cache_index=0, segment_ids: jax.Array | None = None,
-               remat: bool = False, kernels: DecodeKernels | None = None,
-               layouts: tuple = ()) -> tuple[jax.Array, KVCache | None]:
+               remat: bool = False, kernels: DecodeKernels | None = None, layouts: tuple = (),
+               dropout_rng: jax.Array | None = None) -> tuple[jax.Array, KVCache | None]:
         """Final-normed hidden states [B, T, D] (compute dtype) and the updated cache.
 
         tokens, positions: int32[B, T] (positions default to 0..T-1). Without a cache the keys are
@@ -219,12 +241,14 @@ class Decoder(nnx.Module):
         remat: without a cache, recompute each layer's activations in the backward pass (training memory).
         kernels: the decode kernels for one-row steps (cudaperf_jax.kernels.DecodeKernels; None: XLA only).
         layouts: `kernel_layouts` of these weights (the Sampler builds them once per set of weights), or ().
+        dropout_rng: a PRNG key: a training step's dropout on the LoRA adapters' inputs (None: no dropout).
         """
         b, t = tokens.shape
         if cache is not None and (segment_ids is not None or remat):
             raise ValueError("segment_ids and remat are for cache-free (training) calls; pass cache=None")
         kc = (kernels or XLA).resolve(b)
-        if cache is not None and kernel_step.applies(self.cfg, kc, b, t):  # one token: the fused decode layers
+        # one token: the fused decode layers (they read the base kernels only, so not with adapters)
+        if cache is not None and not self.has_adapters and kernel_step.applies(self.cfg, kc, b, t):
             return self._kernel_step(tokens, positions, kv_mask, cache, cache_index, kc, layouts)
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
@@ -240,11 +264,12 @@ class Decoder(nnx.Module):
         x = jnp.take(self.embed[...], tokens, axis=0).astype(self.dtype)
         new_k, new_v = [], []
         for i, layer in enumerate(self.layers):
+            rng = None if dropout_rng is None else jax.random.fold_in(dropout_rng, i)
             if remat:
-                x = _remat_layer(layer, x, cos, sin, mask)
+                x = _remat_layer(layer, x, cos, sin, mask, rng)
                 continue
             ckv = None if cache is None else (cache.k[i], cache.v[i])
-            x, (k, v) = layer(x, cos, sin, mask, ckv, cache_index, kc)
+            x, (k, v) = layer(x, cos, sin, mask, ckv, cache_index, kc, rng)
             new_k.append(k)
             new_v.append(v)
         new_cache = None if cache is None else KVCache(tuple(new_k), tuple(new_v))
@@ -269,9 +294,15 @@ class Decoder(nnx.Module):
         one-kernel MLP) where a decode of `batch` sequences with caches of cache_shape [B, Hkv, S, Dh] uses them;
         else (). A pytree of arrays: build it once per set of weights and pass it to `hidden`."""
         kc = (kernels or XLA).resolve(batch)
-        if not kernel_step.layouts_apply(self.cfg, kc, self.dtype, batch, cache_shape, cache_dtype):
+        if self.has_adapters or not kernel_step.layouts_apply(self.cfg, kc, self.dtype, batch, cache_shape,
+                                                              cache_dtype):
             return ()
         return kernel_step.layouts([layer.mlp.gate_up[...] for layer in self.layers], self.dtype)
+
+    @property
+    def has_adapters(self) -> bool:
+        """Whether any block has LoRA adapters (lora.add_adapters)."""
+        return any(layer.attn.lora is not None or layer.mlp.lora is not None for layer in self.layers)
 
     def logits(self, h: jax.Array, kernels: DecodeKernels | None = None) -> jax.Array:
         """float32 logits [..., V] from hidden states [..., D]; a one-row h goes through the Pallas matvec where
@@ -286,9 +317,10 @@ class Decoder(nnx.Module):
     def __call__(self, tokens: jax.Array, positions: jax.Array | None = None, *,
                  kv_mask: jax.Array | None = None, cache: KVCache | None = None, cache_index=0,
                  segment_ids: jax.Array | None = None, remat: bool = False, kernels: DecodeKernels | None = None,
-                 layouts: tuple = ()):
+                 layouts: tuple = (), dropout_rng: jax.Array | None = None):
         """float32 logits [B, T, V] (and the updated cache when one is given); see `hidden`."""
         h, new_cache = self.hidden(tokens, positions, kv_mask=kv_mask, cache=cache, cache_index=cache_index,
-                                   segment_ids=segment_ids, remat=remat, kernels=kernels, layouts=layouts)
+                                   segment_ids=segment_ids, remat=remat, kernels=kernels, layouts=layouts,
+                                   dropout_rng=dropout_rng)
         out = self.logits(h, kernels)
         return out if cache is None else (out, new_cache)

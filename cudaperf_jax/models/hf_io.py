@@ -87,6 +87,9 @@ def model_from_hf_state(cfg: ModelConfig, tensors: dict, *, dtype=jnp.float32, p
 
 def model_to_hf_state(model: Decoder, dtype=np.float32) -> dict[str, np.ndarray]:
     """HF-named tensors (HF layout, numpy `dtype`) of a Decoder; the inverse of model_from_hf_state."""
+    if model.has_adapters:
+        raise CheckpointError("this model has LoRA adapters, which a plain checkpoint would drop; export "
+                              "lora.merged_model(model), or the adapters alone with peft_io.save_peft_dir")
     cfg: ModelConfig = model.cfg
     h, kv, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
 
