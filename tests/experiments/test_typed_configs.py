@@ -51,3 +51,12 @@ def test_errors_name_the_field():
         from_configdict(rl.TYPED, {"grpo": {"advantage": "rloo"}, "rollout": {"samples_per_task": 1}})
     with pytest.raises(ConfigFieldError, match=r"config.lora: targets='q,x'"):
         from_configdict(rl.TYPED, {"lora": {"targets": "q,x"}})
+
+
+def test_a_partial_section_keeps_its_parents_defaults():
+    """EvalConfig's rollout defaults (1 sample at temperature 0.7) are not RolloutConfig's (8 at 1.0): a section given
+    in part takes the rest from its parent's default instance."""
+    from cudaperf_jax.eval.config import EvalConfig
+    e = from_configdict(EvalConfig, {"rollout": {"turns": 2}})
+    assert (e.rollout.turns, e.rollout.samples_per_task, e.rollout.temperature) == (2, 1, 0.7)
+    assert from_configdict(EvalConfig, {}) == EvalConfig()
