@@ -43,7 +43,12 @@ def train_throughput(n, args):
     from cudaperf_jax.models.sharding import make_mesh, shard_model
     from cudaperf_jax.rl.grpo import GRPOConfig
     from cudaperf_jax.rl.objective import grpo_objective
-    from cudaperf_jax.training import init_train_state, make_optimizer, make_train_step, stack
+    from cudaperf_jax.training import (
+        init_train_state,
+        make_optimizer,
+        make_train_step,
+        stack,
+    )
     cfg = ModelConfig.from_hf(SHAPES[args.model])
     mesh = make_mesh(data=1, fsdp=n, devices=jax.devices()[:n])
     model = Decoder(cfg, rngs=nnx.Rngs(0), dtype=jnp.bfloat16, param_dtype=jnp.float32)

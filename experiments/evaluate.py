@@ -48,7 +48,9 @@ def policy_records(client, sampler, tasks, cfg) -> tuple[list[dict], list]:
 
 
 def ranker_scores(path: str, tasks, records: list[dict]) -> dict:
-    from cudaperf_jax.ranker.scorer import Ranker  # built by the ranker work; imported only when asked for
+    from cudaperf_jax.ranker.scorer import (
+        Ranker,  # built by the ranker work; imported only when asked for
+    )
     by_id = {t.id: t for t in tasks}
     ranker = Ranker.load(path)
     scores = ranker.score([by_id[r["task"]] for r in records], [r["source"] for r in records],

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from cudaperf_jax.rewards.unified import COMPONENTS, RewardConfig, UnifiedReward
 from cudaperf_jax.prompts import extract_solution, task_prompt
+from cudaperf_jax.rewards.unified import COMPONENTS, RewardConfig, UnifiedReward
 
 
 class HarnessClient:

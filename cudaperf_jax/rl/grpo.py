@@ -12,7 +12,7 @@ their count (tokens for token_mean, sequences with tokens for sequence_mean), au
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import jax.numpy as jnp
 

@@ -21,7 +21,6 @@ trainer's reference forward pass) runs on the main thread.
 from __future__ import annotations
 
 import collections
-
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -249,7 +248,7 @@ def _generate(sampler, prompts_: list, params, keys, chunk: int):
         out = sampler.generate_tokens(toks, mask, params, ks)
         parts.append([np.asarray(x)[:real] for x in jax.device_get(out)])
     width = max(p[0].shape[1] for p in parts)
-    pad = lambda a, v: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=v)  # noqa: E731
+    pad = lambda a, v: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=v)
     return (np.concatenate([pad(p[0], sampler.pad_id) for p in parts]), np.concatenate([pad(p[1], 0.0) for p in parts]),
             np.concatenate([p[2] for p in parts]))
 

@@ -39,7 +39,12 @@ import numpy as np
 import optax
 from flax import nnx
 
-from cudaperf_jax.training.sharding import batch_shardings, place, replicated, shardings_of
+from cudaperf_jax.training.sharding import (
+    batch_shardings,
+    place,
+    replicated,
+    shardings_of,
+)
 from cudaperf_jax.training.state import split_model
 
 LossFn = Callable[[nnx.Module, dict], tuple]
@@ -102,7 +107,7 @@ class TrainStep:
     def _accumulate(self, params, rest, acc, stacked):
         def body(acc, mb):
             grads, sums = self._grads(params, rest, mb)
-            f32 = lambda a, g: a + jnp.asarray(g, jnp.float32)  # noqa: E731
+            f32 = lambda a, g: a + jnp.asarray(g, jnp.float32)
             return {"grads": jax.tree.map(f32, acc["grads"], grads), "sums": jax.tree.map(f32, acc["sums"], sums)}, None
         return jax.lax.scan(body, acc, stacked)[0]
 

@@ -5,7 +5,13 @@ import importlib
 
 import pytest
 
-from cudaperf_jax.experiment.config import ConfigFieldError, field_docs, flat_fields, from_configdict, to_configdict
+from cudaperf_jax.experiment.config import (
+    ConfigFieldError,
+    field_docs,
+    flat_fields,
+    from_configdict,
+    to_configdict,
+)
 
 FILES = ("rl", "rl_tiny", "sft", "sft_cpu", "evaluate")
 

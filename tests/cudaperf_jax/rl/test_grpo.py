@@ -2,9 +2,9 @@
 learns."""
 import dataclasses
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import pytest
 from flax import nnx
@@ -82,7 +82,7 @@ def test_train_step_raises_rewarded_and_lowers_penalised_sequences():
         params, opt_state, m = step(params, opt_state, rest, stack([batch]))
         losses.append(float(m["loss"]))
     lp = np.asarray(logp_fn(params, rest, batch["tokens"], batch["positions"], batch["kv_mask"]))
-    seq = lambda x: (x * batch["loss_mask"]).sum(1)  # noqa: E731
+    seq = lambda x: (x * batch["loss_mask"]).sum(1)
     gain = seq(lp) - seq(lp0)
     assert gain[0] > 0 and gain[2] > 0 and gain[1] < 0 and gain[3] < 0
     assert losses[-1] < losses[0]

@@ -137,6 +137,7 @@ def test_config_is_validated():
 
 def test_train_batches_take_the_ladders_lengths():
     from types import SimpleNamespace
+
     from cudaperf_jax.generation.sampler import padded_length
     from cudaperf_jax.rl.batch import build_batch
     c = SimpleNamespace(prompt_ids=np.arange(1, 1101, dtype=np.int32) % 50, completion_ids=np.ones(70, np.int32),

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from cudaperf_jax import prompts
-from cudaperf_jax.sft import data
 from cudaperf_jax.experiment.config import ConfigFieldError, from_configdict
+from cudaperf_jax.sft import data
 from cudaperf_jax.sft.config import DataConfig, SFTConfig, SFTConfigError
 
 

@@ -24,7 +24,7 @@ from cudaperf_jax.training import (
     stack_micro_batches,
 )
 
-TOL = dict(rtol=2e-6, atol=2e-7)
+TOL = {"rtol": 2e-6, "atol": 2e-7}
 
 
 def tiny_model(seed=0):
