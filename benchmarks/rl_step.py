@@ -97,6 +97,8 @@ def main():
     import jax
 
     from cudaperf_jax.experiment import open_run
+    from cudaperf_jax.experiment.config import from_configdict
+    from cudaperf_jax.rl.config import RLConfig
     from cudaperf_jax.rl.trainer import Trainer
     from experiments.configs import rl_tiny
     from kernels_harness.run.pool import HarnessPool
@@ -117,13 +119,15 @@ def main():
             policy = build_policy(name, dtype)
             load_s = time.perf_counter() - t0
             with tempfile.TemporaryDirectory() as wd:
-                run = open_run(wd, c, name="rl_step")
-                tr = Trainer(c, run, policy=policy)
+                cfg = from_configdict(RLConfig, c)
+                run = open_run(wd, cfg, name="rl_step")
+                tr = Trainer(cfg, run, policy=policy)
+                client = tr.client(pool)
                 t0 = time.perf_counter()
-                m = tr.step(0, pool)   # the warm-up (jit compiles): its row is step 0
+                m = tr.step(0, client)   # the warm-up (jit compiles): its row is step 0
                 warm_s = time.perf_counter() - t0
                 for st in range(args.steps + 1):
-                    m = m if st == 0 else tr.step(st, pool)
+                    m = m if st == 0 else tr.step(st, client)
                     rows.append({"model": name, "step": st, "load_s": load_s, "warmup_step_s": warm_s,
                                  "candidates": args.tasks * args.samples * args.turns, "backend": pool.backend,
                                  **{k[5:]: v for k, v in m.items() if k.startswith("time/")},

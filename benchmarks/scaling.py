@@ -36,18 +36,26 @@ def train_throughput(n, args):
     import jax
     import jax.numpy as jnp
     import numpy as np
-    import optax
     from flax import nnx
 
     from cudaperf_jax.models.config import ModelConfig
     from cudaperf_jax.models.decoder import Decoder
     from cudaperf_jax.models.sharding import make_mesh, shard_model
-    from cudaperf_jax.rl.train_step import make_train_step, shard_batch, split_model
+    from cudaperf_jax.rl.grpo import GRPOConfig
+    from cudaperf_jax.rl.objective import grpo_objective
+    from cudaperf_jax.training import (
+        init_train_state,
+        make_optimizer,
+        make_train_step,
+        stack,
+    )
     cfg = ModelConfig.from_hf(SHAPES[args.model])
     mesh = make_mesh(data=1, fsdp=n, devices=jax.devices()[:n])
     model = Decoder(cfg, rngs=nnx.Rngs(0), dtype=jnp.bfloat16, param_dtype=jnp.float32)
     shard_model(model, mesh)
-    graphdef, params, others = split_model(model)
+    grpo = GRPOConfig()
+    opt, _ = make_optimizer(grpo.optim(), args.steps + 1)
+    graphdef, params, opt_state, rest = init_train_state(model, opt, mesh=mesh)
     b, length = args.per_device_batch * n, args.seq_len
     rng = np.random.default_rng(0)
     tokens = rng.integers(3, cfg.vocab_size, (b, length)).astype(np.int32)
@@ -55,18 +63,16 @@ def train_throughput(n, args):
              "kv_mask": np.ones((b, length), bool), "loss_mask": np.ones((b, length - 1), np.float32),
              "old_logp": np.full((b, length - 1), -5.0, np.float32), "ref_logp": np.full((b, length - 1), -5.0, np.float32),
              "advantages": rng.normal(size=b).astype(np.float32)}
-    batch = shard_batch(batch, mesh)
-    opt = optax.adamw(1e-6)
-    opt_state = jax.jit(opt.init)(params)
-    step = make_train_step(graphdef, others, opt)
+    batch = stack([batch])                       # one micro-batch: the training core's step, as RL and SFT run it
+    step = make_train_step(graphdef, opt, grpo_objective(grpo), mesh=mesh)
     t0 = time.perf_counter()
-    params, opt_state, m = step(params, opt_state, batch)
+    params, opt_state, m = step(params, opt_state, rest, batch)
     jax.block_until_ready(m["loss"])
     compile_s = time.perf_counter() - t0
     times = []
     for _ in range(args.steps):
         t0 = time.perf_counter()
-        params, opt_state, m = step(params, opt_state, batch)
+        params, opt_state, m = step(params, opt_state, rest, batch)
         jax.block_until_ready(m["loss"])
         times.append(time.perf_counter() - t0)
     med = statistics.median(times)

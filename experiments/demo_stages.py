@@ -70,6 +70,7 @@ def eval_stage(config, workdir, policy: str) -> dict:
         return {}
     from cudaperf_jax.generation.sampler import Sampler
     from cudaperf_jax.models.loading import load_policy
+    from cudaperf_jax.rewards.bridge import HarnessClient
     from cudaperf_jax.rewards.unified import RewardConfig, UnifiedReward
     from cudaperf_jax.rl.rollout import RolloutConfig, rollout
     from cudaperf_jax.rl.trainer import trained_policy
@@ -96,7 +97,8 @@ def eval_stage(config, workdir, policy: str) -> dict:
     with HarnessPool(backend=config.backend, workers=config.workers, seed=config.seed) as pool:
         for name, load in policies.items():
             model, tok = load()
-            ro = rollout(Sampler(model, tok), pool, tasks, rcfg, seed=config.seed + 7, reward=reward)
+            client = HarnessClient(pool, tasks, tok, reward, prompt=config.prompt)
+            ro = rollout(Sampler(model, tok), client, tasks, rcfg, seed=config.seed + 7)
             for t in range(rcfg.turns):
                 rs = [c.result for c in ro.turn(t)]
                 table[f"{name}/turn{t}"] = {

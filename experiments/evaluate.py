@@ -2,12 +2,14 @@
 
     python -m experiments.evaluate --config.suite=data/kernelbench/level1 --config.solutions=DIR --workdir=W
     python -m experiments.evaluate --config.suite=data/tasks --config.split=test --config.model=default \
-        --config.samples_per_task=4 --config.turns=2 --workdir=W
+        --config.rollout.samples_per_task=4 --config.rollout.turns=2 --workdir=W
 
 Writes W/config.json, W/candidates.jsonl (one judged candidate per line), W/eval.json, W/eval.md and
 W/eval_turns.png: correctness, fast_p for p in {0, 1, 1.5, 2} over all tasks (against PyTorch eager and,
 on a GPU, torch.compile), geometric-mean speedup over correct, pass@k (unbiased), best-of-n (oracle,
-and ranker-selected with --config.ranker), per-turn curves and per-level/family tables.
+and ranker-selected with --config.ranker), per-turn curves and per-level/family tables. The ConfigDict becomes an eval.config.EvalConfig (its `rollout`
+section is the rl.rollout.RolloutConfig the policy samples with, every field passed through); candidates are judged
+through one rewards.bridge.HarnessClient.
 """
 from __future__ import annotations
 
@@ -24,49 +26,31 @@ def _path(p: str) -> Path:
     return q if q.is_absolute() else launch.REPO / q
 
 
-def _validate(config) -> None:
-    if bool(config.solutions) == bool(config.model):
-        raise ValueError("give exactly one of --config.solutions=DIR (solution files) or --config.model=PATH "
-                         "(a policy)")
-    if config.samples_per_task < 1 or config.turns < 1:
-        raise ValueError("samples_per_task and turns must be at least 1")
-    if config.select not in ("first", "spread"):
-        raise ValueError("select must be 'first' or 'spread'")
-    if config.group_by not in ("level", "family"):
-        raise ValueError("group_by must be 'level' or 'family'")
-
-
-def solution_records(pool, tasks, solutions: dict) -> list[dict]:
+def solution_records(client, tasks, solutions: dict) -> list[dict]:
     from cudaperf_jax.eval.report import record
     items, keys = [], []
     for t in tasks:
         for k, src in enumerate(solutions.get(t.id, [])):
             items.append((t, src))
             keys.append((t, k))
-    results = pool.evaluate(items)
+    results = client.evaluate(items)
     return [record(t, 0, k, r, source=src) for (t, k), (_, src), r in zip(keys, items, results)]
 
 
-def policy_records(pool, tasks, config) -> tuple[list[dict], list]:
+def policy_records(client, sampler, tasks, cfg) -> tuple[list[dict], list]:
+    """Records of the sampler's policy's rollouts (cfg.rollout) on `tasks`, judged through `client`."""
     from cudaperf_jax.eval.report import record
-    from cudaperf_jax.generation.sampler import Sampler
-    from cudaperf_jax.kernels import DecodeKernels
-    from cudaperf_jax.models.loading import load_policy
-    from cudaperf_jax.rl.rollout import RolloutConfig, rollout
-    model, tok = load_policy(config.model, dtype=config.dtype, progress=True)
-    cfg = RolloutConfig(samples_per_task=config.samples_per_task, turns=config.turns,
-                        max_new_tokens=config.max_new_tokens, max_prompt_tokens=config.max_prompt_tokens,
-                        temperature=config.temperature, top_p=config.top_p, prompt=config.prompt,
-                        gen_batch=config.gen_batch)
-    sampler = Sampler(model, tok, kernels=DecodeKernels.from_config(config.get("decode_kernels")))
-    ro = rollout(sampler, pool, tasks, cfg, seed=config.seed)
+    from cudaperf_jax.rl.rollout import rollout
+    ro = rollout(sampler, client, tasks, cfg.rollout, seed=cfg.seed)
     cands = list(ro.candidates)
     return [record(tasks[c.task_index], c.turn, c.sample, c.result, text=c.text, source=c.source,
                    truncated=not c.stopped) for c in cands], cands
 
 
 def ranker_scores(path: str, tasks, records: list[dict]) -> dict:
-    from cudaperf_jax.ranker.scorer import Ranker  # built by the ranker work; imported only when asked for
+    from cudaperf_jax.ranker.scorer import (
+        Ranker,  # built by the ranker work; imported only when asked for
+    )
     by_id = {t.id: t for t in tasks}
     ranker = Ranker.load(path)
     scores = ranker.score([by_id[r["task"]] for r in records], [r["source"] for r in records],
@@ -76,29 +60,33 @@ def ranker_scores(path: str, tasks, records: list[dict]) -> dict:
 
 def main(config, workdir):
     from cudaperf_jax.eval import report, suites
+    from cudaperf_jax.eval.config import EvalConfig
     from cudaperf_jax.experiment import open_run
+    from cudaperf_jax.experiment.config import from_configdict
+    from cudaperf_jax.rewards.bridge import HarnessClient
     from kernels_harness.run.pool import HarnessPool
-    try:
-        _validate(config)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    run = open_run(workdir, config, name="evaluate")
-    tasks = suites.load_suite(_path(config.suite), split=config.split, max_tasks=config.max_tasks,
-                              select=config.select, kernelbench_cache=_path(config.kernelbench_cache) if config.kernelbench_cache else None)
-    print(f"[evaluate] {len(tasks)} tasks from {config.suite}", file=sys.stderr)
-    kw = {"workers": config.workers} if config.workers else {}
-    with HarnessPool(backend=config.backend, trials=config.trials, progress=True, seed=config.seed,
-                     torch_compile=config.torch_compile, **kw) as pool:
-        if config.solutions:
-            sols = suites.load_solutions(_path(config.solutions), tasks)
-            records = solution_records(pool, tasks, sols)
+    cfg = from_configdict(EvalConfig, config)
+    cfg.check_sources()
+    run = open_run(workdir, cfg, name="evaluate")
+    tasks = suites.load_suite(_path(cfg.suite), split=cfg.split, max_tasks=cfg.max_tasks, select=cfg.select,
+                              kernelbench_cache=_path(cfg.kernelbench_cache) if cfg.kernelbench_cache else None)
+    print(f"[evaluate] {len(tasks)} tasks from {cfg.suite}", file=sys.stderr)
+    kw = {"workers": cfg.workers} if cfg.workers else {}
+    with HarnessPool(backend=cfg.backend, trials=cfg.trials, progress=True, seed=cfg.seed,
+                     torch_compile=cfg.torch_compile, **kw) as pool:
+        if cfg.solutions:
+            client = HarnessClient(pool, tasks, prompt=cfg.rollout.prompt)
+            records = solution_records(client, tasks, suites.load_solutions(_path(cfg.solutions), tasks))
         else:
-            records, _ = policy_records(pool, tasks, config)
-    scores = ranker_scores(config.ranker, tasks, records) if config.ranker else None
-    ks = tuple(k for k in config.pass_k if k <= max(1, config.samples_per_task if config.model else
-                                                     max((r["sample"] + 1 for r in records), default=1)))
-    summary = report.build_summary(records, tasks, ks=ks, group_by=config.group_by, scores=scores)
+            from cudaperf_jax.generation.sampler import Sampler
+            from cudaperf_jax.models.loading import load_policy
+            model, tok = load_policy(cfg.model, dtype=cfg.dtype, progress=True)
+            client = HarnessClient(pool, tasks, tok, prompt=cfg.rollout.prompt)
+            records, _ = policy_records(client, Sampler(model, tok, kernels=cfg.decode_kernels), tasks, cfg)
+    scores = ranker_scores(cfg.ranker, tasks, records) if cfg.ranker else None
+    ks = tuple(k for k in cfg.pass_k if k <= max(1, cfg.rollout.samples_per_task if cfg.model else
+                                                  max((r["sample"] + 1 for r in records), default=1)))
+    summary = report.build_summary(records, tasks, ks=ks, group_by=cfg.group_by, scores=scores)
     paths = report.write_report(summary, records, workdir)
     run.log(0, {k.replace("/", "_"): v for k, v in summary["best_of_n"].items()})
     run.close()

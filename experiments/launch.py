@@ -65,6 +65,7 @@ def compilation_cache(setting: str, min_compile_s: float = 1.0) -> str | None:
 def user_errors() -> tuple[type, ...]:
     """Exception types that mean 'the user asked for something impossible', reported in one line."""
     from cudaperf_jax.assets import ModelNotAvailable
+    from cudaperf_jax.experiment.config import ConfigFieldError
     from cudaperf_jax.experiment.workdir import CheckpointDamaged, ConfigMismatch
     from cudaperf_jax.models.config import ConfigError
     from cudaperf_jax.models.hf_io import CheckpointError
@@ -72,7 +73,7 @@ def user_errors() -> tuple[type, ...]:
     from kernels_harness.run.pool import HarnessSetupError
     from kernels_harness.tasks.errors import TaskError
     return (ModelNotAvailable, ConfigMismatch, CompilerNotFound, TaskError, FileNotFoundError, CheckpointError,
-            ConfigError, HarnessSetupError, CheckpointDamaged)
+            ConfigError, ConfigFieldError, HarnessSetupError, CheckpointDamaged)
 
 
 def run(main, name: str):

@@ -86,11 +86,11 @@ evaluate() {  # evaluate NAME MODEL: the policy on the test and val splits, TURN
   local name=$1 model=$2
   stage "eval_${name}_test" 600 python3 -m experiments.evaluate --config.suite="$ROOT/tasks" --config.split=test \
     --config.max_tasks="$EVAL_TEST" --config.select=spread --config.model="$model" --config.dtype=bfloat16 \
-    --config.samples_per_task="$EVAL_SAMPLES" --config.temperature="$EVAL_TEMP" --config.turns="$TURNS" --config.torch_compile=False \
+    --config.rollout.samples_per_task="$EVAL_SAMPLES" --config.rollout.temperature="$EVAL_TEMP" --config.rollout.turns="$TURNS" --config.torch_compile=False \
     --config.pass_k="(1,2)" --config.group_by=family --workdir="$R/eval_${name}_test"
   stage "eval_${name}_val" 450 python3 -m experiments.evaluate --config.suite="$ROOT/tasks" --config.split=val \
     --config.max_tasks="$EVAL_VAL" --config.select=spread --config.model="$model" --config.dtype=bfloat16 \
-    --config.samples_per_task="$EVAL_SAMPLES" --config.temperature="$EVAL_TEMP" --config.turns="$TURNS" --config.torch_compile=False \
+    --config.rollout.samples_per_task="$EVAL_SAMPLES" --config.rollout.temperature="$EVAL_TEMP" --config.rollout.turns="$TURNS" --config.torch_compile=False \
     --config.pass_k="(1,2)" --config.group_by=family --workdir="$R/eval_${name}_val"
 }
 

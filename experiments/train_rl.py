@@ -2,7 +2,8 @@
 
     python -m experiments.train_rl --config=experiments/configs/rl.py --config.model=PATH --workdir=runs/rl
 
-Resumes from the workdir's last checkpoint; writes metrics.jsonl, TensorBoard, summary.json, rl_curves.png.
+The ConfigDict becomes an rl.config.RLConfig (one sentence naming the field when it cannot); config.json records it
+resolved. Resumes from the workdir's last checkpoint; writes metrics.jsonl, TensorBoard, summary.json, rl_curves.png.
 JAX's GPU memory fraction comes from config.memory_fraction (written before JAX starts; recorded in
 environment.json), the rest of the GPU is the harness's, whose candidates run in their own processes.
 """
@@ -37,9 +38,12 @@ def set_memory_fraction(config, workdir) -> None:
 
 
 def main(config, workdir):
-    set_memory_fraction(config, workdir)
+    from cudaperf_jax.experiment.config import from_configdict
+    from cudaperf_jax.rl.config import RLConfig
+    cfg = from_configdict(RLConfig, config)          # typed and validated before anything starts
+    set_memory_fraction(cfg, workdir)
     from cudaperf_jax.rl.trainer import train
-    summary = train(config, workdir)
+    summary = train(cfg, workdir)
     final = {k: v for k, v in summary["final"].items() if not k.startswith(("time/", "_", "notes/"))}
     print("[train_rl] final step: " + json.dumps(final), file=sys.stderr)
     print(f"[train_rl] wrote {workdir}/metrics.jsonl, summary.json, rl_curves.png", file=sys.stderr)

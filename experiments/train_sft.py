@@ -2,13 +2,12 @@
 
     python -m experiments.train_sft [--config=experiments/configs/sft.py] [--config.field=value] [--workdir=DIR]
 
-Run again with the same workdir and config to resume after the last checkpoint. The result loads with
+The ConfigDict becomes an sft.config.SFTConfig (one sentence naming the field when it cannot; config.json records
+it resolved). Run again with the same workdir and config to resume after the last checkpoint. The result loads with
 `cudaperf_jax.models.loading.load_policy(DIR)` (or DIR/export, a Hugging Face directory). See
 cudaperf_jax/sft/train.py for what the workdir holds.
 """
 from __future__ import annotations
-
-import sys
 
 from experiments import launch
 
@@ -16,13 +15,10 @@ launch.define_config("experiments/configs/sft.py")
 
 
 def main(config, workdir):
-    from cudaperf_jax.sft.config import SFTConfigError
+    from cudaperf_jax.experiment.config import from_configdict
+    from cudaperf_jax.sft.config import SFTConfig
     from cudaperf_jax.sft.train import train
-    try:
-        train(config, workdir)
-    except SFTConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    train(from_configdict(SFTConfig, config), workdir)
 
 
 if __name__ == "__main__":

@@ -94,8 +94,10 @@ def _plain(values) -> dict:
     return dict(values)
 
 
-def from_configdict(cls, values, prefix: str = ""):
-    """A `cls` instance from a ConfigDict / dict holding a subset of its fields (the rest default).
+def from_configdict(cls, values, prefix: str = "", base=None):
+    """A `cls` instance from a ConfigDict / dict holding a subset of its fields (the rest default: the class's
+    defaults, or those of `base`, an instance; a section takes the rest from its parent's default instance, e.g.
+    EvalConfig.rollout = RolloutConfig(samples_per_task=1, ...)).
 
     Raises ConfigFieldError (one sentence naming the field) for an unknown field or a value of the wrong type, and
     passes on the dataclass's own validation errors with the field's section named."""
@@ -109,13 +111,15 @@ def from_configdict(cls, values, prefix: str = ""):
     for name, v in values.items():
         f = fields[name]
         t = hints.get(name, type(_default(f)))
-        sub = _dataclass_of(t, _default(f))
+        default = getattr(base, name) if base is not None else _default(f)
+        sub = _dataclass_of(t, default)
         if sub is not None:
-            kw[name] = from_configdict(sub, v, f"{prefix}{name}.")
+            kw[name] = from_configdict(sub, v, f"{prefix}{name}.",
+                                       base=default if dataclasses.is_dataclass(default) else None)
         else:
-            kw[name] = coerce(prefix + name, t, _default(f), v)
+            kw[name] = coerce(prefix + name, t, default, v)
     try:
-        return cls(**kw)
+        return dataclasses.replace(base, **kw) if base is not None else cls(**kw)
     except ConfigFieldError:
         raise
     except (ValueError, TypeError) as e:

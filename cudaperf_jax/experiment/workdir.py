@@ -68,7 +68,12 @@ def git_state(repo: Path | None = None) -> dict[str, Any]:
 
 
 def _to_plain(config) -> dict:
-    if hasattr(config, "to_dict"):
+    """The config as plain JSON data: a typed config (a dataclass tree) field by field, a ConfigDict by to_dict."""
+    import dataclasses
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        from cudaperf_jax.experiment.config import to_dict
+        config = to_dict(config)
+    elif hasattr(config, "to_dict"):
         config = config.to_dict()
     return json.loads(json.dumps(config, default=str, sort_keys=True))
 

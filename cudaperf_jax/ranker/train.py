@@ -15,6 +15,9 @@ import numpy as np
 import optax
 from flax import nnx
 
+from cudaperf_jax.training import OptimConfig
+from cudaperf_jax.training import make_optimizer as build_optimizer
+
 
 def bradley_terry(s_win: jax.Array, s_lose: jax.Array, w: jax.Array) -> jax.Array:
     """Weighted mean of -log sigmoid(s_win - s_lose): float32[] from float32[B] x3."""
@@ -22,8 +25,11 @@ def bradley_terry(s_win: jax.Array, s_lose: jax.Array, w: jax.Array) -> jax.Arra
 
 
 def make_optimizer(lr: float, steps: int, weight_decay: float = 0.01, warmup: int = 20, clip: float = 1.0):
-    sched = optax.warmup_cosine_decay_schedule(0.0, lr, min(warmup, max(1, steps // 10)), max(steps, 2), lr * 0.05)
-    return optax.chain(optax.clip_by_global_norm(clip), optax.adamw(sched, weight_decay=weight_decay))
+    """The training core's optimizer (training.make_optimizer): AdamW (b2 0.999) with a warmup of min(warmup, steps/10)
+    steps, cosine decay to 5% of lr at `steps`, weight decay on matrices, global-norm clipping at `clip`."""
+    cfg = OptimConfig(learning_rate=lr, schedule="cosine", warmup_steps=min(warmup, max(1, steps // 10)),
+                      end_lr_fraction=0.05, weight_decay=weight_decay, b1=0.9, b2=0.999, eps=1e-8, grad_clip=clip)
+    return build_optimizer(cfg, max(steps, 2))[0]
 
 
 def split(model, filt):

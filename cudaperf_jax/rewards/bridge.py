@@ -1,11 +1,16 @@
 """The bridge from JAX to the harness: token arrays in, reward arrays out, through an ordered host callback.
 
-    client = HarnessClient(pool, tasks, tokenizer, UnifiedReward(RewardConfig()))
+    client = HarnessClient(pool, tasks, tokenizer, UnifiedReward(RewardConfig()), prompt="worked_example")
     @jax.jit
     def f(tokens, lengths, task_idx):           # int32[B, N], int32[B], int32[B]
         return client.jax_rewards(tokens, lengths, task_idx)     # float32[B, C], C = len(client.names)
     client.reward_fn(prompts, completions, task_id=[...])       # TRL-style -> list[float] (the total)
     client.evaluate([(task, source), ...])                       # plain Python callers: [EvalResult]
+    client.reward_rows(results, tasks, sources)                  # float32[n, C] of judged candidates
+
+The one way candidates reach the harness and the reward: the RL trainer and experiments/evaluate.py hand a client to
+rl.rollout (it evaluates a turn's candidates in a thread, then rewards them with reward_rows), TRL-style trainers
+call reward_fn, jitted code calls jax_rewards.
 
 On the host (`jax.experimental.io_callback(..., ordered=True)`: the callbacks of one program run in program
 order and are never dropped or duplicated by XLA), each sample's first `lengths[b]` tokens are decoded, the
@@ -21,8 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from cudaperf_jax.rewards.unified import COMPONENTS, RewardConfig, UnifiedReward
 from cudaperf_jax.prompts import extract_solution, task_prompt
+from cudaperf_jax.rewards.unified import COMPONENTS, RewardConfig, UnifiedReward
 
 
 class HarnessClient:
@@ -36,9 +41,10 @@ class HarnessClient:
         self.tokenizer = tokenizer
         self.reward = reward or UnifiedReward(RewardConfig())
         self.names = tuple(self.reward.names) if hasattr(self.reward, "names") else COMPONENTS
+        self.prompt = prompt
         self.last: dict = {"results": [], "sources": []}
         self._by_id = {t.id: t for t in self.tasks}
-        self._by_prompt = {task_prompt(t, prompt).strip(): t for t in self.tasks}
+        self._by_prompt: dict | None = None   # prompt text -> task, built on the first reward_fn call without ids
         self._lock = threading.Lock()   # one harness batch at a time (the pool is shared)
 
     # ---- plain Python callers -----------------------------------------------------------------
@@ -47,12 +53,16 @@ class HarnessClient:
         with self._lock:
             return self.pool.evaluate(items)
 
+    def reward_rows(self, results: list, tasks: list, sources: list) -> np.ndarray:
+        """float32[n, C] reward components (columns in `names` order) of judged candidates."""
+        comps = self.reward(results, tasks, sources)
+        self.last = {"results": list(results), "sources": list(sources)}
+        return np.stack([np.asarray(comps[k], np.float32) for k in self.names], axis=1)
+
     def rewards(self, tasks: list, sources: list) -> tuple[np.ndarray, list]:
         """(float32[n, C] reward components, EvalResults) for parallel lists of tasks and CUDA sources."""
         results = self.evaluate(list(zip(tasks, sources)))
-        comps = self.reward(results, tasks, sources)
-        self.last = {"results": results, "sources": list(sources)}
-        return np.stack([np.asarray(comps[k], np.float32) for k in self.names], axis=1), results
+        return self.reward_rows(results, tasks, sources), results
 
     def _task_of(self, prompt, task_id=None):
         if task_id is not None:
@@ -61,6 +71,8 @@ class HarnessClient:
             return self._by_id[task_id]
         if isinstance(prompt, list):   # chat messages: the first user message poses the task
             prompt = next((m["content"] for m in prompt if m.get("role") == "user"), "")
+        if self._by_prompt is None:
+            self._by_prompt = {task_prompt(t, self.prompt).strip(): t for t in self.tasks}
         t = self._by_prompt.get(str(prompt).strip())
         if t is None:
             raise KeyError("a prompt matches none of the client's tasks; pass task_id=[...] beside the prompts")

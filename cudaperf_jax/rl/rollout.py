@@ -1,9 +1,13 @@
 """Multi-turn rollouts: G samples per task and turn over T refinement turns, each judged by the harness.
 
     cfg = RolloutConfig(samples_per_task=8, turns=3, max_new_tokens=512)
-    ro = rollout(sampler, pool, tasks, cfg, seed=0, reward=UnifiedReward(RewardConfig()))
+    client = HarnessClient(pool, tasks, tokenizer, UnifiedReward(RewardConfig()), prompt=cfg.prompt)
+    ro = rollout(sampler, client, tasks, cfg, seed=0)
     ro.candidates[i]   # task_index, turn, sample, prompt_ids, completion_ids, logprobs, text, source, result, rewards
     ro.rewards()       # float32[T, K, G] total reward (ro.rewards("correct") for one component)
+
+Candidates reach the harness and the reward through one rewards.bridge.HarnessClient: `client.evaluate` judges a
+turn's candidates, `client.reward_rows` rewards them.
 
 Turn t+1's prompt for sample g of task k is turn t's prompt ids + the completion ids the sampler produced +
 the feedback turn (the harness feedback on that completion, rendered by the chat template and tokenized alone;
@@ -17,12 +21,10 @@ trainer's reference forward pass) runs on the main thread.
 from __future__ import annotations
 
 import collections
-
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
 
 import jax
 import numpy as np
@@ -30,11 +32,6 @@ import numpy as np
 from cudaperf_jax.generation.sampler import SamplingParams
 from cudaperf_jax.prompts import ChatTokens, extract_solution
 from cudaperf_jax.prompts import get as get_prompt
-
-
-class Evaluator(Protocol):
-    def evaluate(self, items: list) -> list:  # [(Task, source)] -> [EvalResult]
-        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +71,7 @@ class RolloutConfig:
 class Candidate:
     """One sampled answer. prompt_ids int32[P], completion_ids int32[N] (the stop token included when the
     sample stopped), logprobs float32[N] (the sampler's, temperature 1), rewards float32[C] (names in
-    Rollout.reward_names; None without a reward function)."""
+    Rollout.reward_names)."""
     task_index: int
     turn: int
     sample: int
@@ -84,7 +81,7 @@ class Candidate:
     text: str
     source: str
     result: object = None           # kernels_harness.result.EvalResult
-    rewards: np.ndarray | None = None
+    rewards: np.ndarray | None = None            # float32[C], columns in Rollout.reward_names
     stopped: bool = True            # False: cut at max_new_tokens
     context: str = "full"           # full | window | fresh (see the module docstring)
     ref_logprobs: np.ndarray | None = None   # float32[N] of the reference policy (the trainer fills them)
@@ -148,15 +145,14 @@ def _context(first: list[int], exchanges: list, limit: int, history: str) -> tup
     return ids, mode
 
 
-def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, seed: int, *,
-            reward: Callable | None = None, on_generated: Callable | None = None,
-            progress: bool = False, log: Callable[[str], None] | None = None) -> Rollout:
+def rollout(sampler, client, tasks: Sequence, cfg: RolloutConfig, seed: int, *,
+            on_generated: Callable | None = None, progress: bool = False,
+            log: Callable[[str], None] | None = None) -> Rollout:
     """Samples cfg.turns turns of cfg.samples_per_task answers per task; see the module docstring.
 
-    sampler: a cudaperf_jax.generation.sampler.Sampler with a chat tokenizer. evaluator: anything with
-    `evaluate([(task, source)]) -> [EvalResult]` (a HarnessPool, a rewards.bridge.HarnessClient). reward:
-    a rewards.unified.UnifiedReward (or any callable (results, tasks, sources) -> {name: float32[n]} with a
-    "total" entry and a `names` tuple). Keys: sample g of task k in turn t draws from
+    sampler: a cudaperf_jax.generation.sampler.Sampler with a chat tokenizer. client: a rewards.bridge.HarnessClient
+    (its `evaluate([(task, source)]) -> [EvalResult]` runs in a thread while `on_generated` runs; its
+    `reward_rows(results, tasks, sources) -> float32[n, C]` and `names` (with "total") give the rewards). Keys: sample g of task k in turn t draws from
     fold_in(fold_in(PRNGKey(seed), t), k * G + g), so a rollout is a function of its seed. log: called with one
     line per turn (samples, tokens and seconds of generation, harness seconds, verdicts).
     """
@@ -171,7 +167,7 @@ def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, 
             raise ValueError(f"task {t.id}'s first prompt has {len(ids)} tokens, more than max_prompt_tokens="
                              f"{cfg.max_prompt_tokens}; raise it or leave the task out")
     params = cfg.sampling()
-    names = tuple(getattr(reward, "names", ())) if reward is not None else ()
+    names = tuple(client.names)
     seconds = {"generation": 0.0, "harness": 0.0, "harness_wait": 0.0, "hook": 0.0}
     out: list[Candidate] = []
     exchanges = [[[] for _ in range(g_n)] for _ in range(k_n)]   # per task and sample: [(completion, feedback)]
@@ -207,7 +203,7 @@ def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, 
                 generated += n
             items = [(tasks[c.task_index], c.source) for c in cands]
             t0 = time.perf_counter()
-            future = harness_thread.submit(_timed, evaluator.evaluate, items)
+            future = harness_thread.submit(_timed, client.evaluate, items)
             if on_generated is not None:
                 on_generated(turn, cands)
             t1 = time.perf_counter()
@@ -215,11 +211,10 @@ def rollout(sampler, evaluator: Evaluator, tasks: Sequence, cfg: RolloutConfig, 
             results, spent = future.result()
             seconds["harness_wait"] += time.perf_counter() - t1
             seconds["harness"] += spent
-            comps = reward(results, [tasks[c.task_index] for c in cands], [c.source for c in cands]) if reward else {}
-            for i, (c, r) in enumerate(zip(cands, results)):
+            rows = client.reward_rows(results, [tasks[c.task_index] for c in cands], [c.source for c in cands])
+            for c, r, row in zip(cands, results, rows):
                 c.result = r
-                if reward is not None:
-                    c.rewards = np.array([comps[nm][i] for nm in names], np.float32)
+                c.rewards = np.asarray(row, np.float32)
                 text = _cut(r.feedback or r.status, cfg.feedback_chars)
                 if not c.stopped:
                     text = truncation_note(cfg.max_new_tokens) + " " + text
@@ -253,7 +248,7 @@ def _generate(sampler, prompts_: list, params, keys, chunk: int):
         out = sampler.generate_tokens(toks, mask, params, ks)
         parts.append([np.asarray(x)[:real] for x in jax.device_get(out)])
     width = max(p[0].shape[1] for p in parts)
-    pad = lambda a, v: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=v)  # noqa: E731
+    pad = lambda a, v: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=v)
     return (np.concatenate([pad(p[0], sampler.pad_id) for p in parts]), np.concatenate([pad(p[1], 0.0) for p in parts]),
             np.concatenate([p[2] for p in parts]))
 

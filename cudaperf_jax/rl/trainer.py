@@ -1,46 +1,57 @@
 """The RL loop: multi-turn rollouts judged by the harness, unified reward, GRPO across turns, Orbax checkpoints.
 
-    summary = train(config, workdir)     # config: an ml_collections ConfigDict as experiments/configs/rl.py builds
+    summary = train(cfg, workdir)     # cfg: an rl.config.RLConfig (a ConfigDict is converted by from_configdict)
 
 One step: the next `tasks_per_step` tasks of a seeded permutation of the task list (the data position is the
-step number); `rollout` over `rollout.turns` turns (the reference policy's log-probs of turn t are computed
-while the harness judges turn t); returns discounted over turns and advantages normalised per task and turn
-(grpo.multi_turn_advantages); a GRPO update over micro-batches with gradient accumulation (a token mean over the
-whole step); the sampler takes the new weights. Every `save_every` steps the run directory checkpoints params,
-optimizer state, RNG key and step, so a run killed at any point resumes to the same metrics (keys under
-`time/` are wall-clock and differ).
+step number); `rollout` over `rollout.turns` turns, every candidate judged and rewarded through one
+rewards.bridge.HarnessClient (the reference policy's log-probs of turn t are computed while the harness judges turn
+t); returns discounted over turns and advantages normalised per task and turn (grpo.multi_turn_advantages); the
+update of the training core (training.step): each micro-batch accumulated at its own bucketed length into on-device
+gradient sums, one optimizer update per epoch (a token mean over the whole step); the sampler takes the new weights.
+The mesh of `mesh` holds the policy, the sampler's caches and the update's state. Every `save_every` steps the run
+directory checkpoints params, optimizer state, RNG key and step, so a run killed at any point resumes to the same
+metrics (keys under `time/` are wall-clock and differ).
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
-from cudaperf_jax.models.config import ConfigError
-from cudaperf_jax.rewards.unified import TERMS, RewardConfig, UnifiedReward
+from cudaperf_jax.experiment.config import from_configdict
+from cudaperf_jax.rewards.unified import TERMS, UnifiedReward
 from cudaperf_jax.rl import grpo
 from cudaperf_jax.rl.batch import micro_batches
-from cudaperf_jax.rl.rollout import RolloutConfig, rollout
-from cudaperf_jax.rl.train_step import sequence_logprobs, split_model
+from cudaperf_jax.rl.config import RLConfig, TasksConfig
+from cudaperf_jax.rl.objective import TRAIN_KEYS, grpo_objective, make_logprob_fn
+from cudaperf_jax.rl.rollout import rollout
+from cudaperf_jax.training import (
+    init_train_state,
+    make_optimizer,
+    make_train_step,
+    mesh_of,
+    place_batch,
+    stack,
+    with_adapters,
+)
 
 
-def load_tasks(c) -> list:
+def typed(config) -> RLConfig:
+    """An RLConfig as is; a ConfigDict or dict converted (and validated) by from_configdict."""
+    return config if isinstance(config, RLConfig) else from_configdict(RLConfig, config)
+
+
+def load_tasks(c: TasksConfig) -> list:
     """The training tasks: `tasks.suite` (a directory of task JSON files) or `tasks.dataset` (a built dataset,
     filtered by `tasks.split`), at most `tasks.max_tasks` (0: all)."""
     from kernels_harness.tasks.errors import TaskError
     from kernels_harness.tasks.schema import load_task
     repo = Path(__file__).resolve().parents[2]
-    if c.dataset:
-        from kernels_harness.datasets import shards
-        tasks = list(shards.load(c.dataset, split=c.split or None))
-    else:
+    if c.suite:
         root = Path(c.suite)
         root = root if root.is_absolute() else repo / root
         files = sorted(root.glob("*.json"))
@@ -49,85 +60,14 @@ def load_tasks(c) -> list:
         tasks = [load_task(f) for f in files]
         if c.split:
             tasks = [t for t in tasks if getattr(t, "split", None) in (None, "", c.split)]
+    else:
+        from kernels_harness.datasets import shards
+        tasks = list(shards.load(c.dataset, split=c.split or None))
     if c.max_tasks:
         tasks = tasks[:c.max_tasks]
     if not tasks:
         raise TaskError(f"no tasks selected (split {c.split!r}); check --config.tasks")
     return tasks
-
-
-class RLConfigError(ConfigError):
-    """A field of the RL config that cannot be used; the message names it and what to pass (a ConfigError, so
-    experiments.launch reports it in one line)."""
-
-
-def validate(c) -> None:
-    """Checks the fields of an RL run's config (experiments/configs/rl.py) before anything is loaded; raises
-    RLConfigError in one sentence."""
-    def need(ok, msg):
-        if not ok:
-            raise RLConfigError(msg)
-
-    def whole(v, low):
-        return isinstance(v, int) and not isinstance(v, bool) and v >= low
-
-    def real(v):
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    try:
-        need(whole(c.steps, 1) and whole(c.tasks_per_step, 1) and whole(c.save_every, 1) and whole(c.prompt_bucket, 1),
-             "steps, tasks_per_step, save_every and prompt_bucket must be integers >= 1")
-        g = c.grpo
-        need(real(g.lr) and g.lr > 0, f"grpo.lr={g.lr!r}: must be a positive number")
-        need(whole(g.micro_batch, 1) and whole(g.epochs, 1), "grpo.micro_batch and grpo.epochs must be integers >= 1")
-        need(all(real(g[k]) and g[k] >= 0 for k in ("weight_decay", "max_grad_norm", "clip_eps_high", "kl_beta")),
-             "grpo.weight_decay, max_grad_norm, clip_eps_high and kl_beta must be numbers >= 0")
-        need(real(g.gamma) and 0 <= g.gamma <= 1, f"grpo.gamma={g.gamma!r}: must be in [0, 1]")
-        need(g.loss in grpo.POLICY_LOSSES, f"grpo.loss={g.loss!r}: choose one of {sorted(grpo.POLICY_LOSSES)}")
-        need(g.advantage in grpo.ADVANTAGES, f"grpo.advantage={g.advantage!r}: choose one of {sorted(grpo.ADVANTAGES)}")
-        for section, build in (("rollout", lambda: rollout_config(c.rollout)), ("grpo", lambda: loss_config(c.grpo)),
-                               ("reward", lambda: RewardConfig.from_config(c.reward))):
-            try:
-                build()
-            except (ValueError, TypeError, KeyError, AttributeError) as e:
-                raise RLConfigError(f"config.{section}: {' '.join(str(e).split())[:200]}") from None
-    except (TypeError, KeyError, AttributeError) as e:  # a comparison with a string, a missing section
-        raise RLConfigError(f"the RL config is not usable ({type(e).__name__}: {' '.join(str(e).split())[:160]}); "
-                            "start from experiments/configs/rl.py") from None
-
-
-def rollout_config(c) -> RolloutConfig:
-    return RolloutConfig(**{f.name: c[f.name] for f in dataclasses.fields(RolloutConfig) if f.name in c})
-
-
-def loss_config(c) -> grpo.LossConfig:
-    return grpo.LossConfig(clip_eps=c.clip_eps, clip_eps_high=c.clip_eps_high if c.clip_eps_high > 0 else None,
-                           kl_beta=c.kl_beta, aggregation="token_mean")
-
-
-def make_update(graphdef, others, optimizer, loss_name: str, lcfg: grpo.LossConfig):
-    """(grad_fn, apply_fn): grad_fn(params, mb, scale) -> (grads, aux) of scale * the micro-batch's token-mean
-    loss; apply_fn(params, opt_state, grads) -> (params, opt_state, grad_norm), state donated."""
-    loss_fn = grpo.POLICY_LOSSES[loss_name]
-
-    @jax.jit
-    def grad_fn(params, mb, scale):
-        def objective(p):
-            model = nnx.merge(graphdef, p, others)
-            logp = sequence_logprobs(model, mb["tokens"], mb["positions"], mb["kv_mask"])
-            value, aux = loss_fn(logp, mb["old_logp"], mb["ref_logp"], mb["advantages"], mb["loss_mask"], lcfg)
-            return value * scale, aux
-        (value, aux), grads = jax.value_and_grad(objective, has_aux=True)(params)
-        return grads, {"loss": value, **aux}
-
-    @jax.jit
-    def logp_fn(params, tokens, positions, kv_mask):
-        return sequence_logprobs(nnx.merge(graphdef, params, others), tokens, positions, kv_mask)
-
-    def apply(params, opt_state, grads):
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, optax.global_norm(grads)
-
-    return grad_fn, jax.jit(apply, donate_argnums=(0, 1)), logp_fn
 
 
 def _turn_metrics(ro, names) -> dict:
@@ -150,60 +90,83 @@ def _turn_metrics(ro, names) -> dict:
 class Trainer:
     """State and pieces of one RL run; `train` drives it."""
 
-    def __init__(self, config, run, policy=None):
-        """policy: an already built (Decoder, tokenizer) instead of loading config.model (benchmarks)."""
+    def __init__(self, cfg: RLConfig, run, policy=None):
+        """policy: an already built (Decoder, tokenizer) instead of loading cfg.model (benchmarks)."""
         from cudaperf_jax.generation.sampler import Sampler
         from cudaperf_jax.models.loading import load_policy
-        c = config
-        self.c, self.run = c, run
-        self.tasks = load_tasks(c.tasks)
-        self.rcfg = rollout_config(c.rollout)
-        self.reward = UnifiedReward(RewardConfig.from_config(c.reward))
-        model, tok = policy if policy is not None else load_policy(c.model, dtype=c.dtype, progress=False)
-        from cudaperf_jax.kernels import DecodeKernels
-        self.sampler = Sampler(model, tok, prompt_bucket=c.prompt_bucket,
-                               kernels=DecodeKernels.from_config(c.get("decode_kernels")))
-        self.graphdef, params, self.others = split_model(model)
-        lcfg = loss_config(c.grpo)
-        self.use_ref = lcfg.kl_beta > 0
-        self.ref_params = jax.tree.map(jnp.copy, params) if self.use_ref else None
-        tx = [optax.clip_by_global_norm(c.grpo.max_grad_norm)] if c.grpo.max_grad_norm > 0 else []
-        self.optimizer = optax.chain(*tx, optax.adamw(c.grpo.lr, weight_decay=c.grpo.weight_decay))
-        self.grad_fn, self.apply_fn, self.logp_fn = make_update(self.graphdef, self.others, self.optimizer,
-                                                                c.grpo.loss, lcfg)
-        self.state = {"params": params, "opt_state": self.optimizer.init(params),
-                      "rng": jax.random.key_data(jax.random.PRNGKey(c.seed)), "step": jnp.int32(-1)}
+        from cudaperf_jax.models.sharding import shard_model
+        self.cfg, self.run = cfg, run
+        self.tasks = load_tasks(cfg.tasks)
+        self.mesh = mesh_of(cfg.mesh)
+        if policy is None:
+            model, tok = load_policy(cfg.model, dtype=cfg.dtype, mesh=self.mesh, progress=False)
+        else:
+            model, tok = policy
+            if self.mesh is not None:
+                shard_model(model, self.mesh)
+        model, trained = with_adapters(model, cfg.lora)
+        self.reward = UnifiedReward(cfg.reward)
+        self.sampler = Sampler(model, tok, mesh=self.mesh, prompt_bucket=cfg.prompt_bucket, kernels=cfg.decode_kernels)
+        self.optimizer, _ = make_optimizer(cfg.grpo.optim(), cfg.steps)
+        self.graphdef, params, opt_state, self.rest = init_train_state(model, self.optimizer, trained=trained,
+                                                                      mesh=self.mesh)
+        self.update = make_train_step(self.graphdef, self.optimizer, grpo_objective(cfg.grpo), mesh=self.mesh)
+        self.logp_fn = make_logprob_fn(self.graphdef)
+        self.use_ref = cfg.grpo.kl_beta > 0
+        self.ref_params = jax.tree.map(jnp.copy, params) if self.use_ref else None   # the start policy
+        self.state = {"params": params, "opt_state": opt_state,
+                      "rng": jax.random.key_data(jax.random.PRNGKey(cfg.seed)), "step": jnp.int32(-1)}
+
+    def client(self, pool):
+        """The one reward path of the run: a HarnessClient over `pool` and the training tasks."""
+        from cudaperf_jax.rewards.bridge import HarnessClient
+        return HarnessClient(pool, self.tasks, self.sampler.tokenizer, self.reward, prompt=self.cfg.rollout.prompt)
 
     def tasks_of(self, step: int) -> list:
         """The data position is the step: tasks_per_step tasks of a per-epoch seeded permutation."""
-        n, per = len(self.tasks), self.c.tasks_per_step
+        n, per = len(self.tasks), self.cfg.tasks_per_step
         out = []
         for j in range(step * per, (step + 1) * per):
             epoch, i = divmod(j, n)
-            order = np.random.default_rng([self.c.seed, epoch]).permutation(n)
+            order = np.random.default_rng([self.cfg.seed, epoch]).permutation(n)
             out.append(self.tasks[order[i]])
         return out
 
     def _ref_hook(self, turn, cands):
         """Reference log-probs of a turn's candidates, computed while the harness judges them."""
-        for mb in micro_batches(cands, np.zeros(len(cands)), self.sampler.pad_id, self.c.grpo.micro_batch,
-                                self.c.prompt_bucket):
-            lp = np.asarray(self.logp_fn(self.ref_params, mb["tokens"], mb["positions"], mb["kv_mask"]))
+        for mb in micro_batches(cands, np.zeros(len(cands)), self.sampler.pad_id, self.cfg.grpo.micro_batch,
+                                self.cfg.prompt_bucket):
+            x = place_batch({k: mb[k] for k in ("tokens", "positions", "kv_mask")}, self.mesh)
+            lp = np.asarray(self.logp_fn(self.ref_params, self.rest, x["tokens"], x["positions"], x["kv_mask"]))
             for row, (ci, w) in enumerate(zip(mb["index"], mb["weight"])):
                 if w > 0:
                     m = mb["loss_mask"][row] > 0
                     cands[ci].ref_logprobs = lp[row][m].astype(np.float32)
 
-    def step(self, step: int, pool) -> dict:
-        c = self.c
+    def _update(self, mbs: list[dict]) -> dict:
+        """`grpo.epochs` optimizer updates over the micro-batches (each accumulated at its own length); metrics:
+        loss and the loss's diagnostics averaged over epochs, grad_norm of the last."""
+        rows = []
+        for _ in range(self.cfg.grpo.epochs):
+            params, opt_state = self.state["params"], self.state["opt_state"]
+            acc = None
+            for mb in mbs:
+                acc = self.update.accumulate(params, self.rest, acc, stack([{k: mb[k] for k in TRAIN_KEYS}]))
+            params, opt_state, m = self.update.apply(params, opt_state, acc)
+            self.state["params"], self.state["opt_state"] = params, opt_state
+            rows.append(jax.device_get(m))
+        out = {k: float(np.mean([r[k] for r in rows])) for k in rows[0] if k not in ("weight", "grad_norm")}
+        return {**out, "grad_norm": float(rows[-1]["grad_norm"])}
+
+    def step(self, step: int, client) -> dict:
+        """One RL step (rollout, advantages, update) with `client` (a HarnessClient, see `client`); its metrics."""
+        c = self.cfg
         t_start = time.perf_counter()
-        params = self.state["params"]
-        self.sampler.update_weights(nnx.merge(self.graphdef, params, self.others))
+        self.sampler.update_weights(nnx.merge(self.graphdef, self.state["params"], self.rest))
         key = jax.random.fold_in(jax.random.wrap_key_data(self.state["rng"]), step)
         seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
         tasks = self.tasks_of(step)
-        ro = rollout(self.sampler, pool, tasks, self.rcfg, seed, reward=self.reward,
-                     on_generated=self._ref_hook if self.use_ref else None,
+        ro = rollout(self.sampler, client, tasks, c.rollout, seed, on_generated=self._ref_hook if self.use_ref else None,
                      log=lambda line: print(f"[rl] step {step} {line}", flush=True))
         rewards = ro.rewards("total")
         judged = ro.judged()
@@ -211,26 +174,14 @@ class Trainer:
         adv = np.asarray(adv).reshape(-1)          # candidates are in (turn, task, sample) order
         t0 = time.perf_counter()
         mbs = micro_batches(ro.candidates, adv, self.sampler.pad_id, c.grpo.micro_batch, c.prompt_bucket)
-        total_tokens = float(sum(mb["loss_mask"].sum() for mb in mbs))
-        aux_sum: dict = {}
-        for _ in range(c.grpo.epochs):
-            grads = None
-            for mb in mbs:
-                scale = float(mb["loss_mask"].sum()) / max(total_tokens, 1.0)
-                g, aux = self.grad_fn(params, mb, jnp.float32(scale))
-                grads = g if grads is None else jax.tree.map(jnp.add, grads, g)
-                for k_, v in aux.items():   # token-weighted means of the diagnostics
-                    aux_sum[k_] = aux_sum.get(k_, 0.0) + float(v) * (1.0 if k_ == "loss" else scale) / c.grpo.epochs
-            params, opt_state, gnorm = self.apply_fn(params, self.state["opt_state"], grads)
-            self.state["params"], self.state["opt_state"] = params, opt_state
-        jax.block_until_ready(params)
+        upd = self._update(mbs)
+        jax.block_until_ready(self.state["params"])
         update_s = time.perf_counter() - t0
         self.state["step"] = jnp.int32(step)
         total_s = time.perf_counter() - t_start
         m = {"reward/total": float(rewards.mean()), "return/turn0": float(np.asarray(returns)[0].mean()),
              "equal_groups": equal, "groups": int(rewards.shape[0] * rewards.shape[1]),
-             "unchecked": int((~judged).sum()),
-             "grad_norm": float(gnorm), **{k_: v for k_, v in aux_sum.items()},
+             "unchecked": int((~judged).sum()), **upd,
              "tasks": ",".join(t.id for t in tasks), **_turn_metrics(ro, ro.reward_names)}
         for t_ in TERMS:
             m[f"reward/{t_}"] = float(ro.rewards(t_).mean())
@@ -245,34 +196,33 @@ class Trainer:
 
 
 def train(config, workdir) -> dict:
-    """Runs (or resumes) the RL run of `config` in `workdir`; returns the summary (also summary.json)."""
+    """Runs (or resumes) the RL run of `config` (an RLConfig, or a ConfigDict converted by from_configdict) in
+    `workdir`; returns the summary (also summary.json). config.json records the resolved config."""
     from tqdm import tqdm
 
     from cudaperf_jax.experiment import open_run
     from kernels_harness.run.pool import HarnessPool
-    validate(config)
-    run = open_run(workdir, config, name="train_rl")
-    tr = Trainer(config, run)
+    c = typed(config)
+    run = open_run(workdir, c, name="train_rl")
+    tr = Trainer(c, run)
     restored = run.restore(tr.state)  # first: a damaged newest checkpoint is set aside, the one before used
     if restored is not None:
         tr.state = dict(restored)
     start = run.restore_step()
-    c = config
-    rows = []
     with HarnessPool(backend=c.harness.backend, workers=c.harness.workers or None,
                      compile_workers=c.harness.compile_workers or None, seed=c.harness.seed) as pool:
+        client = tr.client(pool)
         bar = tqdm(range(start, c.steps), desc="rl steps", initial=start, total=c.steps)
         for step in bar:
-            m = tr.step(step, pool)
+            m = tr.step(step, client)
             run.log(step, m)
-            rows.append(m)
             bar.set_postfix(reward=f"{m['reward/total']:.3f}", correct=f"{m['turn0/correct']:.2f}")
             if (step + 1) % c.save_every == 0 or step + 1 == c.steps:
                 run.save(step, tr.state)
         bar.close()
-    if c.get("export_policy", True):   # WORKDIR/policy: a Hugging Face directory (experiments.evaluate loads it)
+    if c.export_policy:   # WORKDIR/policy: a Hugging Face directory (experiments.evaluate loads it)
         from cudaperf_jax.models.hf_io import save_hf_dir
-        save_hf_dir(nnx.merge(tr.graphdef, tr.state["params"], tr.others), Path(workdir) / "policy",
+        save_hf_dir(nnx.merge(tr.graphdef, tr.state["params"], tr.rest), Path(workdir) / "policy",
                     tokenizer=tr.sampler.tokenizer, dtype="float32")
     metrics = run.metrics()
     summary = {"steps": c.steps, "resumed_at": start, "final": metrics[-1] if metrics else {}}
@@ -307,11 +257,11 @@ def plot_metrics(metrics: list[dict], turns: int, path: Path) -> None:
 def trained_policy(config, workdir):
     """(Decoder, tokenizer) of the run in `workdir`: config.model with the latest checkpoint's parameters."""
     from cudaperf_jax.experiment import open_run
-    validate(config)
-    run = open_run(workdir, config, name="train_rl")
-    tr = Trainer(config, run)
+    c = typed(config)
+    run = open_run(workdir, c, name="train_rl")
+    tr = Trainer(c, run)
     restored = run.restore(tr.state)
     run.close()
     if restored is None:
         raise FileNotFoundError(f"{workdir} holds no RL checkpoint; run experiments.train_rl into it first")
-    return nnx.merge(tr.graphdef, restored["params"], tr.others), tr.sampler.tokenizer
+    return nnx.merge(tr.graphdef, restored["params"], tr.rest), tr.sampler.tokenizer

@@ -1,7 +1,7 @@
 """The SFT warm start as a library call: `train(config, workdir) -> summary dict`.
 
     from cudaperf_jax.sft.train import train
-    summary = train(ml_collections_config, "runs/sft")     # experiments/configs/sft.py's fields
+    summary = train(cfg, "runs/sft")     # an sft.config.SFTConfig (a ConfigDict is converted by from_configdict)
 
 Writes into the run directory (cudaperf_jax.experiment.workdir): config.json, policy.json + tokenizer/
 (so `models.loading.load_policy(workdir)` returns the trained policy), sft_data/ (the packed rows, built
@@ -9,6 +9,10 @@ once), metrics.jsonl and tensorboard/ (loss, accuracy, grad_norm, lr, tokens, to
 val_accuracy every eval_every steps), checkpoints/ (params + Adam state every checkpoint_every steps),
 loss.png, summary.json and export/ (a Hugging Face directory). Calling it again on the same workdir and
 config resumes after the last checkpoint (kill -9 included) and writes the same metrics.
+
+The update is the training core's (cudaperf_jax.training): `data.batch_rows` rows per step, as
+batch_rows / micro_rows micro-batches accumulated inside one jitted program, the optimizer of `optim`, the mesh of
+`mesh`, what is trained from `lora` (rank 0: every parameter).
 """
 from __future__ import annotations
 
@@ -24,22 +28,37 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from cudaperf_jax.experiment import open_run
+from cudaperf_jax.experiment.config import from_configdict
 from cudaperf_jax.sft import data as data_lib
 from cudaperf_jax.sft import packing, report
 from cudaperf_jax.sft import step as step_lib
 from cudaperf_jax.sft.config import SFTConfig
+from cudaperf_jax.training import (
+    init_train_state,
+    make_optimizer,
+    make_train_step,
+    mesh_of,
+    place_batch,
+    stack_micro_batches,
+    with_adapters,
+)
 
 RUN_NAME = "train_sft"
 
 
-def load_model(cfg: SFTConfig):
-    """(Decoder, tokenizer) of cfg.model ("default" is fetched once into the cache when missing)."""
+def typed(config) -> SFTConfig:
+    """An SFTConfig as is; a ConfigDict or dict converted (and validated) by from_configdict."""
+    return config if isinstance(config, SFTConfig) else from_configdict(SFTConfig, config)
+
+
+def load_model(cfg: SFTConfig, mesh=None):
+    """(Decoder, tokenizer) of cfg.model ("default" is fetched once into the cache when missing), on `mesh`."""
     from cudaperf_jax.models.loading import load_policy
     path = cfg.model
     if path == "default":
         from cudaperf_jax.assets import default_model_path
         path = default_model_path(download=True)
-    model, tok = load_policy(path, dtype=cfg.dtype, param_dtype=cfg.param_dtype, progress=cfg.progress)
+    model, tok = load_policy(path, dtype=cfg.dtype, param_dtype=cfg.param_dtype, mesh=mesh, progress=cfg.progress)
     if tok is None:
         from cudaperf_jax.models.hf_io import CheckpointError
         raise CheckpointError(f"{cfg.model} has no tokenizer files; SFT needs the tokenizer (and its chat template) "
@@ -93,11 +112,11 @@ def build_data(cfg: SFTConfig, model, tokenizer, workdir: Path) -> dict[str, tup
     return out
 
 
-def evaluate(eval_step, params, packed: packing.Packed, cfg: SFTConfig) -> dict:
+def evaluate(eval_step, params, rest, packed: packing.Packed, cfg: SFTConfig, mesh=None) -> dict:
     """val_loss (mean nll per weighted token), val_accuracy, val_tokens over the first data.val_rows rows."""
     nll = correct = count = 0.0
     for batch in packing.eval_batches(packed, cfg.data.batch_rows, cfg.data.val_rows):
-        a, b, c = eval_step(params, batch)
+        a, b, c = eval_step(params, rest, place_batch(batch, mesh))
         nll, correct, count = nll + float(a), correct + float(b), count + float(c)
     if count == 0:
         return {}
@@ -116,11 +135,11 @@ def export(model, tokenizer, workdir: Path, dtype: str) -> Path:
 
 
 def train(config, workdir: str | Path) -> dict:
-    """Runs (or resumes) the SFT run of `config` (ml_collections / dict, see experiments/configs/sft.py) in
-    `workdir`; returns the summary (also in summary.json)."""
-    cfg = SFTConfig.from_config(config)
+    """Runs (or resumes) the SFT run of `config` (an SFTConfig, or a ConfigDict / dict converted by from_configdict)
+    in `workdir`; returns the summary (also in summary.json). config.json records the resolved config."""
+    cfg = typed(config)
     workdir = Path(workdir)
-    run = open_run(workdir, config, name=RUN_NAME)
+    run = open_run(workdir, cfg, name=RUN_NAME)
     try:
         return _train(cfg, run, workdir)
     finally:
@@ -133,7 +152,8 @@ def _train(cfg: SFTConfig, run, workdir: Path) -> dict:
     from cudaperf_jax.models.loading import write_run_policy
     t_start = time.perf_counter()
     log = (lambda msg: print(f"[sft] {msg}", file=sys.stderr)) if cfg.progress else (lambda msg: None)
-    model, tok = load_model(cfg)
+    mesh = mesh_of(cfg.mesh)
+    model, tok = load_model(cfg, mesh)
     write_run_policy(workdir, model, tok)
     log(f"policy {cfg.model}: {model.cfg.model_type}, {model.cfg.num_params / 1e6:.1f}M parameters, "
         f"compute {cfg.dtype}, weights {cfg.param_dtype}")
@@ -142,38 +162,42 @@ def _train(cfg: SFTConfig, run, workdir: Path) -> dict:
     log(f"train: {json.dumps(train_stats)}")
     log(f"val: {json.dumps(val_stats)}")
 
-    graphdef, params, others = step_lib.split_model(model)
+    model, trained = with_adapters(model, cfg.lora)
+    optimizer, schedule = make_optimizer(cfg.optim, cfg.steps)
+    graphdef, params, opt_state, rest = init_train_state(model, optimizer, trained=trained, mesh=mesh)
     del model
-    optimizer, schedule = step_lib.make_optimizer(cfg.optim, cfg.steps)
-    state = {"params": params, "opt_state": optimizer.init(params)}
+    state = {"params": params, "opt_state": opt_state}
     restored = run.restore(state)
     state = restored if restored is not None else state
     start = run.restore_step()
     if start:
         log(f"resuming at step {start} of {cfg.steps}")
-    train_step = step_lib.make_train_step(graphdef, others, optimizer, remat=cfg.remat)
-    eval_step = step_lib.make_eval_step(graphdef, others)
+    train_step = make_train_step(graphdef, optimizer, step_lib.token_nll_loss(remat=cfg.remat), mesh=mesh)
+    eval_step = step_lib.make_eval_step(graphdef)
 
     initial = {}
     if start == 0 and val_rows.rows:
-        initial = {f"{k}_initial": v for k, v in evaluate(eval_step, state["params"], val_rows, cfg).items()}
+        initial = {f"{k}_initial": v for k, v in evaluate(eval_step, state["params"], rest, val_rows, cfg,
+                                                          mesh).items()}
     bar = tqdm(total=cfg.steps, initial=min(start, cfg.steps), desc="sft", unit="step", disable=not cfg.progress,
                dynamic_ncols=True)
     for s in range(start, cfg.steps):
         idx = packing.batch_rows(train_rows.rows, s, cfg.data.batch_rows, cfg.data.shuffle_seed)
         batch = train_rows.take(idx)
         t0 = time.perf_counter()
-        params, opt_state, m = train_step(state["params"], state["opt_state"], batch)
+        params, opt_state, m = train_step(state["params"], state["opt_state"], rest,
+                                          stack_micro_batches(batch, cfg.data.micro_batches))
         m = jax.device_get(m)
         dt = time.perf_counter() - t0
         state = {"params": params, "opt_state": opt_state}
-        row = {k: float(v) for k, v in m.items()}
+        m["tokens"] = m.pop("weight")
+        row = {k: float(m[k]) for k in ("loss", "accuracy", "grad_norm", "tokens")}
         row.update(lr=float(schedule(s)), epoch=(s + 1) * cfg.data.batch_rows / train_rows.rows,
                    tokens_per_s=float((batch["segment_ids"] > 0).sum() / dt), step_s=dt)
         if s == 0:
             row.update(initial)
         if val_rows.rows and ((s + 1) % cfg.eval_every == 0 or s == cfg.steps - 1):
-            row.update(evaluate(eval_step, state["params"], val_rows, cfg))
+            row.update(evaluate(eval_step, state["params"], rest, val_rows, cfg, mesh))
         run.log(s, row)
         if (s + 1) % cfg.checkpoint_every == 0 or s == cfg.steps - 1:
             run.save(s, state)
@@ -183,7 +207,7 @@ def _train(cfg: SFTConfig, run, workdir: Path) -> dict:
 
     rows = run.metrics()
     png = report.plot_losses(rows, workdir / "loss.png")
-    final = nnx.merge(graphdef, state["params"], others)
+    final = nnx.merge(graphdef, state["params"], rest)
     exported = export(final, tok, workdir, cfg.export_dtype) if cfg.export else None
     summary = report.summarize(rows, {"train": train_stats, "val": val_stats}, {
         "workdir": str(workdir), "checkpoint_step": run.latest_checkpoint(),

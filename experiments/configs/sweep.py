@@ -11,7 +11,7 @@ def get_config():
     c.base_config = "experiments/configs/evaluate.py"  # its config file
     c.overrides = ml_collections.ConfigDict({"backend": "cpu"})   # fixed --config.<field>=value for every run
     c.mode = "grid"                           # grid: every combination | random: `samples` draws
-    c.grid = ml_collections.ConfigDict({"samples_per_task": (1, 2)})  # field -> tuple of values
+    c.grid = ml_collections.ConfigDict({"rollout": {"samples_per_task": (1, 2)}})  # field -> tuple of values
     c.samples = 4                             # random mode: runs drawn from the grid's value lists
     c.seeds = (0, 1)                          # every point runs once per seed (--config.seed)
     c.seed_field = "seed"

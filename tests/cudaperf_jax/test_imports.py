@@ -14,7 +14,8 @@ LAYERS = [
     {"generation", "training"},                  # the sampler; the training core (optimizer, step, checkpoints)
     {"ranker"},                                  # the pairwise ranker (its backbone encoder is a policy decoder)
     {"rewards"},                                 # the unified reward and the harness bridge
-    {"sft", "rl", "eval"},                       # the stages
+    {"sft", "rl"},                               # the training stages
+    {"eval"},                                    # evaluation (its config holds the RL rollout's RolloutConfig)
 ]
 
 

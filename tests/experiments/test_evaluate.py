@@ -54,7 +54,8 @@ def test_evaluate_policy_multi_turn(tmp_path):
     work = tmp_path / "run"
     cmd = [sys.executable, "-m", "experiments.evaluate", f"--workdir={work}",
            f"--config.suite={REPO / 'experiments/suites/smoke'}", f"--config.model={model}", "--config.max_tasks=1",
-           "--config.samples_per_task=2", "--config.turns=2", "--config.max_new_tokens=16",
+           "--config.rollout.samples_per_task=2", "--config.rollout.turns=2", "--config.rollout.max_new_tokens=16",
+           "--config.rollout.top_k=5", "--config.rollout.history=last", "--config.rollout.feedback_chars=300",
            "--config.backend=cpu", "--config.workers=1"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900,
                           env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
@@ -63,3 +64,5 @@ def test_evaluate_policy_multi_turn(tmp_path):
     s = json.loads((work / "eval.json").read_text())
     assert s["candidates"] == 4 and [r["turn"] for r in s["per_turn"]] == [0, 1]
     assert set(s["pass_at_k"]) == {"pass@1", "pass@2"} and sum(s["statuses"].values()) == 4
+    rollout = json.loads((work / "config.json").read_text())["config"]["rollout"]   # the resolved RolloutConfig
+    assert (rollout["top_k"], rollout["history"], rollout["feedback_chars"]) == (5, "last", 300)

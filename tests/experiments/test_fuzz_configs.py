@@ -1,5 +1,6 @@
-"""Bad input (issue 26): fuzzed SFT and RL configs are accepted or refused with one sentence (SFTConfigError,
-RLConfigError), and the command lines print one line and exit 2 for a bad config, task file or checkpoint."""
+"""Bad input (issue 26): fuzzed SFT, RL and evaluation configs are accepted or refused with one sentence
+(ConfigFieldError from from_configdict), and the command lines print one line and exit 2 for a bad config, task file
+or checkpoint."""
 import json
 import random
 import subprocess
@@ -9,8 +10,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudaperf_jax.rl.trainer import RLConfigError, validate
-from cudaperf_jax.sft.config import SFTConfig, SFTConfigError
+from cudaperf_jax.eval.config import EvalConfig
+from cudaperf_jax.experiment.config import ConfigFieldError, from_configdict
+from cudaperf_jax.rl.config import RLConfig
+from cudaperf_jax.sft.config import SFTConfig
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
@@ -51,7 +54,7 @@ def _one_line(fn, errors, *args):
 @given(seed=st.integers(0, 10**6), value=VALUES, n=st.integers(1, 3))
 def test_sft_config_mutations(seed, value, n):
     from experiments.configs import sft_cpu
-    _one_line(SFTConfig.from_config, SFTConfigError, _mutated(sft_cpu.get_config(), seed, value, n))
+    _one_line(from_configdict, ConfigFieldError, SFTConfig, _mutated(sft_cpu.get_config(), seed, value, n))
 
 
 @FAST
@@ -61,7 +64,14 @@ def test_rl_config_mutations(seed, value, n):
 
     from experiments.configs import rl_tiny
     c = ml_collections.ConfigDict(_mutated(rl_tiny.get_config(), seed, value, n))
-    _one_line(validate, RLConfigError, c)
+    _one_line(from_configdict, ConfigFieldError, RLConfig, c)
+
+
+@FAST
+@given(seed=st.integers(0, 10**6), value=VALUES, n=st.integers(1, 3))
+def test_eval_config_mutations(seed, value, n):
+    from experiments.configs import evaluate
+    _one_line(from_configdict, ConfigFieldError, EvalConfig, _mutated(evaluate.get_config(), seed, value, n))
 
 
 def _cli(*args, cwd=REPO):
@@ -81,7 +91,9 @@ def test_command_lines_print_one_line_for_bad_input(tmp_path):
         (("experiments.train_rl", "--config=experiments/configs/rl_tiny.py", "--config.rollout.turns=0",
           f"--workdir={tmp_path / 'rl'}"), "config.rollout"),
         (("experiments.train_sft", "--config=experiments/configs/sft_cpu.py", "--config.optim.learning_rate=-1",
-          f"--workdir={tmp_path / 'sft'}"), "optim.learning_rate"),
+          f"--workdir={tmp_path / 'sft'}"), "config.optim: learning_rate=-1.0"),
+        (("experiments.train_rl", "--config=experiments/configs/rl_tiny.py", "--config.mesh.fsdp=64",
+          f"--workdir={tmp_path / 'rl3'}"), "config.mesh: data=1 fsdp=64 tensor=1 needs 64 devices"),
         (("experiments.train_rl", "--config=experiments/configs/rl_tiny.py", f"--config.model={tmp_path / 'model.gguf'}",
           f"--workdir={tmp_path / 'rl2'}"), "not a readable GGUF file"),
     ]

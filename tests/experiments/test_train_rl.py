@@ -96,9 +96,10 @@ def test_kill9_at_seeded_random_points_and_a_damaged_checkpoint(tmp_path):
 def test_memory_fraction_is_set_from_the_config_and_recorded(tmp_path):
     code = ("import os, sys; from ml_collections import ConfigDict; from experiments.train_rl import set_memory_fraction;"
             f"set_memory_fraction(ConfigDict({{'memory_fraction': 0.4}}), {str(tmp_path)!r});"
-            "print(os.environ['XLA_PYTHON_CLIENT_MEM_FRACTION'], 'jax' in sys.modules)")
+            "import jax; print(os.environ['XLA_PYTHON_CLIENT_MEM_FRACTION'], jax._src.xla_bridge.backends_are_initialized())")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
                          env={**ENV, "HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["0.400", "False"]       # set before JAX was imported
+    assert out.stdout.split() == ["0.400", "False"]       # set before JAX's backend started (the typed config
+                                                          # file imports jax; its client reads the fraction later)
     assert json.loads((tmp_path / "environment.json").read_text())["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.400"

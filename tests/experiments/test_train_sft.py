@@ -22,7 +22,8 @@ COMPARED = ("loss", "accuracy", "grad_norm", "tokens", "lr", "epoch", "val_loss"
 def _overrides(policy):
     return {"model": str(policy), "steps": 5, "eval_every": 2, "checkpoint_every": 1, "export_dtype": "float32",
             "progress": False, "data.max_train_tasks": 3, "data.max_val_tasks": 1, "data.families": ("elementwise",),
-            "data.seq_len": 2048, "data.batch_rows": 1, "optim.learning_rate": 3e-3}
+            "data.prompt": "plain", "data.refine": 0.0,   # tiny-tokenizer prompts of ~800 tokens, one turn each
+            "data.seq_len": 2048, "data.batch_rows": 2, "data.micro_rows": 1, "optim.learning_rate": 3e-3}
 
 
 def _config(policy):

@@ -1,13 +1,17 @@
-"""GRPO: advantages, returns and losses against hand computation; a train step that learns."""
-import numpy as np
+"""GRPO: advantages, returns and losses against hand computation; the training core's step on the GRPO objective
+learns."""
+import dataclasses
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import pytest
 from flax import nnx
 
 from cudaperf_jax.rl import grpo
-from cudaperf_jax.rl.train_step import make_logprob_fn, make_train_step, split_model
+from cudaperf_jax.rl.objective import grpo_objective, make_logprob_fn
+from cudaperf_jax.training import init_train_state, make_train_step, split_model, stack
 
 
 def test_advantages_by_name():
@@ -31,15 +35,19 @@ def test_grpo_loss_matches_hand_computation():
     logp, old, ref = (jnp.asarray(rng.normal(-1, 0.3, (2, 3)), jnp.float32) for _ in range(3))
     adv = jnp.array([1.5, -0.5])
     mask = jnp.array([[1, 1, 0], [1, 1, 1]], jnp.float32)
-    cfg = grpo.LossConfig(clip_eps=0.2, kl_beta=0.1)
-    loss, aux = grpo.POLICY_LOSSES["grpo"](logp, old, ref, adv, mask, cfg)
+    cfg = grpo.GRPOConfig(clip_eps=0.2, clip_eps_high=0.0, kl_beta=0.1)
+    loss, aux = grpo.mean_loss("grpo", logp, old, ref, adv, mask, cfg)
     ratio = np.exp(np.asarray(logp) - np.asarray(old))
     a = np.asarray(adv)[:, None]
     surr = np.minimum(ratio * a, np.clip(ratio, 0.8, 1.2) * a)
     kl = np.exp(np.asarray(ref) - np.asarray(logp)) - (np.asarray(ref) - np.asarray(logp)) - 1
     expect = ((-surr + 0.1 * kl) * np.asarray(mask)).sum() / np.asarray(mask).sum()
     np.testing.assert_allclose(float(loss), expect, rtol=1e-5)
-    assert float(aux["kl"]) >= 0
+    np.testing.assert_allclose(float(aux["kl"]), (kl * np.asarray(mask)).sum() / np.asarray(mask).sum(), rtol=1e-5)
+    seq = dataclasses.replace(cfg, aggregation="sequence_mean")
+    total, weight, _ = grpo.POLICY_LOSSES["grpo"](logp, old, ref, adv, mask * jnp.array([[1.0], [0.0]]), seq)
+    per = ((-surr + 0.1 * kl) * np.asarray(mask))[0].sum() / 2      # only row 0 has tokens: one sequence
+    np.testing.assert_allclose([float(total), float(weight)], [per, 1.0], rtol=1e-5)
 
 
 def _tiny_model():
@@ -62,30 +70,27 @@ def _batch(b=4, length=12, vocab=320, seed=0):
 
 
 def test_train_step_raises_rewarded_and_lowers_penalised_sequences():
-    model = _tiny_model()
-    graphdef, params, others = split_model(model)
-    batch = _batch()
-    logp_fn = make_logprob_fn(graphdef, others)
-    lp0 = np.asarray(logp_fn(params, batch["tokens"], batch["positions"], batch["kv_mask"]))
-    batch.update(old_logp=lp0, ref_logp=lp0)
     opt = optax.adam(3e-3)
-    step = make_train_step(graphdef, others, opt, loss="grpo", loss_config=grpo.LossConfig(kl_beta=0.0))
-    opt_state = opt.init(params)
+    graphdef, params, opt_state, rest = init_train_state(_tiny_model(), opt)
+    batch = _batch()
+    logp_fn = make_logprob_fn(graphdef)
+    lp0 = np.asarray(logp_fn(params, rest, batch["tokens"], batch["positions"], batch["kv_mask"]))
+    batch.update(old_logp=lp0, ref_logp=lp0)
+    step = make_train_step(graphdef, opt, grpo_objective(grpo.GRPOConfig(kl_beta=0.0)))
     losses = []
     for _ in range(5):
-        params, opt_state, m = step(params, opt_state, batch)
+        params, opt_state, m = step(params, opt_state, rest, stack([batch]))
         losses.append(float(m["loss"]))
-    lp = np.asarray(logp_fn(params, batch["tokens"], batch["positions"], batch["kv_mask"]))
-    seq = lambda x: (x * batch["loss_mask"]).sum(1)  # noqa: E731
+    lp = np.asarray(logp_fn(params, rest, batch["tokens"], batch["positions"], batch["kv_mask"]))
+    seq = lambda x: (x * batch["loss_mask"]).sum(1)
     gain = seq(lp) - seq(lp0)
     assert gain[0] > 0 and gain[2] > 0 and gain[1] < 0 and gain[3] < 0
     assert losses[-1] < losses[0]
 
 
 def test_unknown_loss_is_reported():
-    graphdef, params, others = split_model(_tiny_model())
-    with pytest.raises(ValueError, match="registered"):
-        make_train_step(graphdef, others, optax.sgd(0.1), loss="ppo2")
+    with pytest.raises(ValueError, match="loss='ppo2': choose one of grpo, reinforce"):
+        grpo.GRPOConfig(loss="ppo2")
 
 
 def test_multi_turn_advantages_discount_then_normalise_per_task_and_turn():
@@ -120,7 +125,7 @@ def test_unjudged_samples_get_no_advantage_and_leave_the_baseline_alone():
 @pytest.mark.parametrize("chunk", [1, 5, 256])
 def test_chunked_sequence_logprobs_equal_the_full_log_softmax(chunk):
     """The chunked LM head gives the log_softmax's values and gradients (L-1 = 11 is no multiple of 5)."""
-    from cudaperf_jax.rl.train_step import sequence_logprobs, split_model
+    from cudaperf_jax.rl.objective import sequence_logprobs
     model = _tiny_model()
     graphdef, params, others = split_model(model)
     rng = np.random.default_rng(0)

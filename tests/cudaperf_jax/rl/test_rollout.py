@@ -31,7 +31,7 @@ def smoke_tasks():
 
 
 class _Recorder:
-    """Wraps the real pool and keeps what it was asked (sources per call)."""
+    """Wraps the real pool and keeps what it was asked (sources per call); a HarnessClient's pool."""
 
     def __init__(self, pool):
         self.pool, self.calls = pool, []
@@ -42,16 +42,19 @@ class _Recorder:
 
 
 def test_multi_turn_ids_are_appended_never_retokenised(policy, smoke_tasks):
+    from cudaperf_jax.rewards.bridge import HarnessClient
     from cudaperf_jax.rl.batch import build_batch
-    from cudaperf_jax.rl.train_step import make_logprob_fn, split_model
+    from cudaperf_jax.rl.objective import make_logprob_fn
+    from cudaperf_jax.training import split_model
     from kernels_harness.run.pool import HarnessPool
     model, sampler = policy
     cfg = RolloutConfig(samples_per_task=2, turns=2, max_new_tokens=12, max_prompt_tokens=4096, temperature=1.0)
     hooked, lines = [], []
     with HarnessPool("cpu", workers=1, compile_workers=1) as pool:
         rec = _Recorder(pool)
-        ro = rollout(sampler, rec, smoke_tasks, cfg, seed=3, on_generated=lambda t, cs: hooked.append((t, len(cs))),
-                     log=lines.append)
+        client = HarnessClient(rec, smoke_tasks, sampler.tokenizer)
+        ro = rollout(sampler, client, smoke_tasks, cfg, seed=3,
+                     on_generated=lambda t, cs: hooked.append((t, len(cs))), log=lines.append)
     assert len(ro.candidates) == 2 * 2 * 2 and hooked == [(0, 4), (1, 4)]
     assert [ln.split(":")[0] for ln in lines] == ["turn 0", "turn 1"] and all("4 samples" in ln for ln in lines)
     assert len(rec.calls) == 2 and all(len(c) == 4 for c in rec.calls)   # one harness call per turn, batched
@@ -83,14 +86,19 @@ def test_multi_turn_ids_are_appended_never_retokenised(policy, smoke_tasks):
     for i, c in enumerate(cands):
         row = batch["tokens"][i][batch["kv_mask"][i]]
         assert row.tolist() == c.prompt_ids.tolist() + c.completion_ids.tolist()
-    graphdef, params, others = split_model(model)
-    logp = np.asarray(make_logprob_fn(graphdef, others)(params, batch["tokens"], batch["positions"], batch["kv_mask"]))
+    graphdef, params, rest = split_model(model)
+    logp = np.asarray(make_logprob_fn(graphdef)(params, rest, batch["tokens"], batch["positions"], batch["kv_mask"]))
     m = batch["loss_mask"] > 0
     np.testing.assert_allclose(logp[m], batch["old_logp"][m], atol=2e-4)
     assert m.sum() == sum(len(c.completion_ids) for c in cands) and p > 0
+    # the client rewarded every candidate from its verdict (the unified reward's rows, "total" last)
+    for c in ro.candidates:
+        assert c.rewards.shape == (len(client.names),) and c.rewards[-1] == pytest.approx(c.rewards[:-1].sum())
+    assert ro.rewards("correct").shape == (2, 2, 2)
 
 
 def test_rollout_is_a_function_of_its_seed_and_windows_long_prompts(policy, smoke_tasks):
+    from cudaperf_jax.rewards.bridge import HarnessClient
     _, sampler = policy
 
     class Fixed:  # a verdict without running anything: here only the prompt bookkeeping is under test
@@ -99,18 +107,19 @@ def test_rollout_is_a_function_of_its_seed_and_windows_long_prompts(policy, smok
             return [EvalResult(task_id=t.id, backend="cpu", status="compile_error", feedback="error: " + "x " * 200)
                     for t, _ in items]
 
+    fixed = HarnessClient(Fixed(), smoke_tasks, sampler.tokenizer)
     first = len(ChatTokens(sampler.tokenizer).first_prompt(smoke_tasks[0]))
     cfg = RolloutConfig(samples_per_task=2, turns=3, max_new_tokens=8, max_prompt_tokens=first + 40)
-    a = rollout(sampler, Fixed(), smoke_tasks[:1], cfg, seed=5)
-    b = rollout(sampler, Fixed(), smoke_tasks[:1], cfg, seed=5)
+    a = rollout(sampler, fixed, smoke_tasks[:1], cfg, seed=5)
+    b = rollout(sampler, fixed, smoke_tasks[:1], cfg, seed=5)
     assert [c.completion_ids.tolist() for c in a.candidates] == [c.completion_ids.tolist() for c in b.candidates]
     import dataclasses
-    chunked = rollout(sampler, Fixed(), smoke_tasks, dataclasses.replace(cfg, gen_batch=3), seed=5)
-    whole = rollout(sampler, Fixed(), smoke_tasks, cfg, seed=5)   # 4 sequences a turn: chunks of 3 and 1 (padded)
+    chunked = rollout(sampler, fixed, smoke_tasks, dataclasses.replace(cfg, gen_batch=3), seed=5)
+    whole = rollout(sampler, fixed, smoke_tasks, cfg, seed=5)   # 4 sequences a turn: chunks of 3 and 1 (padded)
     assert [x.completion_ids.tolist() for x in chunked.candidates] == [x.completion_ids.tolist() for x in whole.candidates]
     np.testing.assert_allclose(np.concatenate([x.logprobs for x in chunked.candidates]),
                                np.concatenate([x.logprobs for x in whole.candidates]), atol=1e-5)
-    c = rollout(sampler, Fixed(), smoke_tasks[:1], cfg, seed=6)
+    c = rollout(sampler, fixed, smoke_tasks[:1], cfg, seed=6)
     assert [x.completion_ids.tolist() for x in a.candidates] != [x.completion_ids.tolist() for x in c.candidates]
     # the feedback (~200 tokens) does not fit in 40 more tokens: later turns start afresh from the first prompt
     assert all(x.context == "fresh" and len(x.prompt_ids) == first for x in a.turn(1) + a.turn(2))
@@ -128,6 +137,7 @@ def test_config_is_validated():
 
 def test_train_batches_take_the_ladders_lengths():
     from types import SimpleNamespace
+
     from cudaperf_jax.generation.sampler import padded_length
     from cudaperf_jax.rl.batch import build_batch
     c = SimpleNamespace(prompt_ids=np.arange(1, 1101, dtype=np.int32) % 50, completion_ids=np.ones(70, np.int32),

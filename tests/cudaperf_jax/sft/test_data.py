@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from cudaperf_jax import prompts
+from cudaperf_jax.experiment.config import ConfigFieldError, from_configdict
 from cudaperf_jax.sft import data
 from cudaperf_jax.sft.config import DataConfig, SFTConfig, SFTConfigError
 
@@ -78,15 +79,17 @@ def test_refinement_examples_are_the_rl_second_turn(tasks, times):
     kinds = {data.earlier_attempt(red, data.pick_implementations(red, times, "fastest")[0], times,
                                   np.random.default_rng(k))[1].split(":")[0].split(" on")[0] for k in range(64)}
     assert kinds == {"Wrong result", "Correct"}, kinds
-    with pytest.raises(SFTConfigError, match="data.refine=1.5"):
-        SFTConfig.from_config({"data": {"refine": 1.5}})
+    with pytest.raises(ConfigFieldError, match=r"config.data: refine=1.5"):
+        from_configdict(SFTConfig, {"data": {"refine": 1.5}})
+    with pytest.raises(SFTConfigError, match=r"data.refine=1.5"):
+        data.build_examples([], times, "fastest", enc, tok, 2, refine=1.5)
 
 
 def test_bad_config_fields_are_one_sentence():
-    with pytest.raises(SFTConfigError, match="data.responses='best'"):
-        SFTConfig.from_config({"data": {"responses": "best"}})
-    with pytest.raises(SFTConfigError, match="unknown config field.*optim.lr"):
-        SFTConfig.from_config({"optim": {"lr": 1.0}})
+    with pytest.raises(ConfigFieldError, match=r"config.data: responses='best'"):
+        from_configdict(SFTConfig, {"data": {"responses": "best"}})
+    with pytest.raises(ConfigFieldError, match=r"^unknown config field optim.lr;"):
+        from_configdict(SFTConfig, {"optim": {"lr": 1.0}})
     from experiments.configs import sft, sft_cpu
-    assert SFTConfig.from_config(sft.get_config()).data.seq_len == 3072
-    assert SFTConfig.from_config(sft_cpu.get_config()).dtype == "float32"
+    assert from_configdict(SFTConfig, sft.get_config()).data.seq_len == 3072
+    assert from_configdict(SFTConfig, sft_cpu.get_config()).dtype == "float32"

@@ -1,0 +1,84 @@
+"""The typed configuration of an RL run (experiments/configs/rl.py starts from its defaults, the production values).
+
+    cfg = from_configdict(RLConfig, config)    # cudaperf_jax.experiment.config: unknown fields, types, validation
+    cfg.rollout, cfg.reward, cfg.grpo, cfg.tasks, cfg.harness, cfg.mesh, cfg.lora, cfg.decode_kernels
+
+Every section validates its own fields; RLConfig checks what spans sections. An error is one sentence naming the
+field (ConfigFieldError).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from cudaperf_jax.kernels import DecodeKernels
+from cudaperf_jax.rewards.unified import RewardConfig
+from cudaperf_jax.rl.grpo import GRPOConfig
+from cudaperf_jax.rl.rollout import RolloutConfig
+from cudaperf_jax.training.config import LoRAConfig, MeshConfig
+
+DTYPES = ("float32", "bfloat16")
+BACKENDS = ("auto", "cpu", "cuda")
+
+
+@dataclasses.dataclass(frozen=True)
+class TasksConfig:
+    """The training tasks: a directory of task JSON files (suite) or a built dataset (dataset)."""
+    suite: str = ""                  # a directory of task JSON files ("" = use dataset)
+    dataset: str = "data/tasks"      # a built dataset (kernels_harness.datasets), used when suite is ""
+    split: str = "train"             # the tasks of this split ("" = all)
+    max_tasks: int = 0               # at most this many tasks (0 = all)
+
+    def __post_init__(self):
+        if not (self.suite or self.dataset):
+            raise ValueError("give suite (a directory of task files) or dataset (a built dataset)")
+        if self.max_tasks < 0:
+            raise ValueError(f"max_tasks={self.max_tasks}: use 0 (all) or a positive count")
+
+
+@dataclasses.dataclass(frozen=True)
+class HarnessConfig:
+    """The harness pool that judges the candidates (kernels_harness.run.pool.HarnessPool)."""
+    backend: str = "auto"            # auto | cpu | cuda
+    workers: int = 0                 # execution worker processes (0 = the pool's default)
+    compile_workers: int = 0         # parallel compilations (0 = the pool's default)
+    seed: int = 0                    # seed of the harness's input generation
+
+    def __post_init__(self):
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend={self.backend!r}: choose one of {', '.join(BACKENDS)}")
+        if self.workers < 0 or self.compile_workers < 0:
+            raise ValueError("workers and compile_workers must be >= 0 (0: the pool's default)")
+
+
+@dataclasses.dataclass(frozen=True)
+class RLConfig:
+    """One multi-turn GRPO run: the policy, the tasks, rollouts, reward, update, where it runs."""
+    seed: int = 0
+    model: str = "default"           # an SFT run directory, a GGUF file, a HF directory, or "default"
+    dtype: str = "bfloat16"          # policy compute dtype (float32 on the CPU)
+    memory_fraction: float = 0.55    # XLA_PYTHON_CLIENT_MEM_FRACTION, set before JAX starts (rest: the harness);
+                                     # 0 leaves JAX's default
+    steps: int = 40                  # RL steps (one rollout + update each)
+    tasks_per_step: int = 8          # tasks of a step (a seeded permutation of the task list, epoch after epoch)
+    save_every: int = 1              # checkpoint every N steps (and after the last)
+    export_policy: bool = True       # the final policy as a HF directory, WORKDIR/policy
+    prompt_bucket: int = 64          # prompt and train lengths are padded to the sampler's ladder of this bucket
+    decode_kernels: DecodeKernels = DecodeKernels()   # the rollout sampler's decode kernels
+    tasks: TasksConfig = TasksConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    reward: RewardConfig = RewardConfig()
+    grpo: GRPOConfig = GRPOConfig()
+    harness: HarnessConfig = HarnessConfig()
+    mesh: MeshConfig = MeshConfig()
+    lora: LoRAConfig = LoRAConfig()
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype={self.dtype!r}: choose one of {', '.join(DTYPES)}")
+        if not 0.0 <= self.memory_fraction < 1.0:
+            raise ValueError(f"memory_fraction={self.memory_fraction}: must lie in [0, 1); 0 leaves JAX's default")
+        for name in ("steps", "tasks_per_step", "save_every", "prompt_bucket"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)}: must be at least 1")
+        if self.grpo.advantage == "rloo" and self.rollout.samples_per_task < 2:
+            raise ValueError("grpo.advantage='rloo' needs rollout.samples_per_task >= 2 (a leave-one-out baseline)")
