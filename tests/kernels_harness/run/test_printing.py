@@ -40,7 +40,7 @@ def kernel(device: str = "", host: str = "") -> str:
 
 
 PRINTERS = {
-    "device_printf": kernel(device='for (int r = 0; r < 8; r++) printf("MARK-DEV thread %d row %d y=%f\\n", i, r, y[i]);'),
+    "device_printf": kernel(device='if (i < 1024) for (int r = 0; r < 8; r++) printf("MARK-DEV thread %d row %d y=%f\\n", i, r, y[i]);'),
     "host_4mb_stdout": kernel(host='for (int r = 0; r < 65536; r++) printf("MARK-OUT %054d\\n", r);'),
     "host_4mb_stderr": kernel(host='for (int r = 0; r < 65536; r++) fprintf(stderr, "MARK-ERR %054d\\n", r);'),
     "streams": kernel(host='std::cout << "MARK-COUT n=" << n << std::endl; std::cerr << "MARK-CERR a=" << a << "\\n";'
