@@ -44,25 +44,20 @@ def solution_records(pool, tasks, solutions: dict) -> list[dict]:
             items.append((t, src))
             keys.append((t, k))
     results = pool.evaluate(items)
-    return [record(t, 0, k, r, source=src) for (t, k), (_, src), r in zip(keys, items, results)]
+    from cudaperf_jax.eval.abi import classify
+    return [{**record(t, 0, k, r, source=src), "abi": classify(t, src, r)}
+            for (t, k), (_, src), r in zip(keys, items, results)]
 
 
 def policy_records(pool, tasks, config) -> tuple[list[dict], list]:
-    from cudaperf_jax.eval.report import record
-    from cudaperf_jax.generation.sampler import Sampler
-    from cudaperf_jax.kernels import DecodeKernels
-    from cudaperf_jax.models.loading import load_policy
-    from cudaperf_jax.rl.rollout import RolloutConfig, rollout
-    model, tok = load_policy(config.model, dtype=config.dtype, progress=True)
-    cfg = RolloutConfig(samples_per_task=config.samples_per_task, turns=config.turns,
-                        max_new_tokens=config.max_new_tokens, max_prompt_tokens=config.max_prompt_tokens,
-                        temperature=config.temperature, top_p=config.top_p, prompt=config.prompt,
-                        gen_batch=config.gen_batch)
-    sampler = Sampler(model, tok, kernels=DecodeKernels.from_config(config.get("decode_kernels")))
-    ro = rollout(sampler, pool, tasks, cfg, seed=config.seed)
-    cands = list(ro.candidates)
-    return [record(tasks[c.task_index], c.turn, c.sample, c.result, text=c.text, source=c.source,
-                   truncated=not c.stopped) for c in cands], cands
+    """(records, candidates) of the policy config.model on `tasks` (experiments/policy_eval.py)."""
+    from experiments import policy_eval
+    sampler = policy_eval.load_sampler(config.model, dtype=config.dtype, decode_kernels=config.get("decode_kernels"))
+    ev = policy_eval.evaluate_policy(sampler, pool, tasks, policy_eval.rollout_config(config), seed=config.seed,
+                                     dedupe=config.get("dedupe", True))
+    print(f"[evaluate] {len(ev.records)} answers, {ev.judged} judged by the harness, {ev.deduplicated} repeats "
+          "given their first verdict", file=sys.stderr)
+    return ev.records, ev.candidates
 
 
 def ranker_scores(path: str, tasks, records: list[dict]) -> dict:

@@ -36,7 +36,7 @@ def record(task, turn: int, sample: int, result, text: str = "", source: str = "
             "speedup": result.speedup if correct else None,
             "speedup_compile": compile_speedup(result) if correct else None,
             "structure": (result.features or {}).get("score"), "features": result.features or {},
-            "error": reason(result),
+            "error": reason(result), "violations": list(result.violations or []),
             "source": source, "completion": text}
 
 
@@ -64,6 +64,8 @@ def build_summary(records: list[dict], tasks, ks=(1,), group_by: str = "family",
            "truncated": sum(bool(r.get("truncated")) for r in records),
            "per_group": per(group_by), "group_by": group_by,
            "per_level": per("level"), "per_family": per("family")}
+    if any("abi" in r for r in records):
+        out["abi"] = metrics.abi_shares(records)
     if scores is not None:
         out["ranker_selected"] = metrics.summarize(metrics.best_of_n(records, scores=scores), n)
     return out

@@ -25,6 +25,7 @@ def get_config():
     c.top_p = 0.95
     c.gen_batch = 0                # most sequences per sampler call (KV-cache memory); 0: a whole turn at once
     c.prompt = "worked_example"    # the prompt variant posing the tasks (cudaperf_jax.prompts.PROMPTS)
+    c.dedupe = True                # judge each distinct (task, source) once; repeats take its verdict
     c.decode_kernels = ml_collections.ConfigDict({"path": "auto", "lm_head": "auto", "top_k": "auto", "unroll": 0,
                                                   "tilings": "", "interpret": False})   # see configs/rl.py
     c.pass_k = (1, 2, 5, 10)       # pass@k for the k <= samples_per_task
