@@ -40,8 +40,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SUITES = ("kernelbench", "test", "smoke")
-# 1.5B at 4,096 + 1,024 tokens: a sequence's prefill peaks near 1.5 GB (fp32 scores [12, P, P+N], bf16 probs),
-# its bf16 KV cache 0.15 GB; 16 sequences stay under 30 GB of JAX's 0.5 x 80 GB beside the harness's workers
+# Qwen2.5-1.5B, bf16, a 4,096-token prompt + 1,024 new tokens: 16 sequences peak at 38.1 GB of JAX's 42.5 GB at
+# fraction 0.5 of an 80 GB H100 (32 run out: the prefill's fp32 scores [B, 12, P, P+N] alone are 30 GiB), leaving
+# ~38 GB to the harness's workers (benchmarks/gen_memory.py; benchmarks/results/gen_memory_h100_2026-12-07)
 GEN_BATCH = 16
 MEMORY_FRACTION = 0.5
 
