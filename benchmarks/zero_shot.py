@@ -154,7 +154,6 @@ def run_cell(a, sampler, pool, tasks: list, model: str, prompt: str, suite: str,
     """Samples and judges one cell, writes its directory (atomically: a killed run leaves no half cell)."""
     from cudaperf_jax.eval import report
     from cudaperf_jax.rl.rollout import RolloutConfig
-
     from experiments.policy_eval import evaluate_policy
     cfg = RolloutConfig(samples_per_task=a.samples, turns=a.turns, max_new_tokens=a.max_new_tokens,
                         max_prompt_tokens=a.max_prompt_tokens, temperature=a.temperature, top_p=a.top_p,

@@ -8,9 +8,11 @@ token budget). Categories, checked in this order:
 
   no_code                  no code at all (prose, an empty answer): nothing with braces, no include, no kernel
   echoed_prototype         the exported prototype (or another declaration) with no definition and no kernel
-  kernel_named_like_export a __global__ named like the entry beside the export: nvcc "cannot overload functions
-                           distinguished by return type alone" / "more than one instance of overloaded function has
-                           "C" linkage", g++ "ambiguating new declaration" / "conflicting declaration of C function"
+  kernel_named_like_export a __global__ named like the entry in a failing answer: beside the export nvcc says "cannot
+                           overload functions distinguished by return type alone", "more than one instance of
+                           overloaded function has "C" linkage" or, where a launch's arguments pick the export, "a host
+                           function call cannot be configured" (g++ on the cpu backend: "ambiguating new declaration",
+                           "conflicting declaration of C function", or the launch runs the export)
   missing_export           no extern "C" function at all (the entry with C++ linkage, only kernels, a main)
   misnamed_export          extern "C" functions, none named like the entry
   signature_mismatch       the export exists with another parameter list: a compiler's "C" linkage conflict with
@@ -40,7 +42,7 @@ _FUNC = re.compile(r"(?P<head>[A-Za-z_][\w\s\*&:<>,]*?)\b(?P<name>[A-Za-z_]\w*)\
                    r"[^()]*)*)\)\s*(?:const\s*)?(?P<end>[{;])")
 _KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "catch", "decltype", "static_assert", "alignof"}
 _SIZE_WORDS = re.compile(r"^(n|m|k|num_?\w*|\w*_?(size|sizes|len|length|dim|dims|count|rows|cols|columns|width|"
-                         r"height|depth|stride|strides|elements|numel|total|features|channels|batch))$", re.I)
+                         r"height|depth|stride|strides|elements|numel|total|features|channels|batch))$", re.IGNORECASE)
 _UNDEFINED = (re.compile(r'identifier "(\w+)" is undefined'),                       # nvcc
               re.compile(r"'(\w+)' was not declared in this scope"),                # g++
               re.compile(r"'(\w+)' (?:has not been|was not) declared"))
@@ -49,7 +51,6 @@ _CONST = (re.compile(r'argument of type "const ([\w ]+?) ?\*" is incompatible wi
                      r'of type "\1 ?\*"'),
           re.compile(r"invalid conversion from 'const ([\w ]+?) ?\*' to '\1 ?\*'"),
           re.compile(r"binding reference of type '[^']*' to '[^']*' discards qualifiers"))
-_OVERLOAD = ("cannot overload functions distinguished by return type alone", "ambiguating new declaration of")
 _LINKAGE = (re.compile(r'more than one instance of overloaded function "(\w+)" has "C" linkage'),
             re.compile(r"conflicting declaration of C function '[^']*?\b(\w+)\("))
 _NOT_EXPORTED = ("does not export", "undefined symbol")
@@ -75,7 +76,7 @@ def classify(task, source: str, result, truncated: bool = False) -> str | None:
         if not re.search(r"[{}]|#\s*include", code):
             return "no_code"
     conflict = status == "compile_error" and _linkage_conflict(log, entry)
-    if status == "compile_error" and entry in kernels and (conflict or any(m in log for m in _OVERLOAD)):
+    if entry in kernels:   # beside the export it fails to compile, or a launch picks the export (the cpu backend)
         return "kernel_named_like_export"
     entry_defs = [f for f in exported if f["name"] == entry]
     if not entry_defs and not conflict:
@@ -96,7 +97,7 @@ def classify(task, source: str, result, truncated: bool = False) -> str | None:
 def _plain(source: str) -> str:
     """The source with comments, string literals, attributes and launch bounds blanked (line numbers kept)."""
     code, _ = strip_comments_and_strings(source)
-    blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))  # noqa: E731
+    blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))
     code = re.sub(r"__launch_bounds__\s*\([^()]*\)", blank, code)
     return re.sub(r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)", blank, code)
 

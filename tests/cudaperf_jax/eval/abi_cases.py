@@ -34,6 +34,8 @@ BODY = ''' {
 GOOD = KERNEL + "\n" + PROTO + BODY
 NAMED = KERNEL.replace("saxpy_kernel", "saxpy")
 
+QWEN05_SAXPY = '__global__ void saxpy(int n, float a, const float* x, float* y) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = a * x[i] + y[i];\n}\n\nextern "C" int saxpy(int n, float a, const float* x, float* y, cudaStream_t stream) {\n    saxpy<<<n / blockDim.x, blockDim.x>>>(n, a, x, y, stream);\n    return cudaGetLastError();\n}\n'
+
 RELU_KERNEL = '''#include <cuda_runtime.h>
 
 __global__ void relu_kernel(long long n, const float* x, float* out) {
@@ -65,6 +67,9 @@ CASES: dict[str, tuple[str, str, str | None]] = {
                                  "kernel_named_like_export"),
     "kernel_named_like_export_extern_c": ("saxpy", NAMED.replace("__global__", 'extern "C" __global__') + "\n" + PROTO
                                           + BODY.replace("saxpy_kernel", "saxpy"), "kernel_named_like_export"),
+    # Qwen2.5-Coder-0.5B's answer (plain prompt, temperature 0.2; 2026-12-07): its launch's 5 arguments pick the export
+    # (nvcc: "a host function call cannot be configured"; the cpu backend runs the export recursively)
+    "qwen05_kernel_named_like_export": ("saxpy", QWEN05_SAXPY, "kernel_named_like_export"),
     "const_mismatch": ("saxpy", GOOD.replace("const float* x, float* y) {", "float* x, float* y) {"),
                        "const_mismatch"),
     "undeclared_N": ("saxpy", GOOD.replace("(n + 255)", "(N + 255)").replace(">>>(n,", ">>>(N,"), "undeclared_size"),
