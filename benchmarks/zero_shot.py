@@ -81,6 +81,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--resume_from", default="", help="a cells.tgz of an earlier run (another machine)")
     ap.add_argument("--max_minutes", type=float, default=0.0, help="stop between cells past this (0: no limit)")
     ap.add_argument("--compilation_cache", default="auto", help="JAX's persistent compilation cache: auto|off|DIR")
+    ap.add_argument("--reclassify", action="store_true",
+                    help="recompute the ABI categories of finished cells from their records (no model, no harness)")
     a = ap.parse_args(argv)
     a.models = [m for m in a.models.split(",") if m]
     a.suites = [s for s in a.suites.split(",") if s]
@@ -179,6 +181,23 @@ def run_cell(a, sampler, pool, tasks: list, model: str, prompt: str, suite: str,
     return meta
 
 
+def reclassify(cell_dir: Path, tasks: list) -> None:
+    """Recomputes a finished cell's ABI categories (cudaperf_jax.eval.abi, as it is now) and its eval.json from its
+    records: the verdict, the error line and the head of the compile log are what the classifier reads."""
+    from cudaperf_jax.eval import report
+    from cudaperf_jax.eval.abi import classify
+    from kernels_harness.result import EvalResult
+    by_id = {t.id: t for t in tasks}
+    recs = [json.loads(x) for x in (cell_dir / "candidates.jsonl").read_text().splitlines()]
+    for r in recs:
+        res = EvalResult(task_id=r["task"], backend="", status=r["status"], error=r.get("error", ""),
+                         compile_log=r.get("compile_log", ""))
+        r["abi"] = classify(by_id[r["task"]], r["source"], res, truncated=bool(r.get("truncated")))
+    (cell_dir / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    summary = report.build_summary(recs, tasks, ks=(1,), group_by="family")
+    (cell_dir / "eval.json").write_text(json.dumps(summary, indent=1, default=str))
+
+
 def progress_line(i: int, n: int, cell: dict) -> str:
     from zero_shot_report import turns_text
     s, m = cell["eval"], cell["meta"]
@@ -253,6 +272,9 @@ def _run(a, frac: float, compilation_cache) -> int:
                     dedupe=not a.no_dedupe, tasks={s: [t.id for t in ts] for s, ts in suites.items()})
     print(f"[zero_shot] {len(cells)} cells, {len(done)} finished earlier, {len(todo)} to run; JAX memory fraction "
           f"{frac}, generation in chunks of {a.gen_batch}", file=sys.stderr)
+    if a.reclassify:
+        for c in done:
+            reclassify(dirs[c], suites[c[2]])
     ran, stopped = 0, False
     if todo:
         compilation_cache(a.compilation_cache)

@@ -28,7 +28,8 @@ def compile_speedup(result) -> float | None:
 def record(task, turn: int, sample: int, result, text: str = "", source: str = "",
            truncated: bool | None = None) -> dict:
     """One candidate. `unchecked` (no verdict could be established) is not correct. truncated: a policy's
-    answer cut at the generation budget (None: not a generated answer)."""
+    answer cut at the generation budget (None: not a generated answer). A compile error keeps the head of its log
+    (what cudaperf_jax.eval.abi reads), a hack its violations."""
     correct = bool(result.correct) and result.status == "ok"
     extra = {} if truncated is None else {"truncated": bool(truncated)}
     return {**extra, "task": task.id, "turn": int(turn), "sample": int(sample), "status": result.status,
@@ -37,6 +38,7 @@ def record(task, turn: int, sample: int, result, text: str = "", source: str = "
             "speedup_compile": compile_speedup(result) if correct else None,
             "structure": (result.features or {}).get("score"), "features": result.features or {},
             "error": reason(result), "violations": list(result.violations or []),
+            "compile_log": (result.compile_log or "")[:2000] if result.status == "compile_error" else "",
             "source": source, "completion": text}
 
 

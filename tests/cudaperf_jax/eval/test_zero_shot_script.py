@@ -61,3 +61,25 @@ def test_ladder_cells_resume_and_dedupe(tmp_path):
                                                 for f in ("candidates.jsonl", "cell.json", "eval.json"))
     again = _run(tmp_path, model, "--samples=1")
     assert again.returncode == 2 and "holds a cell with other settings (samples)" in again.stderr.splitlines()[-1]
+
+
+def test_reclassify_recomputes_a_cells_abi_categories(tmp_path):
+    """--reclassify: a finished cell's records are classified again (here by the current classifier) without a
+    model or the harness, and its eval.json follows."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import zero_shot
+
+    from cudaperf_jax.eval.suites import load_suite
+    from tests.cudaperf_jax.eval import abi_cases
+    tasks = [t for t in load_suite(REPO / "experiments/suites/smoke") if t.id == "smoke_saxpy"]
+    rec = {"task": "smoke_saxpy", "turn": 0, "sample": 0, "status": "runtime_error", "correct": False,
+           "speedup": None, "speedup_compile": None, "error": "memory error during config 0", "compile_log": "",
+           "truncated": False, "abi": None, "source": abi_cases.QWEN05_SAXPY, "violations": []}
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    (cell / "candidates.jsonl").write_text(json.dumps(rec) + "\n")
+    zero_shot.reclassify(cell, tasks)
+    assert json.loads((cell / "candidates.jsonl").read_text())["abi"] == "kernel_named_like_export"
+    s = json.loads((cell / "eval.json").read_text())
+    assert s["abi"] == {"abi_failure": 1.0, "abi": {"kernel_named_like_export": 1}}
+    assert s["per_turn"][0]["abi_failure"] == 1.0
