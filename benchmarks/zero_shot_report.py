@@ -80,16 +80,18 @@ def plot(rows: list[dict], path: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
-    first, last = 0, -1
-    series = [("correct, turn 0", "correct", first, "tasks", "#4c72b0"),
-              (f"correct, turn {len(rows[0]['per_turn']) - 1}", "correct", last, "tasks", "#55a868"),
-              ("ABI failure, turn 0", "abi_failure", first, "answers", "#dd8452"),
-              (f"ABI failure, turn {len(rows[0]['per_turn']) - 1}", "abi_failure", last, "answers", "#c44e52")]
+    last = len(rows[0]["per_turn"]) - 1
+    turns = [0] if last == 0 else [0, last]   # the first and the last turn
+    colors = {("correct", 0): "#4c72b0", ("correct", last): "#55a868", ("abi_failure", 0): "#dd8452",
+              ("abi_failure", last): "#c44e52"}
+    series = [(f"{name}, turn {t}", key, t, unit, colors[(key, t)])
+              for name, key, unit in (("correct", "correct", "tasks"), ("ABI failure", "abi_failure", "answers"))
+              for t in turns]
     x = np.arange(len(rows))
     w = 0.8 / len(series)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(rows)), 4.2))
     for j, (label, key, turn, unit, color) in enumerate(series):
-        vals = [(r["per_turn"][turn].get(key) or 0.0) for r in rows]
+        vals = [(r["per_turn"][min(turn, len(r["per_turn"]) - 1)].get(key) or 0.0) for r in rows]
         bars = ax.bar(x + (j - (len(series) - 1) / 2) * w, vals, w, label=label, color=color)
         for b, r in zip(bars, rows):
             n = r["tasks"] if unit == "tasks" else r["answers"] // max(1, len(r["per_turn"]))
