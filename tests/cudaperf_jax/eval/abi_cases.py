@@ -84,7 +84,7 @@ CASES: dict[str, tuple[str, str, str | None]] = {
     "correct": ("saxpy", GOOD, None),
     "correct_kernel_overloads_export": ("saxpy", NAMED + "\n" + PROTO + BODY.replace("saxpy_kernel", "saxpy"), None),
     "wrong_result": ("saxpy", GOOD.replace("a * x[i] + y[i]", "a * x[i] - y[i]"), None),
-    "out_of_bounds": ("saxpy", GOOD.replace("if (i < n) y[i]", "if (i < n) y[i + 100000]"), None),
+    "out_of_bounds": ("saxpy", GOOD.replace("if (i < n) y[i]", "if (i < n) y[i + (1LL << 40)]"), None),
     "typo_in_kernel": ("saxpy", GOOD.replace("blockIdx.x", "blockIdx.X"), None),
     "undefined_helper": ("saxpy", GOOD.replace("a * x[i] + y[i]", "fused_axpy(a, x[i], y[i])"), None),
     "missing_semicolon": ("saxpy", GOOD.replace("y[i];\n}", "y[i]\n}"), None),
