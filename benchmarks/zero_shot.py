@@ -261,6 +261,10 @@ def _run(a, frac: float, compilation_cache) -> int:
     backend = resolve_backend(a.backend)
     if a.dtype == "auto":
         a.dtype = "bfloat16" if backend == "cuda" else "float32"
+    labels = [label(m) for m in a.models]
+    if len(set(labels)) < len(labels):
+        raise ValueError(f"two models share a cell name ({', '.join(labels)}); give them distinct file or directory "
+                         "names")
     cells = [(m, p, s) for m in a.models for p in prompt_names for s in a.suites]
     dirs = {c: a.work / f"{label(c[0])}__{c[1]}__{c[2]}" for c in cells}
     keys = {c: cell_key(a, *c, suites[c[2]]) for c in cells}
@@ -277,6 +281,9 @@ def _run(a, frac: float, compilation_cache) -> int:
             reclassify(dirs[c], suites[c[2]])
     ran, stopped = 0, False
     if todo:
+        from cudaperf_jax.models.loading import resolve_path
+        for m in dict.fromkeys(c[0] for c in todo):   # a missing model is reported before any cell runs
+            resolve_path(m)
         compilation_cache(a.compilation_cache)
         kw = {"workers": a.workers} if a.workers else {}
         with HarnessPool(backend=backend, trials=a.trials, progress=True, seed=a.seed,
