@@ -8,11 +8,12 @@ category (cudaperf_jax/eval/abi.py); every `hack` verdict is listed with its rul
 hack shows. Suites: `kernelbench` (the 100 level-1 problems), `test` (--test_tasks tasks of the dataset's test split,
 family-balanced, the same for every cell), `smoke` (experiments/suites/smoke).
 
-It is resumable cell by cell: a cell writes WORK/<model>__<prompt>__<suite>/ (candidates.jsonl, eval.json,
-cell.json) when it ends; a rerun skips finished cells, --max_minutes stops between cells (a cell starts only when
-its expected time, from the finished ones, still fits), and every run rewrites OUT/zero_shot.json, table.md,
-zero_shot.png and cells.tgz (all finished cells) for what is done so far. A model is loaded once for its cells;
-generation runs in chunks of --gen_batch sequences; identical (task, source) answers are judged once.
+It is resumable: a cell runs in parts of --chunk_tasks tasks, each written to WORK/<model>__<prompt>__<suite>/ when it
+ends; a complete cell holds candidates.jsonl, eval.json and cell.json (benchmarks/zero_shot_cells.py). A rerun skips
+complete cells and finished parts; --max_minutes stops between parts (a part starts only when its expected time, from
+the parts done so far, still fits; one part always runs). Every run rewrites OUT/zero_shot.json, table.md,
+zero_shot.png and cells.tgz (the cells and parts done so far). A model is loaded once for its cells;
+generation runs in chunks of --gen_batch sequences; identical (task, source) answers are judged once (per part).
 
 GPU (one H100; 80 GB shared by JAX, at --memory_fraction, and the harness's workers):
     python3 -m experiments.build_dataset --out=ROOT/tasks --validate_sample=-1
@@ -26,10 +27,8 @@ CPU (a few minutes per cell of 3 smoke tasks with the 0.5B):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import shutil
 import sys
 import tarfile
 import time
@@ -38,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import zero_shot_cells as cells_lib  # noqa: E402
 
 SUITES = ("kernelbench", "test", "smoke")
 # Qwen2.5-1.5B, bf16, a 4,096-token prompt + 1,024 new tokens: 16 sequences peak at 38.1 GB of JAX's 42.5 GB at
@@ -79,7 +79,9 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", default=os.environ.get("OUT") or str(REPO / "benchmarks/results/zero_shot"))
     ap.add_argument("--work", default="", help="where the cells live (default OUT/cells)")
     ap.add_argument("--resume_from", default="", help="a cells.tgz of an earlier run (another machine)")
-    ap.add_argument("--max_minutes", type=float, default=0.0, help="stop between cells past this (0: no limit)")
+    ap.add_argument("--max_minutes", type=float, default=0.0, help="stop between parts past this (0: no limit)")
+    ap.add_argument("--chunk_tasks", type=int, default=24,
+                    help="tasks per part of a cell (the unit a rerun never repeats; 0: the whole suite)")
     ap.add_argument("--compilation_cache", default="auto", help="JAX's persistent compilation cache: auto|off|DIR")
     ap.add_argument("--reclassify", action="store_true",
                     help="recompute the ABI categories of finished cells from their records (no model, no harness)")
@@ -123,79 +125,8 @@ def cell_key(a, model: str, prompt: str, suite: str, tasks: list) -> dict:
     """What makes a cell's results: compared on resume (a different one is refused, not mixed)."""
     return {"model": model, "prompt": prompt, "suite": suite, "tasks": [t.id for t in tasks], "seed": a.seed,
             "samples": a.samples, "turns": a.turns, "temperature": a.temperature, "top_p": a.top_p,
-            "max_new_tokens": a.max_new_tokens, "max_prompt_tokens": a.max_prompt_tokens, "dtype": a.dtype}
-
-
-def finished(cell_dir: Path, key: dict) -> dict | None:
-    """The cell's meta when it finished with the same key; raises ValueError when it holds another key."""
-    meta_path = cell_dir / "cell.json"
-    if not (meta_path.is_file() and (cell_dir / "eval.json").is_file()):
-        return None
-    meta = json.loads(meta_path.read_text())
-    if meta.get("key") != key:
-        diff = sorted(k for k in key if meta.get("key", {}).get(k) != key[k])
-        raise ValueError(f"{cell_dir} holds a cell with other settings ({', '.join(diff)}); give another --work or "
-                         "remove that directory")
-    return meta
-
-
-def load_cell(cell_dir: Path) -> dict:
-    meta = json.loads((cell_dir / "cell.json").read_text())
-    hacks = []
-    for line in (cell_dir / "candidates.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        if r["status"] == "hack":
-            hacks.append({k: r.get(k) for k in ("task", "turn", "sample", "error")}
-                         | {"violations": [{k: v.get(k) for k in ("rule", "name", "line", "text")}
-                                           for v in r.get("violations") or []]})
-    return {"meta": meta, "eval": json.loads((cell_dir / "eval.json").read_text()), "hacks": hacks}
-
-
-def run_cell(a, sampler, pool, tasks: list, model: str, prompt: str, suite: str, key: dict, cell_dir: Path,
-             load_seconds: float) -> dict:
-    """Samples and judges one cell, writes its directory (atomically: a killed run leaves no half cell)."""
-    from cudaperf_jax.eval import report
-    from cudaperf_jax.rl.rollout import RolloutConfig
-    from experiments.policy_eval import evaluate_policy
-    cfg = RolloutConfig(samples_per_task=a.samples, turns=a.turns, max_new_tokens=a.max_new_tokens,
-                        max_prompt_tokens=a.max_prompt_tokens, temperature=a.temperature, top_p=a.top_p,
-                        prompt=prompt, gen_batch=a.gen_batch)
-    t0 = time.perf_counter()
-    ev = evaluate_policy(sampler, pool, tasks, cfg, seed=a.seed, dedupe=not a.no_dedupe, progress=True,
-                         log=lambda line: print(f"[zero_shot]   {line}", file=sys.stderr, flush=True))
-    summary = report.build_summary(ev.records, tasks, ks=(1,), group_by="family")
-    meta = {"key": key, "model_label": label(model), "prompt": prompt, "suite": suite, "judged": ev.judged,
-            "deduplicated": ev.deduplicated, "generated_tokens": ev.generated_tokens,
-            "seconds": {**{k: round(v, 1) for k, v in ev.seconds.items()}, "cell": round(time.perf_counter() - t0, 1),
-                        "model_load": round(load_seconds, 1)},
-            "backend": pool.backend, "finished_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
-    tmp = cell_dir.with_name(cell_dir.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    slim = [{k: v for k, v in r.items() if k != "features"} for r in ev.records]
-    (tmp / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in slim))
-    (tmp / "eval.json").write_text(json.dumps(summary, indent=1, default=str))
-    (tmp / "cell.json").write_text(json.dumps(meta, indent=1))
-    shutil.rmtree(cell_dir, ignore_errors=True)
-    tmp.rename(cell_dir)
-    return meta
-
-
-def reclassify(cell_dir: Path, tasks: list) -> None:
-    """Recomputes a finished cell's ABI categories (cudaperf_jax.eval.abi, as it is now) and its eval.json from its
-    records: the verdict, the error line and the head of the compile log are what the classifier reads."""
-    from cudaperf_jax.eval import report
-    from cudaperf_jax.eval.abi import classify
-    from kernels_harness.result import EvalResult
-    by_id = {t.id: t for t in tasks}
-    recs = [json.loads(x) for x in (cell_dir / "candidates.jsonl").read_text().splitlines()]
-    for r in recs:
-        res = EvalResult(task_id=r["task"], backend="", status=r["status"], error=r.get("error", ""),
-                         compile_log=r.get("compile_log", ""))
-        r["abi"] = classify(by_id[r["task"]], r["source"], res, truncated=bool(r.get("truncated")))
-    (cell_dir / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    summary = report.build_summary(recs, tasks, ks=(1,), group_by="family")
-    (cell_dir / "eval.json").write_text(json.dumps(summary, indent=1, default=str))
+            "max_new_tokens": a.max_new_tokens, "max_prompt_tokens": a.max_prompt_tokens, "dtype": a.dtype,
+            "chunk_tasks": a.chunk_tasks}
 
 
 def progress_line(i: int, n: int, cell: dict) -> str:
@@ -205,15 +136,6 @@ def progress_line(i: int, n: int, cell: dict) -> str:
     return (f"[zero_shot] cell {i}/{n} {m['model_label']} {m['prompt']} {m['suite']}: correct {turns_text(rows, 'correct')}"
             f", pass@1 {turns_text(rows, 'pass@1')}, ABI fail {turns_text(rows, 'abi_failure')}, {s['candidates']} "
             f"answers ({m['deduplicated']} deduplicated), {m['seconds']['cell']:.0f} s")
-
-
-def expected_seconds(done: list[dict], model: str, suite: str) -> float:
-    """The mean time of finished cells of the same model and suite (else of the suite; 0 when none)."""
-    for match in (lambda m: m["key"]["model"] == model and m["suite"] == suite, lambda m: m["suite"] == suite):
-        secs = [m["seconds"]["cell"] for m in done if match(m)]
-        if secs:
-            return sum(secs) / len(secs)
-    return 0.0
 
 
 def _free_device_memory() -> None:
@@ -268,7 +190,7 @@ def _run(a, frac: float, compilation_cache) -> int:
     cells = [(m, p, s) for m in a.models for p in prompt_names for s in a.suites]
     dirs = {c: a.work / f"{label(c[0])}__{c[1]}__{c[2]}" for c in cells}
     keys = {c: cell_key(a, *c, suites[c[2]]) for c in cells}
-    done = {c: meta for c in cells if (meta := finished(dirs[c], keys[c])) is not None}
+    done = {c: meta for c in cells if (meta := cells_lib.finished(dirs[c], keys[c])) is not None}
     todo = [c for c in cells if c not in done]
     settings = {k: getattr(a, k) for k in ("samples", "turns", "temperature", "top_p", "max_new_tokens",
                                            "max_prompt_tokens", "gen_batch", "dtype", "seed", "trials")}
@@ -278,20 +200,25 @@ def _run(a, frac: float, compilation_cache) -> int:
           f"{frac}, generation in chunks of {a.gen_batch}", file=sys.stderr)
     if a.reclassify:
         for c in done:
-            reclassify(dirs[c], suites[c[2]])
+            cells_lib.reclassify(dirs[c], suites[c[2]])
     ran, stopped = 0, False
     if todo:
         from cudaperf_jax.models.loading import resolve_path
         for m in dict.fromkeys(c[0] for c in todo):   # a missing model is reported before any cell runs
             resolve_path(m)
         compilation_cache(a.compilation_cache)
+        secs = cells_lib.part_seconds(list(dirs.values()))
+        deadline = t_start + 60 * a.max_minutes if a.max_minutes else None
+
+        def fits(model: str, suite: str) -> bool:   # whether a part is expected to end in time; one always runs
+            return not ran or deadline is None or time.perf_counter() + cells_lib.expected(secs, model, suite) <= deadline
+
         kw = {"workers": a.workers} if a.workers else {}
         with HarnessPool(backend=backend, trials=a.trials, progress=True, seed=a.seed,
                          torch_compile=backend == "cuda" and not a.no_torch_compile, **kw) as pool:
             for model in dict.fromkeys(c[0] for c in todo):
                 mine = [c for c in todo if c[0] == model]
-                if ran and a.max_minutes and (time.perf_counter() - t_start + expected_seconds(
-                        list(done.values()), model, mine[0][2])) > 60 * a.max_minutes:
+                if not fits(model, mine[0][2]):
                     stopped = True
                     break
                 from experiments.policy_eval import load_sampler
@@ -300,14 +227,20 @@ def _run(a, frac: float, compilation_cache) -> int:
                 load_s = time.perf_counter() - t0
                 print(f"[zero_shot] loaded {model} ({a.dtype}) in {load_s:.0f} s", file=sys.stderr)
                 for c in mine:
-                    need = expected_seconds(list(done.values()), model, c[2])
-                    if ran and a.max_minutes and time.perf_counter() - t_start + need > 60 * a.max_minutes:
+                    def on_part(j, n, seconds, c=c):
+                        nonlocal ran
+                        ran += 1
+                        secs.setdefault((c[0], c[2]), []).append(seconds)
+                        print(f"[zero_shot] {dirs[c].name}: part {j + 1}/{n} in {seconds:.0f} s", file=sys.stderr)
+                    complete = cells_lib.run_cell(sampler, pool, suites[c[2]], rollout_cfg(a, c[1]), keys[c], dirs[c],
+                                                  chunk=a.chunk_tasks, seed=a.seed, dedupe=not a.no_dedupe,
+                                                  may_start=lambda c=c: fits(c[0], c[2]), on_part=on_part)
+                    if not complete:
                         stopped = True
                         break
-                    done[c] = run_cell(a, sampler, pool, suites[c[2]], *c, keys[c], dirs[c], load_s)
-                    ran += 1
-                    print(progress_line(cells.index(c) + 1, len(cells), load_cell(dirs[c])), file=sys.stderr,
-                          flush=True)
+                    cell = cells_lib.load_cell(dirs[c])
+                    done[c] = cell["meta"]
+                    print(progress_line(cells.index(c) + 1, len(cells), cell), file=sys.stderr, flush=True)
                 del sampler
                 _free_device_memory()
                 if stopped:
@@ -315,25 +248,31 @@ def _run(a, frac: float, compilation_cache) -> int:
     return _report(a, cells, dirs, done, settings, ran, stopped, t_start)
 
 
+def rollout_cfg(a, prompt: str):
+    from cudaperf_jax.rl.rollout import RolloutConfig
+    return RolloutConfig(samples_per_task=a.samples, turns=a.turns, max_new_tokens=a.max_new_tokens,
+                         max_prompt_tokens=a.max_prompt_tokens, temperature=a.temperature, top_p=a.top_p,
+                         prompt=prompt, gen_batch=a.gen_batch)
+
+
 def _report(a, cells, dirs, done, settings, ran, stopped, t_start) -> int:
     import zero_shot_report
-    finished_cells = [load_cell(dirs[c]) for c in cells if c in done]
+    finished_cells = [cells_lib.load_cell(dirs[c]) for c in cells if c in done]
     pending = [dirs[c].name for c in cells if c not in done]
     out = Path(a.out)
     paths = zero_shot_report.write(finished_cells, settings, pending, out)
-    with tarfile.open(out / "cells.tgz", "w:gz") as tar:
+    with tarfile.open(out / "cells.tgz", "w:gz") as tar:   # complete cells and the finished parts of the others
         for c in cells:
-            if c in done:
-                for f in ("candidates.jsonl", "eval.json", "cell.json"):
-                    tar.add(dirs[c] / f, arcname=f"{dirs[c].name}/{f}")
+            for f in sorted(dirs[c].glob("*.json*")) if dirs[c].is_dir() else []:
+                tar.add(f, arcname=f"{dirs[c].name}/{f.name}")
     print((out / "table.md").read_text())
     mins = (time.perf_counter() - t_start) / 60
     if pending:
         why = f"--max_minutes {a.max_minutes:g} reached" if stopped else "not run"
-        print(f"[zero_shot] ran {ran} cells in {mins:.1f} min; {len(pending)} of {len(cells)} left ({why}): run the "
+        print(f"[zero_shot] ran {ran} part(s) in {mins:.1f} min; {len(pending)} of {len(cells)} cells left ({why}): run the "
               "same command again to continue", file=sys.stderr)
     else:
-        print(f"[zero_shot] all {len(cells)} cells done ({ran} in this run, {mins:.1f} min)", file=sys.stderr)
+        print(f"[zero_shot] all {len(cells)} cells done ({ran} part(s) run now, {mins:.1f} min)", file=sys.stderr)
     print(f"[zero_shot] wrote {', '.join(p.name for p in paths)}, cells.tgz in {out}; cells in {a.work}",
           file=sys.stderr)
     return 0

@@ -1,5 +1,6 @@
-"""benchmarks/zero_shot.py on a tiny random policy and the cpu backend: two cells (one per prompt variant) over the
-smoke suite, stopped between cells by --max_minutes, resumed cell by cell, and refused when the settings change."""
+"""benchmarks/zero_shot.py on a tiny random policy and the cpu backend: two cells (one per prompt variant) of two
+parts (one smoke task each), stopped between parts by --max_minutes, resumed part by part, skipped once complete, and
+refused when the settings change."""
 import json
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ REPO = Path(__file__).resolve().parents[3]
 def _run(tmp_path, model, *extra):
     cmd = [sys.executable, "benchmarks/zero_shot.py", f"--models={model}", "--suites=smoke", "--smoke_tasks=2",
            "--samples=2", "--temperature=0", "--turns=2", "--max_new_tokens=8", "--backend=cpu", "--workers=1",
+           "--chunk_tasks=1",
            f"--out={tmp_path / 'out'}", f"--work={tmp_path / 'cells'}", f"--compilation_cache={tmp_path / 'jax'}",
            *extra]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900,
@@ -28,14 +30,15 @@ def test_ladder_cells_resume_and_dedupe(tmp_path):
     model = tmp_path / "tinyllama"
     tiny.hf_model("llama").save_pretrained(model)
     tiny.tokenizer().save_pretrained(model)
-    first = _run(tmp_path, model, "--max_minutes=0.01")      # one cell always runs; the second would not fit
+    first = _run(tmp_path, model, "--max_minutes=0.01")      # one part (1 task) always runs; the next would not fit
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "1 of 2 left (--max_minutes 0.01 reached)" in first.stderr
-    cells = sorted(p.name for p in (tmp_path / "cells").iterdir())
-    assert cells == ["tinyllama__plain__smoke"]
+    assert "2 of 2 cells left (--max_minutes 0.01 reached)" in first.stderr
+    cell = tmp_path / "cells" / "tinyllama__plain__smoke"
+    assert sorted(p.name for p in cell.iterdir()) == ["key.json", "part_00.json"]   # the first part, kept
     second = _run(tmp_path, model)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert "1 finished earlier, 1 to run" in second.stderr and "all 2 cells done (1 in this run" in second.stderr
+    assert "0 finished earlier, 2 to run" in second.stderr and "all 2 cells done (3 part(s) run now" in second.stderr
+    assert sorted(p.name for p in cell.iterdir()) == ["candidates.jsonl", "cell.json", "eval.json", "key.json"]
     stamp = {p: p.stat().st_mtime_ns for p in (tmp_path / "cells").rglob("*.json*")}
     third = _run(tmp_path, model)
     assert third.returncode == 0 and "2 finished earlier, 0 to run" in third.stderr and "loaded" not in third.stderr
@@ -58,7 +61,10 @@ def test_ladder_cells_resume_and_dedupe(tmp_path):
     assert (out / "zero_shot.png").stat().st_size > 1000
     with tarfile.open(out / "cells.tgz") as tar:
         assert sorted(tar.getnames()) == sorted(f"tinyllama__{p}__smoke/{f}" for p in ("plain", "worked_example")
-                                                for f in ("candidates.jsonl", "cell.json", "eval.json"))
+                                                for f in ("candidates.jsonl", "cell.json", "eval.json", "key.json"))
+    # another machine: a fresh work directory continues from the cells.tgz a run left in OUT
+    moved = _run(tmp_path, model, f"--work={tmp_path / 'cells2'}", f"--resume_from={out / 'cells.tgz'}")
+    assert moved.returncode == 0 and "2 finished earlier, 0 to run" in moved.stderr, moved.stderr[-2000:]
     again = _run(tmp_path, model, "--samples=1")
     assert again.returncode == 2 and "holds a cell with other settings (samples)" in again.stderr.splitlines()[-1]
 
@@ -67,7 +73,7 @@ def test_reclassify_recomputes_a_cells_abi_categories(tmp_path):
     """--reclassify: a finished cell's records are classified again (here by the current classifier) without a
     model or the harness, and its eval.json follows."""
     sys.path.insert(0, str(REPO / "benchmarks"))
-    import zero_shot
+    import zero_shot_cells
 
     from cudaperf_jax.eval.suites import load_suite
     from tests.cudaperf_jax.eval import abi_cases
@@ -78,7 +84,7 @@ def test_reclassify_recomputes_a_cells_abi_categories(tmp_path):
     cell = tmp_path / "cell"
     cell.mkdir()
     (cell / "candidates.jsonl").write_text(json.dumps(rec) + "\n")
-    zero_shot.reclassify(cell, tasks)
+    zero_shot_cells.reclassify(cell, tasks)
     assert json.loads((cell / "candidates.jsonl").read_text())["abi"] == "kernel_named_like_export"
     s = json.loads((cell / "eval.json").read_text())
     assert s["abi"] == {"abi_failure": 1.0, "abi": {"kernel_named_like_export": 1}}
