@@ -34,17 +34,20 @@ def solution_records(client, tasks, solutions: dict) -> list[dict]:
             items.append((t, src))
             keys.append((t, k))
     results = client.evaluate(items)
-    return [record(t, 0, k, r, source=src) for (t, k), (_, src), r in zip(keys, items, results)]
+    from cudaperf_jax.eval.abi import classify
+    return [{**record(t, 0, k, r, source=src), "abi": classify(t, src, r)}
+            for (t, k), (_, src), r in zip(keys, items, results)]
 
 
-def policy_records(client, sampler, tasks, cfg) -> tuple[list[dict], list]:
-    """Records of the sampler's policy's rollouts (cfg.rollout) on `tasks`, judged through `client`."""
-    from cudaperf_jax.eval.report import record
-    from cudaperf_jax.rl.rollout import rollout
-    ro = rollout(sampler, client, tasks, cfg.rollout, seed=cfg.seed)
-    cands = list(ro.candidates)
-    return [record(tasks[c.task_index], c.turn, c.sample, c.result, text=c.text, source=c.source,
-                   truncated=not c.stopped) for c in cands], cands
+def policy_records(pool, tasks, cfg) -> tuple[list[dict], list]:
+    """(records, candidates) of the policy cfg.model on `tasks` (experiments/policy_eval.py)."""
+    from experiments import policy_eval
+    sampler = policy_eval.load_sampler(cfg.model, dtype=cfg.dtype, kernels=cfg.decode_kernels)
+    ev = policy_eval.evaluate_policy(sampler, pool, tasks, cfg.rollout, seed=cfg.seed, dedupe=cfg.dedupe,
+                                     progress=True)
+    print(f"[evaluate] {len(ev.records)} answers, {ev.judged} judged by the harness, {ev.deduplicated} repeats "
+          "given their first verdict", file=sys.stderr)
+    return ev.records, ev.candidates
 
 
 def ranker_scores(path: str, tasks, records: list[dict]) -> dict:
@@ -78,11 +81,7 @@ def main(config, workdir):
             client = HarnessClient(pool, tasks, prompt=cfg.rollout.prompt)
             records = solution_records(client, tasks, suites.load_solutions(_path(cfg.solutions), tasks))
         else:
-            from cudaperf_jax.generation.sampler import Sampler
-            from cudaperf_jax.models.loading import load_policy
-            model, tok = load_policy(cfg.model, dtype=cfg.dtype, progress=True)
-            client = HarnessClient(pool, tasks, tok, prompt=cfg.rollout.prompt)
-            records, _ = policy_records(client, Sampler(model, tok, kernels=cfg.decode_kernels), tasks, cfg)
+            records, _ = policy_records(pool, tasks, cfg)
     scores = ranker_scores(cfg.ranker, tasks, records) if cfg.ranker else None
     ks = tuple(k for k in cfg.pass_k if k <= max(1, cfg.rollout.samples_per_task if cfg.model else
                                                   max((r["sample"] + 1 for r in records), default=1)))

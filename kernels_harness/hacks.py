@@ -9,7 +9,10 @@ A finding is a violation `{"rule", "line", "text", "name"}` and makes the verdic
   process          fork/exec/system/popen/posix_spawn/clone/kill, exit/abort/atexit, threads, signals,
                    syscall, ptrace/prctl, setrlimit
   file             fopen/open/creat/unlink/rename/mmap, C++ file streams, directory calls, string
-                   literals naming /proc /dev /sys /etc /tmp /home, #include of an absolute or parent path
+                   literals naming /proc /dev /sys /etc /tmp /home, #include of an absolute or parent path;
+                   fread/fscanf/fgets, and fprintf/fputs/fwrite on any FILE* but stdout and stderr (printing
+                   is allowed: printf, puts, fflush, std::cout/cerr and those three calls on stdout/stderr; the
+                   worker sends stdout to /dev/null and stderr to its own log)
   network          sockets, name lookups, curl
   dynamic_loading  dlopen/dlsym, LoadLibrary/GetProcAddress, cudaGetDriverEntryPoint
   timing           clock/clock64/clock_gettime/gettimeofday/time, std::chrono, rdtsc, %globaltimer,
@@ -103,7 +106,16 @@ _PATH_LITERAL = re.compile(r"^/(proc|dev|sys|etc|tmp|home|root|var|usr|run|mnt)\
 # Calls allowed in a namespace-scope initialiser (compile-time helpers and math).
 _INIT_OK = {"sizeof", "alignof", "decltype", "static_cast", "reinterpret_cast", "const_cast", "min", "max",
             "dim3", "make_float2", "make_float4", "make_int2", "make_int4", "__float2half", "float", "int",
-            "double", "unsigned", "sqrt", "sqrtf", "exp", "expf", "log", "logf", "acos", "acosf"}
+            "double", "unsigned", "sqrt", "sqrtf", "exp", "expf", "log", "logf", "acos", "acosf",
+            # pure math of the C library (a constant such as log2(e) or 1/sqrt(2) computed at load)
+            "exp2", "exp2f", "log2", "log2f", "log10", "log10f", "pow", "powf", "rsqrt", "rsqrtf", "fabs", "fabsf",
+            "abs", "fmin", "fminf", "fmax", "fmaxf", "sin", "sinf", "cos", "cosf", "tan", "tanf", "atan", "atanf",
+            "tanh", "tanhf", "erf", "erff", "ceil", "ceilf", "floor", "floorf", "round", "roundf", "__float2bfloat16",
+            "__half2float", "__bfloat162float", "make_float3", "make_int3", "make_uint2", "make_uint4", "size_t",
+            "long", "char", "short", "bool", "uint32_t", "int64_t", "uint64_t", "int32_t"}
+# C stdio calls on a FILE*: which argument is the stream (-1: the last). On stdout or stderr they only print.
+_STREAM_ARG = {"fprintf": 0, "fputs": -1, "fwrite": -1}
+_STD_STREAMS = {"stdout", "stderr"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,6 +220,31 @@ def _namespace_scope_inits(code: str) -> list[tuple[int, str]]:
     return hits
 
 
+def call_arguments(code: str, start: int) -> list[str] | None:
+    """The top-level arguments (stripped) of the call whose "(" is just before `start` in comment- and string-blanked
+    code; None when its parentheses do not close."""
+    args, depth, begin = [], 0, start
+    for i in range(start, len(code)):
+        c = code[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                args.append(code[begin:i].strip())
+                return args if any(args) else []
+            depth -= 1
+        elif c == "," and depth == 0:
+            args.append(code[begin:i].strip())
+            begin = i + 1
+    return None
+
+
+def _prints(code: str, start: int, which: int) -> bool:
+    """Whether the stdio call whose arguments start at `start` has stdout or stderr as its argument `which`."""
+    args = call_arguments(code, start)
+    return bool(args) and len(args) > max(which, -which - 1) and args[which] in _STD_STREAMS
+
+
 def check_source(source: str, rules: Rules = DEFAULT_RULES) -> list[dict]:
     """Violations found in one CUDA C++ translation unit, sorted by line.
 
@@ -228,6 +265,8 @@ def check_source(source: str, rules: Rules = DEFAULT_RULES) -> list[dict]:
             for m in pat.finditer(code):
                 name = next((g for g in m.groups() if g), None) if m.groups() else None
                 name = (name or m.group(0)).strip()
+                if rule == "file" and name in _STREAM_ARG and _prints(code, m.end(), _STREAM_ARG[name]):
+                    continue
                 add(rule, code.count("\n", 0, m.start()) + 1, name)
     for line, lit in literals:
         if _PATH_LITERAL.match(lit):

@@ -32,6 +32,7 @@ class EvalConfig:
                                      # sees the harness feedback), max_new_tokens (the dataset's verified answers:
                                      # median 476 tokens, p90 965; 512 cut 42%), sampling, prompt, gen_batch
     decode_kernels: DecodeKernels = DecodeKernels()   # the sampler's decode kernels (see configs/rl.py)
+    dedupe: bool = True              # judge each distinct (task, source) once; repeats take its verdict
     pass_k: tuple[int, ...] = (1, 2, 5, 10)   # pass@k for the k <= samples_per_task
     ranker: str = ""                 # a ranker checkpoint: best-of-n selected by Ranker.score as well
     group_by: str = "level"          # per-group table: "level" (KernelBench level, else family) | "family"

@@ -118,10 +118,36 @@ def per_turn(records: list[dict], n_tasks: int | None = None) -> list[dict]:
         row = {"turn": t, **summarize(best_of_n(upto), n_tasks)}
         at = [r for r in records if r["turn"] == t]
         row["sample_correct"] = float(np.mean([bool(r["correct"]) for r in at])) if at else 0.0
+        row["pass@1"] = pass_at_1(upto, n_tasks)
         if any("truncated" in r for r in at):  # generated answers: the share cut at max_new_tokens
             row["truncated"] = float(np.mean([bool(r.get("truncated")) for r in at]))
+        if any("abi" in r for r in at):  # answers classified by cudaperf_jax.eval.abi: the share failing on the ABI
+            row.update(abi_shares(at))
         out.append(row)
     return out
+
+
+def pass_at_1(records: list[dict], n_tasks: int | None = None) -> float:
+    """Mean over tasks of the share of samples whose last answer (its highest turn in `records`) is correct: the
+    unbiased pass@1 of those answers; n_tasks: the suite's size (tasks without records count 0)."""
+    per = []
+    for _, rs in _group(records, lambda r: r["task"]).items():
+        last = {}
+        for r in rs:
+            if r["sample"] not in last or r["turn"] > last[r["sample"]]["turn"]:
+                last[r["sample"]] = r
+        per.append(float(np.mean([bool(r["correct"]) for r in last.values()])))
+    return float(np.sum(per) / max(n_tasks or len(per), len(per), 1))
+
+
+def abi_shares(records: list[dict]) -> dict:
+    """{"abi_failure": share of the answers failing on the solution ABI, "abi": {category: count}} of records that
+    carry an "abi" field (cudaperf_jax.eval.abi.classify; None: not an ABI failure)."""
+    cats: dict[str, int] = {}
+    for r in records:
+        if r.get("abi"):
+            cats[r["abi"]] = cats.get(r["abi"], 0) + 1
+    return {"abi_failure": sum(cats.values()) / len(records) if records else 0.0, "abi": dict(sorted(cats.items()))}
 
 
 def by_group(records: list[dict], group_of, tasks_per_group: dict | None = None) -> dict:

@@ -28,7 +28,8 @@ def compile_speedup(result) -> float | None:
 def record(task, turn: int, sample: int, result, text: str = "", source: str = "",
            truncated: bool | None = None) -> dict:
     """One candidate. `unchecked` (no verdict could be established) is not correct. truncated: a policy's
-    answer cut at the generation budget (None: not a generated answer)."""
+    answer cut at the generation budget (None: not a generated answer). A compile error keeps the head of its log
+    (what cudaperf_jax.eval.abi reads), a hack its violations."""
     correct = bool(result.correct) and result.status == "ok"
     extra = {} if truncated is None else {"truncated": bool(truncated)}
     return {**extra, "task": task.id, "turn": int(turn), "sample": int(sample), "status": result.status,
@@ -36,7 +37,8 @@ def record(task, turn: int, sample: int, result, text: str = "", source: str = "
             "speedup": result.speedup if correct else None,
             "speedup_compile": compile_speedup(result) if correct else None,
             "structure": (result.features or {}).get("score"), "features": result.features or {},
-            "error": reason(result),
+            "error": reason(result), "violations": list(result.violations or []),
+            "compile_log": (result.compile_log or "")[:2000] if result.status == "compile_error" else "",
             "source": source, "completion": text}
 
 
@@ -64,6 +66,8 @@ def build_summary(records: list[dict], tasks, ks=(1,), group_by: str = "family",
            "truncated": sum(bool(r.get("truncated")) for r in records),
            "per_group": per(group_by), "group_by": group_by,
            "per_level": per("level"), "per_family": per("family")}
+    if any("abi" in r for r in records):
+        out["abi"] = metrics.abi_shares(records)
     if scores is not None:
         out["ranker_selected"] = metrics.summarize(metrics.best_of_n(records, scores=scores), n)
     return out
@@ -91,6 +95,10 @@ def markdown(summary: dict) -> str:
     if cut:
         lines += ["", "Answers cut at the generation budget (max_new_tokens), per turn: "
                   + ", ".join(f"turn {r['turn']} {r['truncated']:.0%}" for r in cut) + "."]
+    if summary.get("abi"):
+        cats = ", ".join(f"{k} {v}" for k, v in summary["abi"]["abi"].items()) or "none"
+        lines += ["", f"Answers failing on the solution ABI (cudaperf_jax/eval/abi.py): "
+                  f"{summary['abi']['abi_failure']:.0%} ({cats})."]
     tables = [(summary["group_by"], summary["per_group"])]
     for by in ("level", "family"):  # both tables; the level one only where it differs (KernelBench suites)
         if by != summary["group_by"] and summary.get(f"per_{by}") and summary[f"per_{by}"] != summary["per_group"]:

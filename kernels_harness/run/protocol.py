@@ -69,7 +69,12 @@ class Context:
         if path not in self.libs:
             self.libs[path] = self.backend.load(path)
         lib = self.libs[path]
-        return lib, self.backend.entry(lib, symbol or task.entry, task)
+        try:
+            return lib, self.backend.entry(lib, symbol or task.entry, task)
+        except LookupError as e:  # the message names the task's entry, never a batch library's renamed symbol
+            if symbol and symbol != task.entry:
+                raise LookupError(str(e).replace(symbol, task.entry)) from None
+            raise
 
     def compare(self, out, ref, atol, rtol) -> dict:
         if self.compare_fn is not None:

@@ -58,3 +58,15 @@ def test_best_of_n_turns_and_summary():
     assert [r["speedup"] for r in scored if r["task"] == "a"] == [0.5]
     # b has one sample: pass@2 is not defined over every task, so it is left out
     assert metrics.pass_at_ks(recs, ks=(1, 2)) == {"pass@1": pytest.approx(0.5)}
+
+
+def test_pass_at_1_and_abi_shares_per_turn():
+    recs = [_r("a", 0, 0, False), _r("a", 0, 1, True), _r("a", 1, 0, True), _r("a", 1, 1, False),
+            _r("b", 0, 0, False), _r("b", 1, 0, False)]
+    for r, cat in zip(recs, ["missing_export", None, None, None, "no_code", "const_mismatch"]):
+        r["abi"] = cat
+    curve = metrics.per_turn(recs, n_tasks=3)   # a third task without answers counts 0
+    assert curve[0]["pass@1"] == pytest.approx((1 / 2) / 3) and curve[1]["pass@1"] == pytest.approx((1 / 2) / 3)
+    assert curve[0]["abi_failure"] == pytest.approx(2 / 3) and curve[0]["abi"] == {"missing_export": 1, "no_code": 1}
+    assert curve[1]["abi"] == {"const_mismatch": 1}
+    assert metrics.pass_at_1([_r("a", 0, 0, True), _r("a", 1, 0, False)]) == 0.0   # the last answer counts

@@ -39,3 +39,12 @@ def test_a_record_says_why_a_candidate_failed():
     assert report.record(task, 0, 0, hack)["error"] == "forbidden calls: timing (clock64, line 3)"
     wrong = EvalResult("t", "cuda", status="wrong", error="config 0: output 'y' differs")
     assert report.record(task, 0, 0, wrong)["error"] == "config 0: output 'y' differs"
+
+
+def test_markdown_reports_abi_failures_when_records_carry_them():
+    tasks = [_task("a", "scan"), _task("b", "scan")]
+    recs = [dict(_rec("a", False), abi="missing_export"), dict(_rec("b", True), abi=None)]
+    s = report.build_summary(recs, tasks)
+    assert s["abi"] == {"abi_failure": 0.5, "abi": {"missing_export": 1}}
+    assert "failing on the solution ABI (cudaperf_jax/eval/abi.py): 50% (missing_export 1)" in report.markdown(s)
+    assert "abi" not in report.build_summary([_rec("a", False)], tasks[:1])

@@ -251,3 +251,14 @@ def test_a_harness_failure_is_retried_then_unchecked_not_the_candidates_error():
     assert res.error.startswith("not judged, the harness failed (harness error:") and "no reward" in res.error
     assert res.seconds["infra_retries"] == 1.0 and not res.correct
     assert res.feedback.startswith("Not checked: not judged")
+
+
+@cpu
+def test_a_missing_entry_is_named_as_the_task_names_it():
+    """A candidate built in a batch library (its entry renamed there) that only declares the entry: the error names
+    `saxpy`, the name the policy must export, not the batch library's symbol."""
+    declared = 'extern "C" int saxpy(int n, float a, const float* x, float* y, cudaStream_t stream);\n'
+    with HarnessPool("cpu", workers=1, cpu_budget_bytes=1 << 20, features=False) as pool:
+        res = pool.evaluate([(TASK, declared), (TASK, src("good_naive"))])
+    assert res[0].status == "runtime_error" and res[1].status == "ok"
+    assert "does not export `saxpy`" in res[0].error and "cudaperf_" not in res[0].error, res[0].error

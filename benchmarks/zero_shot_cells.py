@@ -1,0 +1,157 @@
+"""A cell of the zero-shot ladder on disk (benchmarks/zero_shot.py): one model x prompt x suite, run in parts.
+
+    WORK/<model>__<prompt>__<suite>/
+        key.json                 what makes the cell's results (a different key is refused, never mixed)
+        part_00.json ...         the records of each part of --chunk_tasks tasks, written when the part ends
+        candidates.jsonl         when every part is done: all records (one judged answer per line)
+        eval.json, cell.json     the summary (cudaperf_jax.eval.report.build_summary) and counts, seconds
+
+A part is the unit of work that is never lost: a run stopped by --max_minutes (between parts) or killed continues
+with the parts not yet written. Metrics are per task, so the parts' records together give the cell's metrics exactly.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+PART_SEED = 7919   # part j samples with seed + PART_SEED * j: parts of one cell draw distinct random streams
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)   # atomic: a killed run leaves the old file or the new one
+
+
+def check_key(cell_dir: Path, key: dict) -> None:
+    """Records `key` in a new cell directory; raises ValueError when the directory holds another key."""
+    path = cell_dir / "key.json"
+    if path.is_file():
+        old = json.loads(path.read_text())
+        if old != key:
+            diff = sorted(k for k in key if old.get(k) != key[k])
+            raise ValueError(f"{cell_dir} holds a cell with other settings ({', '.join(diff)}); give another --work "
+                             "or remove that directory")
+        return
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    _write(path, json.dumps(key, indent=1))
+
+
+def finished(cell_dir: Path, key: dict) -> dict | None:
+    """The cell's meta (cell.json) when it is complete with this key, else None (ValueError: another key)."""
+    if not cell_dir.is_dir():
+        return None
+    check_key(cell_dir, key)
+    if (cell_dir / "cell.json").is_file() and (cell_dir / "eval.json").is_file():
+        return json.loads((cell_dir / "cell.json").read_text())
+    return None
+
+
+def parts_of(tasks: list, chunk: int) -> list[list]:
+    return [tasks[i:i + chunk] for i in range(0, len(tasks), chunk)] if chunk else [tasks]
+
+
+def part_seconds(cell_dirs: list[Path]) -> dict:
+    """{(model, suite): [seconds of each finished part]} from the parts and cells on disk."""
+    out: dict = {}
+    for d in cell_dirs:
+        if not (d / "key.json").is_file():
+            continue
+        key = json.loads((d / "key.json").read_text())
+        secs = []
+        if (d / "cell.json").is_file():
+            secs = json.loads((d / "cell.json").read_text()).get("part_seconds", [])
+        else:
+            secs = [json.loads(p.read_text())["seconds"]["total"] for p in sorted(d.glob("part_*.json"))]
+        out.setdefault((key["model"], key["suite"]), []).extend(secs)
+    return out
+
+
+def expected(seconds: dict, model: str, suite: str) -> float:
+    """The mean seconds of a part of this model and suite (else of the suite; 0 when none is known)."""
+    for match in (lambda k: k == (model, suite), lambda k: k[1] == suite):
+        vals = [s for k, v in seconds.items() if match(k) for s in v]
+        if vals:
+            return sum(vals) / len(vals)
+    return 0.0
+
+
+def run_cell(sampler, pool, tasks: list, cfg, key: dict, cell_dir: Path, *, chunk: int, seed: int, dedupe: bool,
+             may_start, on_part=None) -> bool:
+    """Runs the parts of a cell not yet on disk, each only when may_start() says it fits; True when the cell is
+    complete (candidates.jsonl, eval.json and cell.json written). cfg: the cell's RolloutConfig."""
+    from experiments.policy_eval import evaluate_policy
+    check_key(cell_dir, key)
+    parts = parts_of(tasks, chunk)
+    for j, part in enumerate(parts):
+        path = cell_dir / f"part_{j:02d}.json"
+        if path.is_file():
+            continue
+        if not may_start():
+            return False
+        t0 = time.perf_counter()
+        ev = evaluate_policy(sampler, pool, part, cfg, seed=seed + PART_SEED * j, dedupe=dedupe, progress=True,
+                             log=lambda line: print(f"[zero_shot]   {line}", file=sys.stderr, flush=True))
+        slim = [{k: v for k, v in r.items() if k != "features"} for r in ev.records]
+        _write(path, json.dumps({"tasks": [t.id for t in part], "records": slim, "judged": ev.judged,
+                                 "deduplicated": ev.deduplicated, "generated_tokens": ev.generated_tokens,
+                                 "seconds": {**{k: round(v, 2) for k, v in ev.seconds.items()},
+                                             "total": round(time.perf_counter() - t0, 2)}}))
+        if on_part is not None:
+            on_part(j, len(parts), time.perf_counter() - t0)
+    _finish(tasks, key, cell_dir, len(parts), getattr(pool, "backend", ""))
+    return True
+
+
+def _finish(tasks: list, key: dict, cell_dir: Path, n_parts: int, backend: str) -> None:
+    from cudaperf_jax.eval import report
+    parts = [json.loads((cell_dir / f"part_{j:02d}.json").read_text()) for j in range(n_parts)]
+    records = [r for p in parts for r in p["records"]]
+    summary = report.build_summary(records, tasks, ks=(1,), group_by="family")
+    secs: dict = {}
+    for p in parts:
+        for k, v in p["seconds"].items():
+            secs[k] = round(secs.get(k, 0.0) + v, 1)
+    meta = {"key": key, "model_label": cell_dir.name.split("__")[0], "prompt": key["prompt"], "suite": key["suite"],
+            "judged": sum(p["judged"] for p in parts), "deduplicated": sum(p["deduplicated"] for p in parts),
+            "generated_tokens": sum(p["generated_tokens"] for p in parts), "parts": n_parts,
+            "part_seconds": [p["seconds"]["total"] for p in parts], "seconds": {**secs, "cell": secs.get("total", 0.0)},
+            "backend": backend, "finished_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+    _write(cell_dir / "candidates.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    _write(cell_dir / "eval.json", json.dumps(summary, indent=1, default=str))
+    _write(cell_dir / "cell.json", json.dumps(meta, indent=1))   # last: its presence marks the cell complete
+    for j in range(n_parts):
+        (cell_dir / f"part_{j:02d}.json").unlink()
+
+
+def load_cell(cell_dir: Path) -> dict:
+    """{"meta", "eval", "hacks"} of a complete cell; hacks: its `hack` verdicts with their violations."""
+    meta = json.loads((cell_dir / "cell.json").read_text())
+    hacks = []
+    for line in (cell_dir / "candidates.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["status"] == "hack":
+            hacks.append({k: r.get(k) for k in ("task", "turn", "sample", "error")}
+                         | {"violations": [{k: v.get(k) for k in ("rule", "name", "line", "text")}
+                                           for v in r.get("violations") or []]})
+    return {"meta": meta, "eval": json.loads((cell_dir / "eval.json").read_text()), "hacks": hacks}
+
+
+def reclassify(cell_dir: Path, tasks: list) -> None:
+    """Recomputes a complete cell's ABI categories (cudaperf_jax.eval.abi, as it is now) and its eval.json from its
+    records: the verdict, the error line and the head of the compile log are what the classifier reads."""
+    from cudaperf_jax.eval import report
+    from cudaperf_jax.eval.abi import classify
+    from kernels_harness.result import EvalResult
+    by_id = {t.id: t for t in tasks}
+    recs = [json.loads(x) for x in (cell_dir / "candidates.jsonl").read_text().splitlines()]
+    for r in recs:
+        res = EvalResult(task_id=r["task"], backend="", status=r["status"], error=r.get("error", ""),
+                         compile_log=r.get("compile_log", ""))
+        r["abi"] = classify(by_id[r["task"]], r["source"], res, truncated=bool(r.get("truncated")))
+    _write(cell_dir / "candidates.jsonl", "".join(json.dumps(r) + "\n" for r in recs))
+    summary = report.build_summary(recs, tasks, ks=(1,), group_by="family")
+    _write(cell_dir / "eval.json", json.dumps(summary, indent=1, default=str))

@@ -1,0 +1,63 @@
+"""A policy's evaluation as a library: multi-turn rollouts of a loaded policy on a suite, judged by a harness pool.
+
+    sampler = load_sampler("qwen2.5-coder-1.5b", dtype="bfloat16")           # once per model, for any number of runs
+    cfg = RolloutConfig(samples_per_task=4, turns=2, temperature=0.2, top_p=0.95, prompt="plain", gen_batch=32)
+    ev = evaluate_policy(sampler, pool, tasks, cfg, seed=0)                    # PolicyEval
+    ev.records        # one cudaperf_jax.eval.report.record per answer, with its ABI category ("abi")
+    ev.judged, ev.deduplicated                                                 # answers sent to the harness / copied
+
+Each distinct (task, source) of a run is judged once (cudaperf_jax.eval.dedupe): at a low temperature many samples
+repeat. experiments/evaluate.py (--config.model=...) and benchmarks/zero_shot.py are built on it. It lives on top of
+cudaperf_jax because it joins the rollout (rl) with the evaluation records (eval), two packages of one layer.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+
+@dataclasses.dataclass
+class PolicyEval:
+    """What evaluate_policy returns: records (dicts, in rollout order), the rollout's candidates, the harness's
+    judged and deduplicated counts, and seconds (generation, harness, harness_wait, hook, total)."""
+    records: list
+    candidates: list
+    judged: int
+    deduplicated: int
+    seconds: dict
+    generated_tokens: int = 0
+
+
+def load_sampler(model: str, dtype: str = "float32", kernels=None, progress: bool = True):
+    """A cudaperf_jax.generation.sampler.Sampler of the policy at `model` (a checkpoint path or a name
+    load_policy knows) with its tokenizer; kernels: a cudaperf_jax.kernels.DecodeKernels (None: the default)."""
+    from cudaperf_jax.generation.sampler import Sampler
+    from cudaperf_jax.models.loading import load_policy
+    policy, tok = load_policy(model, dtype=dtype, progress=progress)
+    return Sampler(policy, tok, kernels=kernels)
+
+
+def evaluate_policy(sampler, evaluator, tasks: list, cfg, seed: int, *, dedupe: bool = True, progress: bool = False,
+                    log=None) -> PolicyEval:
+    """Rollouts of `sampler` on `tasks` (cfg: a RolloutConfig), each answer judged by `evaluator` (a HarnessPool or
+    anything with evaluate([(Task, source)]) -> [EvalResult]) through one rewards.bridge.HarnessClient (the reward
+    path of training, with the default unified reward); see the module docstring. log: one line per turn."""
+    from cudaperf_jax.eval.abi import classify
+    from cudaperf_jax.eval.dedupe import DedupingEvaluator
+    from cudaperf_jax.eval.report import record
+    from cudaperf_jax.rewards.bridge import HarnessClient
+    from cudaperf_jax.rl.rollout import rollout
+    ev = DedupingEvaluator(evaluator) if dedupe else evaluator
+    client = HarnessClient(ev, tasks, sampler.tokenizer, prompt=cfg.prompt)
+    t0 = time.perf_counter()
+    ro = rollout(sampler, client, tasks, cfg, seed=seed, progress=progress, log=log)
+    records = []
+    for c in ro.candidates:
+        task = tasks[c.task_index]
+        rec = record(task, c.turn, c.sample, c.result, text=c.text, source=c.source, truncated=not c.stopped)
+        rec["abi"] = classify(task, c.source, c.result, truncated=not c.stopped)
+        records.append(rec)
+    judged = ev.judged if dedupe else len(records)
+    return PolicyEval(records=records, candidates=list(ro.candidates), judged=judged,
+                      deduplicated=ev.deduplicated if dedupe else 0,
+                      seconds={**ro.seconds, "total": time.perf_counter() - t0}, generated_tokens=ro.generated_tokens)

@@ -1,0 +1,91 @@
+"""benchmarks/zero_shot.py on a tiny random policy and the cpu backend: two cells (one per prompt variant) of two
+parts (one smoke task each), stopped between parts by --max_minutes, resumed part by part, skipped once complete, and
+refused when the settings change."""
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _run(tmp_path, model, *extra):
+    cmd = [sys.executable, "benchmarks/zero_shot.py", f"--models={model}", "--suites=smoke", "--smoke_tasks=2",
+           "--samples=2", "--temperature=0", "--turns=2", "--max_new_tokens=8", "--backend=cpu", "--workers=1",
+           "--chunk_tasks=1",
+           f"--out={tmp_path / 'out'}", f"--work={tmp_path / 'cells'}", f"--compilation_cache={tmp_path / 'jax'}",
+           *extra]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900,
+                          env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                               "PYTHONPATH": str(REPO)})
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the cpu backend")
+def test_ladder_cells_resume_and_dedupe(tmp_path):
+    from tests.cudaperf_jax.models import tiny
+    model = tmp_path / "tinyllama"
+    tiny.hf_model("llama").save_pretrained(model)
+    tiny.tokenizer().save_pretrained(model)
+    first = _run(tmp_path, model, "--max_minutes=0.01")      # one part (1 task) always runs; the next would not fit
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "2 of 2 cells left (--max_minutes 0.01 reached)" in first.stderr
+    cell = tmp_path / "cells" / "tinyllama__plain__smoke"
+    assert sorted(p.name for p in cell.iterdir()) == ["key.json", "part_00.json"]   # the first part, kept
+    second = _run(tmp_path, model)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "0 finished earlier, 2 to run" in second.stderr and "all 2 cells done (3 part(s) run now" in second.stderr
+    assert sorted(p.name for p in cell.iterdir()) == ["candidates.jsonl", "cell.json", "eval.json", "key.json"]
+    stamp = {p: p.stat().st_mtime_ns for p in (tmp_path / "cells").rglob("*.json*")}
+    third = _run(tmp_path, model)
+    assert third.returncode == 0 and "2 finished earlier, 0 to run" in third.stderr and "loaded" not in third.stderr
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cells").rglob("*.json*")} == stamp   # nothing rerun
+
+    out = tmp_path / "out"
+    summary = json.loads((out / "zero_shot.json").read_text())
+    assert [(c["prompt"], c["suite"], c["tasks"], c["answers"]) for c in summary["cells"]] == [
+        ("plain", "smoke", 2, 8), ("worked_example", "smoke", 2, 8)] and summary["pending"] == []
+    for cell in summary["cells"]:
+        assert [r["turn"] for r in cell["per_turn"]] == [0, 1]
+        recs = [json.loads(x) for x in (tmp_path / "cells" / f"tinyllama__{cell['prompt']}__smoke" /
+                                        "candidates.jsonl").read_text().splitlines()]
+        assert len(recs) == 8 and all("abi" in r and "violations" in r for r in recs)
+        # greedy: the two samples of a task are the same answer, judged once (and repeats across turns too)
+        distinct = {(r["task"], r["source"]) for r in recs}
+        assert cell["deduplicated"] == 8 - len(distinct) >= 4 and cell["judged"] == len(distinct)
+    table = (out / "table.md").read_text()
+    assert table.count("| tinyllama | ") == 4 and "-> " in table and "## `hack` verdicts" in table
+    assert (out / "zero_shot.png").stat().st_size > 1000
+    with tarfile.open(out / "cells.tgz") as tar:
+        assert sorted(tar.getnames()) == sorted(f"tinyllama__{p}__smoke/{f}" for p in ("plain", "worked_example")
+                                                for f in ("candidates.jsonl", "cell.json", "eval.json", "key.json"))
+    # another machine: a fresh work directory continues from the cells.tgz a run left in OUT
+    moved = _run(tmp_path, model, f"--work={tmp_path / 'cells2'}", f"--resume_from={out / 'cells.tgz'}")
+    assert moved.returncode == 0 and "2 finished earlier, 0 to run" in moved.stderr, moved.stderr[-2000:]
+    again = _run(tmp_path, model, "--samples=1")
+    assert again.returncode == 2 and "holds a cell with other settings (samples)" in again.stderr.splitlines()[-1]
+
+
+def test_reclassify_recomputes_a_cells_abi_categories(tmp_path):
+    """--reclassify: a finished cell's records are classified again (here by the current classifier) without a
+    model or the harness, and its eval.json follows."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import zero_shot_cells
+
+    from cudaperf_jax.eval.suites import load_suite
+    from tests.cudaperf_jax.eval import abi_cases
+    tasks = [t for t in load_suite(REPO / "experiments/suites/smoke") if t.id == "smoke_saxpy"]
+    rec = {"task": "smoke_saxpy", "turn": 0, "sample": 0, "status": "runtime_error", "correct": False,
+           "speedup": None, "speedup_compile": None, "error": "memory error during config 0", "compile_log": "",
+           "truncated": False, "abi": None, "source": abi_cases.QWEN05_SAXPY, "violations": []}
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    (cell / "candidates.jsonl").write_text(json.dumps(rec) + "\n")
+    zero_shot_cells.reclassify(cell, tasks)
+    assert json.loads((cell / "candidates.jsonl").read_text())["abi"] == "kernel_named_like_export"
+    s = json.loads((cell / "eval.json").read_text())
+    assert s["abi"] == {"abi_failure": 1.0, "abi": {"kernel_named_like_export": 1}}
+    assert s["per_turn"][0]["abi_failure"] == 1.0
