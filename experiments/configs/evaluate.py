@@ -15,7 +15,7 @@ def get_config():
     c.select = "first"             # with max_tasks: "first" tasks | "spread" (round-robin over families, balanced)
     c.kernelbench_cache = "data/kernelbench/tasks"  # imported KernelBench tasks reused when their source matches
     c.solutions = ""               # a directory of <task_id>.cu / <task_id>/<name>.cu (instead of a policy)
-    c.model = ""                   # a policy: an SFT run dir's export, a GGUF file, a HF directory, or "default"
+    c.model = ""                   # a policy: an SFT run dir's export, a GGUF file, a HF directory, or a model name
     c.dtype = "float32"
     c.samples_per_task = 1         # policy: samples per task and turn (n of best-of-n, pass@k)
     c.turns = 1                    # policy: refinement turns (each sees the harness feedback)

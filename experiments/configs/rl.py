@@ -9,7 +9,7 @@ import ml_collections
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
-    c.model = "default"              # an SFT run directory, a GGUF file, a HF directory, or "default"
+    c.model = "default"              # an SFT run directory, a GGUF file, a HF directory, or a model name (assets list)
     c.dtype = "bfloat16"             # policy compute dtype (float32 on the CPU)
     c.memory_fraction = 0.55         # XLA_PYTHON_CLIENT_MEM_FRACTION, set before JAX starts (rest: the harness)
     c.steps = 40

