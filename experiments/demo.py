@@ -109,10 +109,9 @@ def plot_statuses(records: list[dict], turns: int, path: Path):
 
 
 def main(config, workdir):
-    from cudaperf_jax.assets import default_model_path
     from cudaperf_jax.experiment import open_run
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
-    from cudaperf_jax.models.loading import load_policy
+    from cudaperf_jax.models.loading import load_policy, resolve_path
     from cudaperf_jax import prompts
     from kernels_harness.run.pool import HarnessPool
 
@@ -131,7 +130,7 @@ def main(config, workdir):
         print(f"[demo] harness backend: {pool.backend}", file=sys.stderr)
         if config.check_references and not (Path(workdir) / "references.json").exists():
             check_references(pool, tasks, run)
-        model_path = default_model_path(download=True) if config.model == "default" else config.model
+        model_path = resolve_path(config.model)   # a registered name: its cached GGUF, fetched once
         config_model_path = str(model_path)
         t0 = time.perf_counter()
         model, tokenizer = load_policy(model_path, dtype=config.dtype, progress=True)

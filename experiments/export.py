@@ -2,8 +2,9 @@
 
     python -m experiments.export --model=PATH --out=DIR [--dtype=float32|bfloat16]
 
-PATH: a Hugging Face directory, a .gguf file (dequantised), or "default". DIR receives config.json,
-model.safetensors, generation_config.json and the tokenizer files; its logits equal this model's.
+PATH: a registered model name (python -m cudaperf_jax.assets list), a Hugging Face directory or a .gguf file
+(dequantised). DIR receives config.json, model.safetensors, generation_config.json and the tokenizer files; its
+logits equal this model's.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 
 from absl import app, flags
 
-flags.DEFINE_string("model", "default", "Hugging Face directory, .gguf file, or 'default'.")
+flags.DEFINE_string("model", "default", "A registered model name, Hugging Face directory or .gguf file.")
 flags.DEFINE_string("out", None, "Output directory.", required=True)
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "dtype of the stored weights.")
 FLAGS = flags.FLAGS

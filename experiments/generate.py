@@ -3,7 +3,8 @@
     python -m experiments.generate --model=PATH --prompt=TEXT [--max_new_tokens=N --temperature=T
         --top_p=P --top_k=K --seed=S --chat --stop=STR ...]
 
-PATH: a Hugging Face directory, a .gguf file, an exported checkpoint, or "default" (SmolLM2-135M-Instruct).
+PATH: a registered model name ("default" = smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b; fetched into the
+cache on first use), a Hugging Face directory, a .gguf file or an exported checkpoint.
 With --temperature=0 decoding is greedy (the same tokens as transformers' greedy generate).
 """
 from __future__ import annotations
@@ -12,7 +13,8 @@ import sys
 
 from absl import app, flags
 
-flags.DEFINE_string("model", "default", "Hugging Face directory, .gguf file, exported checkpoint, or 'default'.")
+flags.DEFINE_string("model", "default", "A registered model name (python -m cudaperf_jax.assets list), Hugging Face "
+                    "directory, .gguf file or exported checkpoint.")
 flags.DEFINE_string("prompt", None, "Prompt text.", required=True)
 flags.DEFINE_integer("max_new_tokens", 128, "Most tokens to generate.")
 flags.DEFINE_float("temperature", 0.0, "Sampling temperature; 0 is greedy.")

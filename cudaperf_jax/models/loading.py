@@ -1,8 +1,9 @@
 """One entry point for every checkpoint source: `load_policy(path)` -> (Decoder, tokenizer).
 
-PATH may be a Hugging Face model directory (config.json + safetensors, e.g. one written by
-experiments/export.py), a .gguf file, "default" (the SmolLM2-135M-Instruct GGUF of cudaperf_jax.assets),
-or a training run directory (or its checkpoints/ directory, or one step's directory in it).
+PATH may be a registered model name (cudaperf_jax.assets: "smollm2-135m" alias "default", "qwen2.5-coder-0.5b",
+"qwen2.5-coder-1.5b"; its cached GGUF, fetched on first use), a Hugging Face model directory (config.json +
+safetensors, e.g. one written by experiments/export.py), a .gguf file, or a training run directory (or its
+checkpoints/ directory, or one step's directory in it).
 
 A training run directory (experiments.train_sft; any trainer may write one) holds
     policy.json         {"format": "cudaperf_jax.policy/1", "model_config": ModelConfig.to_hf(), "param_dtype"}
@@ -30,17 +31,24 @@ POLICY_META = "policy.json"
 POLICY_FORMAT = "cudaperf_jax.policy/1"
 
 
-def resolve_path(path: str | Path) -> Path:
-    """The checkpoint path for PATH ("default" -> the cached default GGUF)."""
-    if str(path) == "default":
-        from cudaperf_jax.assets import ModelNotAvailable, default_model_path
+def sources_hint() -> str:
+    """What PATH may be, in words (for errors)."""
+    from cudaperf_jax import assets
+    return f"pass a registered model name ({', '.join(assets.names())}), a Hugging Face directory or a .gguf file"
+
+
+def resolve_path(path: str | Path, download: bool = True) -> Path:
+    """The checkpoint path for PATH: a registered model name -> its cached GGUF (fetched first when absent and
+    DOWNLOAD is true, with a line on stderr saying what and how big), anything else -> an existing path."""
+    from cudaperf_jax import assets
+    if assets.is_model_name(str(path)):
         try:
-            return default_model_path()
-        except ModelNotAvailable as e:
+            return assets.model_path(str(path), download=download)
+        except assets.ModelNotAvailable as e:
             raise CheckpointError(str(e)) from None
     p = Path(path).expanduser()
     if not p.exists():
-        raise CheckpointError(f"no checkpoint at {p}; pass a Hugging Face directory, a .gguf file or 'default'")
+        raise CheckpointError(f"no checkpoint at {p}; {sources_hint()}")
     return p
 
 
@@ -114,7 +122,7 @@ def load_run_policy(path: str | Path, *, dtype=jnp.float32, param_dtype=jnp.floa
     run = run_directory(p)
     if run is None:
         raise CheckpointError(f"{p} is not a training run directory (no {POLICY_META}); pass a run directory, "
-                              "a Hugging Face directory, a .gguf file or 'default'")
+                              "a Hugging Face directory, a .gguf file or a registered model name")
     try:
         meta = json.loads((run / POLICY_META).read_text())
         if meta.get("format") != POLICY_FORMAT:
@@ -178,9 +186,9 @@ def load_policy(path: str | Path, *, dtype: str = "float32", param_dtype: str | 
     if run_directory(p) is not None:
         model = load_run_policy(p, dtype=DTYPES[dtype], param_dtype=DTYPES[param_dtype or dtype], mesh=mesh)
         return model, (load_tokenizer(p) if tokenizer else None)
-    cfg, tensors = read_checkpoint(path, progress=progress)
-    tok = load_tokenizer(path) if tokenizer else None
-    if tok is not None and resolve_path(path).is_file():
+    cfg, tensors = read_checkpoint(p, progress=progress)
+    tok = load_tokenizer(p) if tokenizer else None
+    if tok is not None and p.is_file():
         # GGUF metadata often names <|endoftext|>-like ids; the tokenizer (as transformers reads the
         # same file) knows the chat's end token, so its special ids win.
         ids = {k: getattr(tok, k) for k in ("eos_token_id", "bos_token_id", "pad_token_id")}

@@ -96,10 +96,8 @@ def prepare(config) -> Data:
 
 
 def load_backbone(mcfg: RankerConfig):
-    from cudaperf_jax.assets import default_model_path
     from cudaperf_jax.models.loading import load_policy
-    path = default_model_path(download=False) if mcfg.backbone == "default" else mcfg.backbone
-    return load_policy(path, dtype=mcfg.dtype)
+    return load_policy(mcfg.backbone, dtype=mcfg.dtype)
 
 
 def token_arrays(mcfg: RankerConfig, sources: list[str], tokenizer=None) -> tuple[np.ndarray, np.ndarray]:

