@@ -47,7 +47,8 @@ class RolloutConfig:
     feedback_chars: int = 1200      # harness feedback longer than this is cut (the start kept)
     history: str = "full"           # full: every earlier exchange (as fits) | last: only the latest exchange
     prompt: str = "worked_example"  # the prompt variant (cudaperf_jax.prompts.PROMPTS)
-    gen_batch: int = 0              # most sequences per sampler call (KV-cache memory); 0: a whole turn at once
+    gen_batch: int = 0              # sequences per sampler call at 4,096-token prompts, up to 8x for shorter ones
+                                    # (prefill memory ~ batch x length^2); 0: a whole turn at once
 
     def __post_init__(self):
         if self.samples_per_task < 1 or self.turns < 1:
@@ -234,23 +235,60 @@ def rollout(sampler, client, tasks: Sequence, cfg: RolloutConfig, seed: int, *,
                    generated_tokens=generated)
 
 
-def _generate(sampler, prompts_: list, params, keys, chunk: int):
-    """(tokens int32[n, N], logprobs float32[n, N], lengths int32[n]) of the prompts, `chunk` at a time (0: all)."""
-    chunk = min(chunk or len(prompts_), len(prompts_))
-    parts = []
-    for s in range(0, len(prompts_), chunk):
-        part, ks = prompts_[s:s + chunk], keys[s:s + chunk]
-        real = len(part)
-        if real < chunk:   # the last chunk padded with copies to the batch the others compiled for
-            part = part + [part[0]] * (chunk - real)
-            ks = jax.numpy.concatenate([ks, jax.numpy.repeat(ks[:1], chunk - real, axis=0)])
-        toks, mask = sampler.pad(part)
-        out = sampler.generate_tokens(toks, mask, params, ks)
-        parts.append([np.asarray(x)[:real] for x in jax.device_get(out)])
-    width = max(p[0].shape[1] for p in parts)
-    pad = lambda a, v: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=v)
-    return (np.concatenate([pad(p[0], sampler.pad_id) for p in parts]), np.concatenate([pad(p[1], 0.0) for p in parts]),
-            np.concatenate([p[2] for p in parts]))
+GEN_BATCH_AT = 4096   # gen_batch is the chunk size at prompts of this many (padded) tokens
+GEN_BATCH_MAX = 8     # shorter prompts take up to this many times gen_batch sequences per call
+
+
+def chunk_size(gen_batch: int, padded: int) -> int:
+    """Sequences per sampler call for prompts padded to `padded` tokens: gen_batch at GEN_BATCH_AT tokens, more for
+    shorter prompts (the prefill's attention scores, its largest buffer, grow as batch x length^2), at most
+    GEN_BATCH_MAX x gen_batch; a power of two times gen_batch, so a handful of batch shapes recur."""
+    factor = 1
+    while factor < GEN_BATCH_MAX and (2 * factor) * padded * padded <= GEN_BATCH_AT * GEN_BATCH_AT:
+        factor *= 2
+    return gen_batch * factor
+
+
+def _chunks(sampler, prompts_: list, gen_batch: int) -> list[list[int]]:
+    """Indices of the prompts per sampler call: in order of length, each call as large as chunk_size allows for its
+    longest prompt (all at once when gen_batch is 0)."""
+    if not gen_batch:
+        return [list(range(len(prompts_)))]
+    from cudaperf_jax.generation.sampler import padded_length
+    order = sorted(range(len(prompts_)), key=lambda i: len(prompts_[i]))
+    out, cur = [], []
+    for i in order:
+        size = chunk_size(gen_batch, padded_length(len(prompts_[i]), sampler.prompt_bucket))
+        if cur and len(cur) + 1 > size:
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    return out + ([cur] if cur else [])
+
+
+def _generate(sampler, prompts_: list, params, keys, gen_batch: int):
+    """(tokens int32[n, N], logprobs float32[n, N], lengths int32[n]) of the prompts in sampler calls of
+    `_chunks` (gen_batch 0: one call). A short chunk is padded with copies of its first prompt to its size's batch
+    (so that the programs of a batch shape compile once); each sample's key is its own, whatever its chunk."""
+    n = len(prompts_)
+    tokens, logprobs, lengths = [None] * n, [None] * n, np.zeros(n, np.int32)
+    for idx in _chunks(sampler, prompts_, gen_batch):
+        size = len(idx) if not gen_batch else chunk_size(
+            gen_batch, max(_padded(sampler, len(prompts_[i])) for i in idx))
+        rows = idx + [idx[0]] * (size - len(idx))
+        toks, mask = sampler.pad([prompts_[i] for i in rows])
+        out = sampler.generate_tokens(toks, mask, params, keys[np.asarray(rows)])
+        t, lp, ln = (np.asarray(x) for x in jax.device_get(out))
+        for r, i in enumerate(idx):
+            tokens[i], logprobs[i], lengths[i] = t[r], lp[r], ln[r]
+    width = max(t.shape[0] for t in tokens)
+    pad = lambda a, v: np.pad(a, (0, width - a.shape[0]), constant_values=v)  # noqa: E731
+    return (np.stack([pad(t, sampler.pad_id) for t in tokens]), np.stack([pad(x, 0.0) for x in logprobs]), lengths)
+
+
+def _padded(sampler, n: int) -> int:
+    from cudaperf_jax.generation.sampler import padded_length
+    return padded_length(n, sampler.prompt_bucket)
 
 
 def _timed(fn, *args):

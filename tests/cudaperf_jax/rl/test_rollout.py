@@ -145,3 +145,15 @@ def test_train_batches_take_the_ladders_lengths():
     b = build_batch([c], np.zeros(1), pad_id=0, bucket=64)
     assert b["tokens"].shape[1] == padded_length(1100 + 128, 64) == 1280   # not 1152 + 128
     assert int(b["kv_mask"][0].sum()) == 1170
+
+
+def test_generation_chunks_grow_as_prompts_shrink():
+    from types import SimpleNamespace
+    from cudaperf_jax.rl.rollout import _chunks, chunk_size
+    assert [chunk_size(16, p) for p in (4096, 3072, 2560, 2048, 1024, 256)] == [16, 16, 32, 64, 128, 128]
+    sampler = SimpleNamespace(prompt_bucket=64)
+    prompts_ = [[0] * 4000] * 20 + [[0] * 900] * 200
+    chunks = _chunks(sampler, prompts_, 16)
+    assert sorted(i for c in chunks for i in c) == list(range(220))
+    assert [len(c) for c in chunks] == [128, 72, 16, 4]      # short prompts first, 8x the long prompts' batch
+    assert _chunks(sampler, prompts_, 0) == [list(range(220))]
