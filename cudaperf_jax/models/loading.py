@@ -63,13 +63,58 @@ def load_tokenizer(path: str | Path):
             return None
     try:
         if p.is_file():
-            return AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+            tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+            align_eos_to_chat(tok, _gguf_eos_ids(p))
+            return tok
         if not any((p / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
             return None
         return AutoTokenizer.from_pretrained(str(p))
     except (OSError, ValueError, KeyError) as e:
         raise CheckpointError(f"could not load the tokenizer of {p} ({e}); check that the tokenizer "
                               "files are complete") from None
+
+
+def _gguf_eos_ids(path: Path) -> list[int]:
+    """The eos id the GGUF file's own metadata names (tokenizer.ggml.eos_token_id), as a list (empty when absent)."""
+    from cudaperf_jax.assets.gguf_header import read_metadata
+    try:
+        eos = read_metadata(path, ("tokenizer.ggml.eos_token_id",)).get("tokenizer.ggml.eos_token_id")
+    except (OSError, ValueError):
+        return []
+    return [] if eos is None else [int(eos)]
+
+
+def chat_end_id(tokenizer, candidates) -> int | None:
+    """Of the token ids CANDIDATES, the one the tokenizer's chat template writes right after an assistant message (the
+    end of a turn: <|im_end|> for Qwen and SmolLM2), or None (no template, or none of them ends a turn)."""
+    marker = "\u2063CUDAPERF-TURN\u2063"
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    try:
+        msgs = [{"role": "user", "content": "x"}, {"role": "assistant", "content": marker}]
+        text = tokenizer.apply_chat_template(msgs, tokenize=False)
+    except Exception:  # noqa: BLE001 - a template may refuse this conversation (jinja raises its own errors)
+        return None
+    tail = text[text.rfind(marker) + len(marker):] if marker in text else ""
+    for c in candidates:
+        token = tokenizer.convert_ids_to_tokens(int(c))
+        if token and tail.startswith(token):
+            return int(c)
+    return None
+
+
+def align_eos_to_chat(tokenizer, file_eos: list[int]) -> None:
+    """Makes the tokenizer's eos the chat's end of turn when the file names one that the tokenizer lost.
+
+    transformers' GGUF tokenizers take eos from the file in some versions and not in others (5.17 reads both
+    Qwen2.5-Coder files' eos as <|endoftext|>, 5.25 as <|im_end|>, which their metadata names); the policy must stop
+    on the end of a chat turn, and multi-turn prompts strip it (prompts.ChatTokens), so of the file's eos and the
+    tokenizer's, the one the chat template ends an assistant turn with becomes the tokenizer's eos."""
+    own = [] if tokenizer.eos_token_id is None else [tokenizer.eos_token_id]
+    candidates = list(dict.fromkeys([*file_eos, *own]))
+    end = chat_end_id(tokenizer, candidates)
+    if end is not None and end != tokenizer.eos_token_id:
+        tokenizer.eos_token = tokenizer.convert_ids_to_tokens(end)
 
 
 def run_directory(path: str | Path) -> Path | None:
@@ -189,9 +234,11 @@ def load_policy(path: str | Path, *, dtype: str = "float32", param_dtype: str | 
     cfg, tensors = read_checkpoint(p, progress=progress)
     tok = load_tokenizer(p) if tokenizer else None
     if tok is not None and p.is_file():
-        # GGUF metadata often names <|endoftext|>-like ids; the tokenizer (as transformers reads the
-        # same file) knows the chat's end token, so its special ids win.
-        ids = {k: getattr(tok, k) for k in ("eos_token_id", "bos_token_id", "pad_token_id")}
+        # The tokenizer's special ids win (its eos is the chat's end of turn: load_tokenizer aligns it); the file's own
+        # eos, when another, stops too.
+        ids = {k: getattr(tok, k) for k in ("bos_token_id", "pad_token_id")}
+        eos = list(dict.fromkeys([*([tok.eos_token_id] if tok.eos_token_id is not None else []), *cfg.eos_ids]))
+        ids["eos_token_id"] = (eos[0] if len(eos) == 1 else eos) if eos else None
         cfg = dataclasses.replace(cfg, **{k: v for k, v in ids.items() if v is not None})
     model = model_from_hf_state(cfg, tensors, dtype=DTYPES[dtype], param_dtype=DTYPES[param_dtype or dtype],
                                 mesh=mesh)
