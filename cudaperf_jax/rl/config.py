@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 
 from cudaperf_jax.kernels import DecodeKernels
+from cudaperf_jax.models.lora import LoRAConfig
 from cudaperf_jax.rewards.unified import RewardConfig
 from cudaperf_jax.rl.grpo import GRPOConfig
 from cudaperf_jax.rl.rollout import RolloutConfig
-from cudaperf_jax.models.lora import LoRAConfig
 from cudaperf_jax.training.config import MeshConfig
 
 DTYPES = ("float32", "bfloat16")

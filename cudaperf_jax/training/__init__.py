@@ -1,7 +1,11 @@
 """The training core shared by SFT, RL and the ranker: what is trained (split_model, with_adapters), the optimizer
 (make_optimizer), the one jitted step (make_train_step) and where arrays live (mesh_of, place)."""
 from cudaperf_jax.models.lora import LoRAConfig
-from cudaperf_jax.training.adapters import base_param_dtype, next_dropout_key, with_adapters
+from cudaperf_jax.training.adapters import (
+    base_param_dtype,
+    next_dropout_key,
+    with_adapters,
+)
 from cudaperf_jax.training.config import MeshConfig, OptimConfig
 from cudaperf_jax.training.optimizer import make_optimizer, make_schedule
 from cudaperf_jax.training.sharding import mesh_of, place, place_batch, shardings_of

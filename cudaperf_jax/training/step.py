@@ -82,6 +82,13 @@ def stack(batches: list[dict]) -> dict:
     return {k: np.stack([np.asarray(mb[k]) for mb in batches]) for k in batches[0]}
 
 
+def _without_rng(fn):
+    """fn(*args, None): the step or accumulate function of a step without dropout (no rng argument)."""
+    def call(*args):
+        return fn(*args, None)
+    return call
+
+
 class TrainStep:
     """The jitted programs of one (graphdef, optimizer, loss): __call__ (accumulate + apply in one program),
     accumulate, apply. Build with `make_train_step`."""
@@ -154,7 +161,7 @@ class TrainStep:
                "zeros": (self._zeros, ())}
         fn, donate = fns[kind]
         if kind in ("step", "accumulate") and not rng:   # no rng argument: the program of a step without dropout
-            fn = (lambda f: lambda *args: f(*args, None))(fn)
+            fn = _without_rng(fn)
         if self.mesh is None:
             prog = jax.jit(fn, donate_argnums=donate)
         else:
