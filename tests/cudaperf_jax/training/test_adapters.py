@@ -150,3 +150,23 @@ def test_a_tiny_lora_checkpoint_on_disk_holds_the_adapters_not_the_base(tmp_path
     assert lora < full / 10 and lora_disk < full_disk / 3
     print(f"tiny run checkpoint: rank 0 {full} B of arrays, {full_disk} B on disk; "
           f"rank 4 q,k,v,o {lora} B of arrays, {lora_disk} B on disk")
+
+
+def test_remat_gives_the_adapters_the_same_gradients_with_and_without_dropout():
+    """Per-layer remat (what the RL and SFT steps use) over a model with adapters merged inside jax.grad."""
+    from cudaperf_jax.rl.objective import sequence_logprobs
+    model, _ = with_adapters(_tiny(), LoRAConfig(rank=4, targets="q,v,o,up", dropout=0.3), rngs=nnx.Rngs(1))
+    leaves, tree = jax.tree.flatten(nnx.state(model, ADAPTERS))
+    nnx.update(model, jax.tree.unflatten(tree, [0.3 * jax.random.normal(jax.random.key(i), x.shape)
+                                                for i, x in enumerate(leaves)]))
+    graphdef, params, rest = split_model(model, ADAPTERS)
+    toks = jnp.asarray(sft_batch(rows=2, length=16)["tokens"])
+
+    def loss(p, remat, key):
+        return sequence_logprobs(nnx.merge(graphdef, p, rest), toks, None, None, remat=remat, dropout_rng=key).sum()
+    for key in (None, jax.random.PRNGKey(0)):
+        a = jax.jit(jax.grad(loss), static_argnums=1)(params, True, key)
+        b = jax.jit(jax.grad(loss), static_argnums=1)(params, False, key)
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+            np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
+        assert max(float(jnp.abs(x).max()) for x in jax.tree.leaves(a)) > 1e-3
