@@ -10,6 +10,14 @@ turns of up to ~3k tokens, the harness beside it on the same GPU):
         --samples=8 --turns=2 --new_tokens=1024 --prompt=worked_example --micro_batch=2 --gen_batch=4 \
         --memory_fraction=0.6 --compilation_cache=/tmp/jaxcache --rewarm
 
+Its memory, estimated from shapes (`memory_estimate`, in the JSON): the bf16 base 15.2 GB; the sampler's merged
+q,k,v,o kernels 1.6 GB (as much again while lora.merge replaces them); adapters + Adam's moments + gradient sums 0.16 GB;
+a sampler call at most 21.6 GB (KV cache + float32 prefill scores of 4 sequences at 4,096-token prompts, or 16 at
+2,048); the update of a micro-batch of 2 sequences of 3,072 tokens ~9.9 GB (4: ~19.8 GB, still under the sampler's):
+a peak of ~40 GB, inside --memory_fraction=0.6 of 80 GB (48 GB), ~32 GB left to the harness's processes
+(--gen_batch=2: ~30 GB). A full fine-tune of the same shape would need ~82 GB. The command's three steps (warm-up,
+one measured, the re-warm-up) may take longer than 10 minutes on an H100: --steps=0 leaves out the measured one.
+
 Per model: a warm-up step (compiles), then --steps measured steps of the real trainer (multi-turn rollouts on the
 smoke suite, the harness pool in its own processes, GRPO update with the reference KL: per-layer remat and the LM
 head's log-softmax in 256-position chunks, rl.objective). Each row has the phase seconds, the device's peak memory
