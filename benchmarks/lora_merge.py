@@ -89,7 +89,7 @@ def run_targets(args, targets: str) -> dict:
         mask = np.ones_like(prompts, bool)
         keys = jax.random.split(jax.random.PRNGKey(0), b)
         jax.block_until_ready(sampler.generate_tokens(prompts, mask, params, keys))
-        compiled = (sampler_mod._prefill._cache_size(), sampler_mod._decode._cache_size(), lora.merge._cache_size())
+        compiled = (sampler_mod._prefill._cache_size(), sampler_mod._decode._cache_size(), lora.fold._cache_size())
         decode_s, merge_update_s = [], []
         for u in range(args.updates):
             adapters = _random_adapters(adapters, 10 * b + u + 1)
@@ -99,7 +99,7 @@ def run_targets(args, targets: str) -> dict:
             tm = {}
             jax.block_until_ready(sampler.generate_tokens(prompts, mask, params, keys, tm))
             decode_s.append(tm["decode_s"])
-        after = (sampler_mod._prefill._cache_size(), sampler_mod._decode._cache_size(), lora.merge._cache_size())
+        after = (sampler_mod._prefill._cache_size(), sampler_mod._decode._cache_size(), lora.fold._cache_size())
         res["batches"].append({
             "batch": b, "kernels": sampler.kernels.resolve(b).path, "fell_back": sampler.kernels != kernels,
             "recompiled": after != compiled, "programs": list(after),

@@ -3,7 +3,9 @@
     python -m experiments.train_rl --config=experiments/configs/rl.py --config.model=PATH --workdir=runs/rl
 
 The ConfigDict becomes an rl.config.RLConfig (one sentence naming the field when it cannot); config.json records it
-resolved. Resumes from the workdir's last checkpoint; writes metrics.jsonl, TensorBoard, summary.json, rl_curves.png.
+resolved. Resumes from the workdir's last checkpoint; writes metrics.jsonl, TensorBoard, summary.json, rl_curves.png,
+policy.json (load_policy(workdir) is the trained policy), WORKDIR/policy (HF) and, with LoRA, WORKDIR/adapter (PEFT).
+LoRA: --config=experiments/configs/rl_lora.py (--config.model=runs/sft_lora: on an SFT run's merged policy).
 JAX's GPU memory fraction comes from config.memory_fraction (written before JAX starts; recorded in
 environment.json), the rest of the GPU is the harness's, whose candidates run in their own processes.
 """

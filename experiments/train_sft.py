@@ -4,7 +4,8 @@
 
 The ConfigDict becomes an sft.config.SFTConfig (one sentence naming the field when it cannot; config.json records
 it resolved). Run again with the same workdir and config to resume after the last checkpoint. The result loads with
-`cudaperf_jax.models.loading.load_policy(DIR)` (or DIR/export, a Hugging Face directory). See
+`cudaperf_jax.models.loading.load_policy(DIR)` (or DIR/export, a Hugging Face directory; with LoRA, DIR/adapter is the
+adapter in PEFT's format). LoRA: --config=experiments/configs/sft_lora.py, or --config.lora.rank=16. See
 cudaperf_jax/sft/train.py for what the workdir holds.
 """
 from __future__ import annotations

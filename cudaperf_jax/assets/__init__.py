@@ -14,14 +14,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cudaperf_jax.assets.registry import (ALIASES, MODELS, ModelNotAvailable, ModelSpec, Part, get_spec,
-                                          is_model_name, names, register)
-from cudaperf_jax.assets.store import (cache_dir, cached_path, fetch_model, install_file, model_path, models_dir,
-                                       sha256_of, target_path)
+from cudaperf_jax.assets.registry import (
+    ALIASES,
+    MODELS,
+    ModelNotAvailable,
+    ModelSpec,
+    Part,
+    get_spec,
+    hf_id,
+    is_model_name,
+    names,
+    register,
+)
+from cudaperf_jax.assets.store import (
+    cache_dir,
+    cached_path,
+    fetch_model,
+    install_file,
+    model_path,
+    models_dir,
+    sha256_of,
+    target_path,
+)
 
 __all__ = ["ALIASES", "MODELS", "ModelNotAvailable", "ModelSpec", "Part", "cache_dir", "cached_path",
-           "default_model_path", "fetch_default_model", "fetch_model", "get_spec", "install_file", "is_model_name",
-           "model_path", "models_dir", "names", "register", "sha256_of", "target_path"]
+           "default_model_path", "fetch_default_model", "fetch_model", "get_spec", "hf_id", "install_file",
+           "is_model_name", "model_path", "models_dir", "names", "register", "sha256_of", "target_path"]
 
 
 def default_model_path(download: bool = False) -> Path:

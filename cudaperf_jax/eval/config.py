@@ -25,7 +25,8 @@ class EvalConfig:
     select: str = "first"            # with max_tasks: "first" tasks | "spread" (round-robin over families, balanced)
     kernelbench_cache: str = "data/kernelbench/tasks"   # imported KernelBench tasks reused when their source matches
     solutions: str = ""              # a directory of <task_id>.cu / <task_id>/<name>.cu (instead of a policy)
-    model: str = ""                  # a policy: an SFT run dir's export, a GGUF file, a HF directory, or "default"
+    model: str = ""                  # a policy: a model name, a run dir (adapters merged), a GGUF file, a HF
+                                     # directory, or BASE+ADAPTER_DIR (a PEFT adapter on top of BASE)
     dtype: str = "float32"           # the policy's compute dtype
     rollout: RolloutConfig = RolloutConfig(samples_per_task=1, turns=1, temperature=0.7, top_p=0.95)
                                      # the policy's samples: samples_per_task (n of best-of-n, pass@k), turns (each

@@ -205,10 +205,18 @@ class Block(nnx.Module):
             m.down[...], opt(m.down_bias))
 
 
-@nnx.remat
 def _remat_layer(layer: Block, x, cos, sin, mask, dropout_rng=None):
-    """One cache-free block whose activations are recomputed in the backward pass: x [B, T, D] -> [B, T, D]."""
-    return layer(x, cos, sin, mask, None, 0, dropout_rng=dropout_rng)[0]
+    """One cache-free block whose activations are recomputed in the backward pass: x [B, T, D] -> [B, T, D].
+
+    jax.checkpoint over the block's state (a block is a pure function of it: nothing in it changes in a forward
+    pass). nnx.remat would write its inner trace's values back into the caller's Variables, which a block with LoRA
+    adapters, merged from its state inside jax.grad (the train step), refuses (TraceContextError)."""
+    graphdef, state = nnx.split(layer)
+
+    @jax.checkpoint
+    def block(state, x, cos, sin, mask, dropout_rng):
+        return nnx.merge(graphdef, state)(x, cos, sin, mask, None, 0, dropout_rng=dropout_rng)[0]
+    return block(state, x, cos, sin, mask, dropout_rng)
 
 
 class Decoder(nnx.Module):

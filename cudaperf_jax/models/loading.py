@@ -2,15 +2,22 @@
 
 PATH may be a registered model name (cudaperf_jax.assets: "smollm2-135m" alias "default", "qwen2.5-coder-0.5b",
 "qwen2.5-coder-1.5b"; its cached GGUF, fetched on first use), a Hugging Face model directory (config.json +
-safetensors, e.g. one written by experiments/export.py), a .gguf file, or a training run directory (or its
-checkpoints/ directory, or one step's directory in it).
+safetensors, e.g. one written by experiments/export.py), a .gguf file, a training run directory (or its
+checkpoints/ directory, or one step's directory in it), or BASE+ADAPTER: any of these as BASE with a PEFT LoRA
+directory (adapter_config.json + adapter_model.safetensors, what training writes to WORKDIR/adapter or
+peft.PeftModel.save_pretrained) applied on top, e.g. `--config.model=qwen2.5-coder-1.5b+runs/sft_lora/adapter` (an
+existing path containing "+" is taken whole). Every source gives a plain Decoder: adapters are merged into its
+kernels.
 
-A training run directory (experiments.train_sft; any trainer may write one) holds
-    policy.json         {"format": "cudaperf_jax.policy/1", "model_config": ModelConfig.to_hf(), "param_dtype"}
+A training run directory (experiments.train_sft, train_rl) holds
+    policy.json         {"format": "cudaperf_jax.policy/1", "model_config": ModelConfig.to_hf(), "param_dtype",
+                         "base": the model the run started from (a model name or an absolute path),
+                         "base_hf_id": its Hugging Face id where known, "lora": LoRAConfig fields or null}
     tokenizer/          the tokenizer files (absent when the policy has no tokenizer)
-    checkpoints/<step>/ Orbax checkpoints whose state has "params": the Decoder's nnx.Param state
-                        (nnx.split(model, nnx.Param, ...)[1]); the newest step is loaded
-written by `write_run_policy(workdir, model, tokenizer)` when the run starts.
+    checkpoints/<step>/ Orbax checkpoints whose state has "params": what the run trains - the Decoder's nnx.Param
+                        state (rank 0, a full fine-tune), or only its adapters' nnx.LoRAParam state (LoRA: the base
+                        is rebuilt from "base" and the adapters merged into it); the newest step is loaded
+written by `write_run_policy(workdir, model, tokenizer, base=..., lora=...)` when the run starts.
 """
 from __future__ import annotations
 
@@ -25,6 +32,7 @@ import jax.numpy as jnp
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.decoder import Decoder
 from cudaperf_jax.models.hf_io import CheckpointError, model_from_hf_state, read_hf_dir
+from cudaperf_jax.models.lora import ADAPTERS, LoRAConfig
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 POLICY_META = "policy.json"
@@ -52,9 +60,22 @@ def resolve_path(path: str | Path, download: bool = True) -> Path:
     return p
 
 
+def split_adapter(path: str | Path) -> tuple[str, Path] | None:
+    """(BASE, ADAPTER directory) of a BASE+ADAPTER path; None for any other path (an existing path is taken whole)."""
+    text = str(path)
+    if "+" not in text or Path(text).expanduser().exists():
+        return None
+    base, adapter = text.rsplit("+", 1)
+    return base, Path(adapter).expanduser()
+
+
 def load_tokenizer(path: str | Path):
-    """The transformers tokenizer of a checkpoint (None when the directory has no tokenizer files)."""
+    """The transformers tokenizer of a checkpoint (None when the directory has no tokenizer files); BASE's for
+    BASE+ADAPTER."""
     from transformers import AutoTokenizer
+    parts = split_adapter(path)
+    if parts is not None:
+        return load_tokenizer(parts[0])
     p = resolve_path(path)
     run = run_directory(p)
     if run is not None:
@@ -131,11 +152,57 @@ def run_directory(path: str | Path) -> Path | None:
     return None
 
 
-def write_run_policy(workdir: str | Path, model: Decoder, tokenizer=None) -> Path:
-    """Writes policy.json (and tokenizer/) into a training run directory, so load_policy can read its checkpoints."""
+def base_source(model: str | Path) -> str:
+    """How a run records the model it started from: a model name as is, a path made absolute."""
+    from cudaperf_jax import assets
+    text = str(model)
+    if assets.is_model_name(text):
+        return text
+    if split_adapter(text) is not None:
+        base, adapter = split_adapter(text)
+        return f"{base_source(base)}+{adapter.resolve()}"
+    p = Path(text).expanduser()
+    return str(p.resolve()) if p.exists() else text
+
+
+def base_hf_id(model: str | Path) -> str | None:
+    """The Hugging Face id (or directory) a PEFT adapter trained on `model` names as its base_model_name_or_path:
+    the id of a model name (cudaperf_jax.assets.hf_id), a Hugging Face directory itself, a run directory's export/
+    (its merged policy); None where unknown (a GGUF file, BASE+ADAPTER)."""
+    from cudaperf_jax.assets import hf_id
+    if hf_id(str(model)) is not None:
+        return hf_id(str(model))
+    p = Path(str(model)).expanduser()
+    run = run_directory(p)
+    if run is not None:
+        p = run / "export"
+    return str(p.resolve()) if (p / "config.json").is_file() else None
+
+
+def adapter_base_id(path: str | Path) -> str | None:
+    """base_model_name_or_path for the adapters of PATH: a run directory's policy.json "base_hf_id", BASE's id for
+    BASE+ADAPTER (base_hf_id), None otherwise."""
+    parts = split_adapter(path)
+    if parts is not None:
+        return base_hf_id(parts[0])
+    run = run_directory(Path(str(path)).expanduser())
+    return None if run is None else read_run_policy(run).get("base_hf_id")
+
+
+def write_run_policy(workdir: str | Path, model: Decoder, tokenizer=None, *, base: str | Path | None = None,
+                     lora: LoRAConfig | None = None) -> Path:
+    """Writes policy.json (and tokenizer/) into a training run directory, so load_policy can read its checkpoints.
+
+    model: the policy as loaded (before adapters are added); base: the model path or name it was loaded from;
+    lora: the run's adapters (None or rank 0: the checkpoints hold every parameter)."""
     workdir = Path(workdir)
+    on = lora is not None and lora.on
+    if on and base is None:
+        raise ValueError("a LoRA run directory needs the base model it is built on (base=...)")
     meta = {"format": POLICY_FORMAT, "model_config": model.cfg.to_hf(),
-            "param_dtype": jnp.dtype(model.embed[...].dtype).name}
+            "param_dtype": jnp.dtype(model.embed[...].dtype).name,
+            "base": None if base is None else base_source(base), "base_hf_id": None if base is None else
+            base_hf_id(base), "lora": dataclasses.asdict(lora) if on else None}
     if tokenizer is not None:
         tokenizer.save_pretrained(str(workdir / "tokenizer"))
     tmp = workdir / (POLICY_META + ".tmp")
@@ -157,29 +224,64 @@ def _checkpoint_step(path: Path, run: Path) -> Path:
     return steps[-1][1]
 
 
-def load_run_policy(path: str | Path, *, dtype=jnp.float32, param_dtype=jnp.float32, mesh=None) -> Decoder:
-    """The Decoder of a training run directory's newest (or the named) checkpoint."""
-    import orbax.checkpoint as ocp
-    from flax import nnx
-
-    from cudaperf_jax.models.hf_io import abstract_model
-    p = Path(path)
-    run = run_directory(p)
-    if run is None:
-        raise CheckpointError(f"{p} is not a training run directory (no {POLICY_META}); pass a run directory, "
-                              "a Hugging Face directory, a .gguf file or a registered model name")
+def read_run_policy(run: Path) -> dict:
+    """policy.json of a run directory, checked: its fields plus "config" (ModelConfig), "stored" (the jnp storage
+    dtype) and "lora_config" (LoRAConfig or None)."""
     try:
         meta = json.loads((run / POLICY_META).read_text())
         if meta.get("format") != POLICY_FORMAT:
             raise ValueError(f"format {meta.get('format')!r}")
         cfg = ModelConfig.from_hf(meta["model_config"])
         stored = DTYPES[meta.get("param_dtype", "float32")]
+        lora = LoRAConfig(**meta["lora"]) if meta.get("lora") else None
+        if lora is not None and not meta.get("base"):
+            raise ValueError("a LoRA run without its base model")
     except (ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"{run / POLICY_META} is unreadable ({e}); it should be the file a training run "
                               "writes when it starts: rerun the training into a new workdir") from None
+    return {**meta, "config": cfg, "stored": stored, "lora_config": lora}
+
+
+def _load_base(run: Path, meta: dict, dtype, param_dtype) -> Decoder:
+    """The base Decoder a LoRA run's adapters were trained on (policy.json's "base"), checked against its shape."""
+    try:
+        model, _ = load_policy(meta["base"], dtype=jnp.dtype(dtype).name, param_dtype=jnp.dtype(param_dtype).name,
+                               tokenizer=False)
+    except CheckpointError as e:
+        raise CheckpointError(f"the LoRA run {run} is built on {meta['base']}, which could not be loaded ({e}); put "
+                              "that model back where policy.json says or load the run's export/ instead") from None
+    shape = ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim")
+    if any(getattr(model.cfg, k) != getattr(meta["config"], k) for k in shape):
+        raise CheckpointError(f"the base model at {meta['base']} no longer has the shape the LoRA run {run} was "
+                              "trained on (policy.json's model_config); restore the original base model")
+    return model
+
+
+def load_run_policy(path: str | Path, *, dtype=jnp.float32, param_dtype=jnp.float32, mesh=None,
+                    merge: bool = True) -> Decoder:
+    """The Decoder of a training run directory's newest (or the named) checkpoint. A LoRA run's base is loaded from
+    policy.json's "base" and its adapters restored on top: merged into the base's kernels (merge=True, a plain
+    Decoder) or kept as adapters (merge=False: what a PEFT export needs)."""
+    import orbax.checkpoint as ocp
+    from flax import nnx
+
+    from cudaperf_jax.models.hf_io import abstract_model
+    from cudaperf_jax.models.lora import add_adapters, merged_model
+    p = Path(path)
+    run = run_directory(p)
+    if run is None:
+        raise CheckpointError(f"{p} is not a training run directory (no {POLICY_META}); pass a run directory, "
+                              "a Hugging Face directory, a .gguf file or a registered model name")
+    meta = read_run_policy(run)
     step_dir = _checkpoint_step(p, run)
-    model = abstract_model(cfg, dtype=dtype, param_dtype=stored)
-    abstract = nnx.state(model, nnx.Param)
+    lora = meta["lora_config"]
+    if lora is None:
+        model = abstract_model(meta["config"], dtype=dtype, param_dtype=meta["stored"])
+        trained = nnx.Param
+    else:
+        model = add_adapters(_load_base(run, meta, dtype, param_dtype), lora, nnx.Rngs(0))
+        trained = ADAPTERS
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), nnx.state(model, trained))
     try:
         with ocp.PyTreeCheckpointer() as ckptr:
             restored = ckptr.restore(step_dir.resolve() / "default",
@@ -190,7 +292,11 @@ def load_run_policy(path: str | Path, *, dtype=jnp.float32, param_dtype=jnp.floa
         raise CheckpointError(f"the checkpoint {step_dir} could not be read ({type(e).__name__}: "
                               f"{str(e).splitlines()[0][:200] if str(e) else 'no detail'}); it is incomplete or "
                               "damaged: delete that step directory to fall back to the previous one") from None
-    nnx.update(model, jax.tree.map(lambda x: jnp.asarray(x, param_dtype), params))
+    if lora is None:
+        nnx.update(model, jax.tree.map(lambda x: jnp.asarray(x, param_dtype), params))
+    else:
+        nnx.update(model, jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params))
+        model = merged_model(model) if merge else model
     if mesh is not None:
         from cudaperf_jax.models.sharding import shard_model
         shard_model(model, mesh)
@@ -223,13 +329,20 @@ def read_checkpoint(path: str | Path, progress: bool = False) -> tuple[ModelConf
 
 
 def load_policy(path: str | Path, *, dtype: str = "float32", param_dtype: str | None = None, mesh=None,
-                tokenizer: bool = True, progress: bool = False) -> tuple[Decoder, object]:
-    """(Decoder, tokenizer or None) from PATH; dtype names the compute dtype, param_dtype the storage one."""
+                tokenizer: bool = True, progress: bool = False, merge: bool = True) -> tuple[Decoder, object]:
+    """(Decoder, tokenizer or None) from PATH (see the module docstring); dtype names the compute dtype, param_dtype
+    the storage one. Adapters (a LoRA run's, BASE+ADAPTER's) come merged into the storage dtype's kernels, or kept
+    as float32 adapters beside the base with merge=False (what a PEFT export needs)."""
     if dtype not in DTYPES or (param_dtype or dtype) not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}")
+    parts = split_adapter(path)
+    if parts is not None:
+        return _load_with_adapter(*parts, dtype=dtype, param_dtype=param_dtype, mesh=mesh, tokenizer=tokenizer,
+                                  progress=progress, merge=merge)
     p = resolve_path(path)
     if run_directory(p) is not None:
-        model = load_run_policy(p, dtype=DTYPES[dtype], param_dtype=DTYPES[param_dtype or dtype], mesh=mesh)
+        model = load_run_policy(p, dtype=DTYPES[dtype], param_dtype=DTYPES[param_dtype or dtype], mesh=mesh,
+                                merge=merge)
         return model, (load_tokenizer(p) if tokenizer else None)
     cfg, tensors = read_checkpoint(p, progress=progress)
     tok = load_tokenizer(p) if tokenizer else None
@@ -242,4 +355,20 @@ def load_policy(path: str | Path, *, dtype: str = "float32", param_dtype: str | 
         cfg = dataclasses.replace(cfg, **{k: v for k, v in ids.items() if v is not None})
     model = model_from_hf_state(cfg, tensors, dtype=DTYPES[dtype], param_dtype=DTYPES[param_dtype or dtype],
                                 mesh=mesh)
+    return model, tok
+
+
+def _load_with_adapter(base: str, adapter: Path, *, mesh=None, merge: bool = True, **kw) -> tuple[Decoder, object]:
+    """BASE+ADAPTER: BASE loaded by load_policy (merged), the PEFT directory ADAPTER applied (and merged)."""
+    from cudaperf_jax.models.lora import merged_model
+    from cudaperf_jax.models.peft_io import load_peft_dir
+    if not adapter.is_dir():
+        raise CheckpointError(f"no adapter directory at {adapter}; BASE+ADAPTER needs a PEFT LoRA directory after "
+                              "the '+' (what training writes to WORKDIR/adapter)")
+    model, tok = load_policy(base, **kw)
+    model = load_peft_dir(model, adapter)
+    model = merged_model(model) if merge else model
+    if mesh is not None:
+        from cudaperf_jax.models.sharding import shard_model
+        shard_model(model, mesh)
     return model, tok

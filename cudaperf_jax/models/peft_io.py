@@ -58,9 +58,16 @@ def peft_config(cfg: LoRAConfig, base_model_name_or_path: str | None = None) -> 
             "inference_mode": True, **_PLAIN}
 
 
-def save_peft_dir(model: Decoder, out_dir: str | Path, *, base_model_name_or_path: str | None = None) -> Path:
-    """Writes the model's adapters as a PEFT directory (adapter_config.json, adapter_model.safetensors, float32)."""
+def save_peft_dir(model: Decoder, out_dir: str | Path, *, base_model_name_or_path: str | None = None,
+                  dtype: str = "float32") -> Path:
+    """Writes the model's adapters as a PEFT directory (adapter_config.json, adapter_model.safetensors).
+
+    dtype: "float32" (as trained) or "bfloat16" (half the bytes; PEFT and load_peft_dir read either)."""
+    import ml_dtypes
     from safetensors.numpy import save_file
+    np_dtype = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}.get(dtype)
+    if np_dtype is None:
+        raise ValueError(f"dtype={dtype!r}: the adapter file is written in float32 or bfloat16")
     cfg = lora_config(model)
     if cfg is None:
         raise ValueError("this model has no LoRA adapters to export; add them (lora.add_adapters) or export the "
@@ -69,8 +76,9 @@ def save_peft_dir(model: Decoder, out_dir: str | Path, *, base_model_name_or_pat
     out.mkdir(parents=True, exist_ok=True)
     tensors = {}
     for i, t, lo in _loras(model, cfg):
-        tensors[_key(i, t, "A")] = np.ascontiguousarray(np.asarray(jax.device_get(lo.lora_a[...]), np.float32).T)
-        tensors[_key(i, t, "B")] = np.ascontiguousarray(np.asarray(jax.device_get(lo.lora_b[...]), np.float32).T)
+        for ab, w in (("A", lo.lora_a), ("B", lo.lora_b)):
+            f32 = np.asarray(jax.device_get(w[...]), np.float32).T
+            tensors[_key(i, t, ab)] = np.ascontiguousarray(f32.astype(np_dtype))
     save_file(tensors, str(out / WEIGHTS_FILE), metadata={"format": "pt"})
     (out / CONFIG_FILE).write_text(json.dumps(peft_config(cfg, base_model_name_or_path), indent=2, sort_keys=True))
     return out

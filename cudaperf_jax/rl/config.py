@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 
 from cudaperf_jax.kernels import DecodeKernels
+from cudaperf_jax.models.lora import LoRAConfig
 from cudaperf_jax.rewards.unified import RewardConfig
 from cudaperf_jax.rl.grpo import GRPOConfig
 from cudaperf_jax.rl.rollout import RolloutConfig
-from cudaperf_jax.training.config import LoRAConfig, MeshConfig
+from cudaperf_jax.training.config import MeshConfig
 
 DTYPES = ("float32", "bfloat16")
 BACKENDS = ("auto", "cpu", "cuda")
@@ -61,7 +62,9 @@ class RLConfig:
     steps: int = 40                  # RL steps (one rollout + update each)
     tasks_per_step: int = 8          # tasks of a step (a seeded permutation of the task list, epoch after epoch)
     save_every: int = 1              # checkpoint every N steps (and after the last)
-    export_policy: bool = True       # the final policy as a HF directory, WORKDIR/policy
+    export_policy: bool = True       # the final policy as a HF directory, WORKDIR/policy (adapters merged), and
+                                     # under LoRA the adapter alone, WORKDIR/adapter (PEFT)
+    adapter_dtype: str = "float32"   # the PEFT adapter file's dtype (bfloat16 halves it)
     prompt_bucket: int = 64          # prompt and train lengths are padded to the sampler's ladder of this bucket
     decode_kernels: DecodeKernels = DecodeKernels()   # the rollout sampler's decode kernels
     tasks: TasksConfig = TasksConfig()
@@ -70,11 +73,12 @@ class RLConfig:
     grpo: GRPOConfig = GRPOConfig()
     harness: HarnessConfig = HarnessConfig()
     mesh: MeshConfig = MeshConfig()
-    lora: LoRAConfig = LoRAConfig()
+    lora: LoRAConfig = LoRAConfig()  # rank 0: every parameter trained; rank r: adapters, base frozen (its reference)
 
     def __post_init__(self):
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype={self.dtype!r}: choose one of {', '.join(DTYPES)}")
+        if self.dtype not in DTYPES or self.adapter_dtype not in DTYPES:
+            raise ValueError(f"dtype={self.dtype!r}, adapter_dtype={self.adapter_dtype!r}: choose among "
+                             f"{', '.join(DTYPES)}")
         if not 0.0 <= self.memory_fraction < 1.0:
             raise ValueError(f"memory_fraction={self.memory_fraction}: must lie in [0, 1); 0 leaves JAX's default")
         for name in ("steps", "tasks_per_step", "save_every", "prompt_bucket"):

@@ -16,20 +16,22 @@ import jax.numpy as jnp
 from flax import nnx
 
 from cudaperf_jax.rl.grpo import POLICY_LOSSES, GRPOConfig
+from cudaperf_jax.training.step import DROPOUT_RNG
 
 TRAIN_KEYS = ("tokens", "positions", "kv_mask", "loss_mask", "old_logp", "ref_logp", "advantages")
 
 
 def sequence_logprobs(model, tokens: jax.Array, positions: jax.Array, kv_mask: jax.Array,
-                      chunk: int = 256, remat: bool = True) -> jax.Array:
+                      chunk: int = 256, remat: bool = True, dropout_rng: jax.Array | None = None) -> jax.Array:
     """log p(tokens[:, t+1] | tokens[:, :t+1]): float32[B, L-1].
 
     remat: recompute each layer's activations in the backward pass (a layer's attention scores are [B, H, L, L]:
     kept for every layer they dominate the memory of a long multi-turn sequence). The LM head and the log-normaliser
     run over `chunk` positions at a time, each chunk rematerialised in the backward pass, so float32 logits
     [B, L, V] (V ~ 50-150k) never exist at once: memory for the head is O(B * chunk * V) instead of O(B * L * V),
-    with the same values as a log_softmax over all of them."""
-    h, _ = model.hidden(tokens, positions, kv_mask=kv_mask, remat=remat)
+    with the same values as a log_softmax over all of them. dropout_rng: the LoRA adapters' dropout key of a train
+    step (None: none)."""
+    h, _ = model.hidden(tokens, positions, kv_mask=kv_mask, remat=remat, dropout_rng=dropout_rng)
     h, targets = h[:, :-1], tokens[:, 1:]
     b, t, d = h.shape
     chunk = max(1, min(chunk, t))
@@ -55,7 +57,8 @@ def grpo_objective(cfg: GRPOConfig, remat: bool = True):
     loss = POLICY_LOSSES[cfg.loss]
 
     def loss_fn(model, mb):
-        logp = sequence_logprobs(model, mb["tokens"], mb["positions"], mb["kv_mask"], remat=remat)
+        logp = sequence_logprobs(model, mb["tokens"], mb["positions"], mb["kv_mask"], remat=remat,
+                                 dropout_rng=mb.get(DROPOUT_RNG))
         return loss(logp, mb["old_logp"], mb["ref_logp"], mb["advantages"], mb["loss_mask"], cfg)
     return loss_fn
 

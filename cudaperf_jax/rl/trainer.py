@@ -9,8 +9,15 @@ t); returns discounted over turns and advantages normalised per task and turn (g
 update of the training core (training.step): each micro-batch accumulated at its own bucketed length into on-device
 gradient sums, one optimizer update per epoch (a token mean over the whole step); the sampler takes the new weights.
 The mesh of `mesh` holds the policy, the sampler's caches and the update's state. Every `save_every` steps the run
-directory checkpoints params, optimizer state, RNG key and step, so a run killed at any point resumes to the same
-metrics (keys under `time/` are wall-clock and differ).
+directory checkpoints what is trained, optimizer state, RNG key and step, so a run killed at any point resumes to the
+same metrics (keys under `time/` are wall-clock and differ).
+
+LoRA (`lora.rank` > 0): only the adapters are trained and checkpointed, the base is frozen in the compute dtype; the
+reference policy is the base itself (the same graph with the adapters zeroed, lora.zero_adapters: no second copy of
+the weights); the sampler decodes from merged weights (lora.merge after each update: new arrays for the targeted
+kernels only, no recompilation, the decode kernels still apply). At rank 0 the reference is a copy of the start
+parameters. The run directory's policy.json records the base and the LoRA config, so models.loading.load_policy
+(workdir) gives the trained policy (adapters merged); WORKDIR/policy and WORKDIR/adapter are the exports.
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ import numpy as np
 from flax import nnx
 
 from cudaperf_jax.experiment.config import from_configdict
+from cudaperf_jax.models import lora
 from cudaperf_jax.rewards.unified import TERMS, UnifiedReward
 from cudaperf_jax.rl import grpo
 from cudaperf_jax.rl.batch import micro_batches
@@ -34,7 +42,9 @@ from cudaperf_jax.training import (
     make_optimizer,
     make_train_step,
     mesh_of,
+    next_dropout_key,
     place_batch,
+    run_state,
     stack,
     with_adapters,
 )
@@ -93,29 +103,42 @@ class Trainer:
     def __init__(self, cfg: RLConfig, run, policy=None):
         """policy: an already built (Decoder, tokenizer) instead of loading cfg.model (benchmarks)."""
         from cudaperf_jax.generation.sampler import Sampler
-        from cudaperf_jax.models.loading import load_policy
+        from cudaperf_jax.models.loading import load_policy, write_run_policy
         from cudaperf_jax.models.sharding import shard_model
         self.cfg, self.run = cfg, run
         self.tasks = load_tasks(cfg.tasks)
         self.mesh = mesh_of(cfg.mesh)
-        if policy is None:
+        if policy is None:   # the base of a LoRA run is stored in the compute dtype (training.base_param_dtype)
             model, tok = load_policy(cfg.model, dtype=cfg.dtype, mesh=self.mesh, progress=False)
+            write_run_policy(run.workdir, model, tok, base=cfg.model, lora=cfg.lora)
         else:
             model, tok = policy
             if self.mesh is not None:
                 shard_model(model, self.mesh)
-        model, trained = with_adapters(model, cfg.lora)
+        model, trained = with_adapters(model, cfg.lora, rngs=nnx.Rngs(cfg.seed))
         self.reward = UnifiedReward(cfg.reward)
-        self.sampler = Sampler(model, tok, mesh=self.mesh, prompt_bucket=cfg.prompt_bucket, kernels=cfg.decode_kernels)
+        self.sampler = Sampler(lora.merged_model(model), tok, mesh=self.mesh, prompt_bucket=cfg.prompt_bucket,
+                               kernels=cfg.decode_kernels)
         self.optimizer, _ = make_optimizer(cfg.grpo.optim(), cfg.steps)
         self.graphdef, params, opt_state, self.rest = init_train_state(model, self.optimizer, trained=trained,
                                                                       mesh=self.mesh)
         self.update = make_train_step(self.graphdef, self.optimizer, grpo_objective(cfg.grpo), mesh=self.mesh)
         self.logp_fn = make_logprob_fn(self.graphdef)
         self.use_ref = cfg.grpo.kl_beta > 0
-        self.ref_params = jax.tree.map(jnp.copy, params) if self.use_ref else None   # the start policy
-        self.state = {"params": params, "opt_state": opt_state,
-                      "rng": jax.random.key_data(jax.random.PRNGKey(cfg.seed)), "step": jnp.int32(-1)}
+        self.ref_params = self.reference(params) if self.use_ref else None
+        self.state = run_state(params, opt_state, cfg.seed)
+
+    def reference(self, params):
+        """The reference policy's trained state (with self.rest: the start policy). LoRA: the adapters zeroed, so the
+        reference is the base itself and holds no copy of its weights; rank 0: a copy of the start parameters."""
+        return lora.zero_adapters(params) if self.cfg.lora.on else jax.tree.map(jnp.copy, params)
+
+    def sampler_weights(self) -> nnx.State:
+        """The sampler's weights for the current parameters: lora.merge (adapters folded into the base's targeted
+        kernels, the other arrays shared with self.rest) under LoRA, the policy's own state at rank 0."""
+        if self.cfg.lora.on:
+            return lora.merge(self.graphdef, self.state["params"], self.rest)
+        return nnx.state(nnx.merge(self.graphdef, self.state["params"], self.rest))
 
     def client(self, pool):
         """The one reward path of the run: a HarnessClient over `pool` and the training tasks."""
@@ -143,15 +166,17 @@ class Trainer:
                     m = mb["loss_mask"][row] > 0
                     cands[ci].ref_logprobs = lp[row][m].astype(np.float32)
 
-    def _update(self, mbs: list[dict]) -> dict:
+    def _update(self, mbs: list[dict], dropout_key=None) -> dict:
         """`grpo.epochs` optimizer updates over the micro-batches (each accumulated at its own length); metrics:
-        loss and the loss's diagnostics averaged over epochs, grad_norm of the last."""
+        loss and the loss's diagnostics averaged over epochs, grad_norm of the last. dropout_key: the step's LoRA
+        dropout key (micro-batch j of epoch e drops with fold_in(fold_in(key, e), j)), None: no dropout."""
         rows = []
-        for _ in range(self.cfg.grpo.epochs):
+        for e in range(self.cfg.grpo.epochs):
             params, opt_state = self.state["params"], self.state["opt_state"]
             acc = None
-            for mb in mbs:
-                acc = self.update.accumulate(params, self.rest, acc, stack([{k: mb[k] for k in TRAIN_KEYS}]))
+            for j, mb in enumerate(mbs):
+                key = None if dropout_key is None else jax.random.fold_in(jax.random.fold_in(dropout_key, e), j)
+                acc = self.update.accumulate(params, self.rest, acc, stack([{k: mb[k] for k in TRAIN_KEYS}]), rng=key)
             params, opt_state, m = self.update.apply(params, opt_state, acc)
             self.state["params"], self.state["opt_state"] = params, opt_state
             rows.append(jax.device_get(m))
@@ -162,9 +187,10 @@ class Trainer:
         """One RL step (rollout, advantages, update) with `client` (a HarnessClient, see `client`); its metrics."""
         c = self.cfg
         t_start = time.perf_counter()
-        self.sampler.update_weights(nnx.merge(self.graphdef, self.state["params"], self.rest))
-        key = jax.random.fold_in(jax.random.wrap_key_data(self.state["rng"]), step)
-        seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+        self.sampler.update_weights(self.sampler_weights())
+        rng, rollout_key = jax.random.split(self.state["rng"])       # the run's RNG advances every step
+        rng, dropout_key = next_dropout_key(rng, c.lora)
+        seed = int(jax.random.randint(rollout_key, (), 0, 2**31 - 1))
         tasks = self.tasks_of(step)
         ro = rollout(self.sampler, client, tasks, c.rollout, seed, on_generated=self._ref_hook if self.use_ref else None,
                      log=lambda line: print(f"[rl] step {step} {line}", flush=True))
@@ -174,10 +200,10 @@ class Trainer:
         adv = np.asarray(adv).reshape(-1)          # candidates are in (turn, task, sample) order
         t0 = time.perf_counter()
         mbs = micro_batches(ro.candidates, adv, self.sampler.pad_id, c.grpo.micro_batch, c.prompt_bucket)
-        upd = self._update(mbs)
+        upd = self._update(mbs, dropout_key)
         jax.block_until_ready(self.state["params"])
         update_s = time.perf_counter() - t0
-        self.state["step"] = jnp.int32(step)
+        self.state["rng"], self.state["step"] = rng, jnp.int32(step)
         total_s = time.perf_counter() - t_start
         m = {"reward/total": float(rewards.mean()), "return/turn0": float(np.asarray(returns)[0].mean()),
              "equal_groups": equal, "groups": int(rewards.shape[0] * rewards.shape[1]),
@@ -220,10 +246,12 @@ def train(config, workdir) -> dict:
             if (step + 1) % c.save_every == 0 or step + 1 == c.steps:
                 run.save(step, tr.state)
         bar.close()
-    if c.export_policy:   # WORKDIR/policy: a Hugging Face directory (experiments.evaluate loads it)
-        from cudaperf_jax.models.hf_io import save_hf_dir
-        save_hf_dir(nnx.merge(tr.graphdef, tr.state["params"], tr.rest), Path(workdir) / "policy",
-                    tokenizer=tr.sampler.tokenizer, dtype="float32")
+    if c.export_policy:   # WORKDIR/policy: a Hugging Face directory (experiments.evaluate loads it); WORKDIR/adapter
+        from cudaperf_jax.models.export import export_policy
+        from cudaperf_jax.models.loading import base_hf_id
+        export_policy(nnx.merge(tr.graphdef, tr.state["params"], tr.rest), Path(workdir) / "policy",
+                      tokenizer=tr.sampler.tokenizer, dtype="float32", adapter_dir=Path(workdir) / "adapter",
+                      adapter_dtype=c.adapter_dtype, base_model_name_or_path=base_hf_id(c.model), replace=True)
     metrics = run.metrics()
     summary = {"steps": c.steps, "resumed_at": start, "final": metrics[-1] if metrics else {}}
     run.write_json("summary.json", summary)
@@ -255,13 +283,11 @@ def plot_metrics(metrics: list[dict], turns: int, path: Path) -> None:
 
 
 def trained_policy(config, workdir):
-    """(Decoder, tokenizer) of the run in `workdir`: config.model with the latest checkpoint's parameters."""
-    from cudaperf_jax.experiment import open_run
+    """(Decoder, tokenizer) of the run in `workdir`: its latest checkpoint (adapters merged), as
+    models.loading.load_policy(workdir) reads it, in config.dtype."""
+    from cudaperf_jax.models.loading import load_policy
     c = typed(config)
-    run = open_run(workdir, c, name="train_rl")
-    tr = Trainer(c, run)
-    restored = run.restore(tr.state)
-    run.close()
-    if restored is None:
+    ckpts = Path(workdir) / "checkpoints"
+    if not (ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir())):
         raise FileNotFoundError(f"{workdir} holds no RL checkpoint; run experiments.train_rl into it first")
-    return nnx.merge(tr.graphdef, restored["params"], tr.rest), tr.sampler.tokenizer
+    return load_policy(workdir, dtype=c.dtype)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 from cudaperf_jax.experiment.config import ConfigFieldError
-from cudaperf_jax.training.config import LoRAConfig, MeshConfig, OptimConfig
+from cudaperf_jax.models.lora import LoRAConfig
+from cudaperf_jax.training.config import MeshConfig, OptimConfig
 
 RESPONSES = ("fastest", "all_correct", "baseline")
 DTYPES = ("float32", "bfloat16")
@@ -77,14 +78,17 @@ class SFTConfig:
     seed: int = 0
     model: str = "default"                # a model name (assets list) | a .gguf file | a HF directory | an SFT run
     dtype: str = "bfloat16"               # compute dtype (float32 on the CPU)
-    param_dtype: str = "float32"          # storage dtype of the trained weights (and of Adam's moments)
+    param_dtype: str = "float32"          # storage dtype of the trained weights (and of Adam's moments) at lora.rank
+                                          # 0; with LoRA the frozen base is stored in `dtype`, the adapters in float32
     steps: int = 300                      # ~2/3 of an epoch of the train split's ~3,400 fastest implementations
     eval_every: int = 50                  # validation loss every N steps (and after the last)
     checkpoint_every: int = 25            # Orbax checkpoint every N steps (and after the last)
     keep_checkpoints: int = 2
     remat: bool = True                    # recompute layer activations in the backward pass
-    export: bool = True                   # write a Hugging Face directory to <workdir>/export at the end
+    export: bool = True                   # write a Hugging Face directory to <workdir>/export at the end (adapters
+                                          # merged) and, with LoRA, the adapter alone to <workdir>/adapter (PEFT)
     export_dtype: str = "bfloat16"
+    adapter_dtype: str = "float32"        # the PEFT adapter file's dtype (bfloat16 halves it)
     progress: bool = True                 # tqdm bar
     data: DataConfig = DataConfig()
     optim: OptimConfig = OptimConfig()
@@ -92,8 +96,8 @@ class SFTConfig:
     lora: LoRAConfig = LoRAConfig()
 
     def __post_init__(self):
-        _check(self.dtype in DTYPES and self.param_dtype in DTYPES and self.export_dtype in DTYPES,
-               f"dtype, param_dtype and export_dtype must be one of {', '.join(DTYPES)}")
+        _check(all(d in DTYPES for d in (self.dtype, self.param_dtype, self.export_dtype, self.adapter_dtype)),
+               f"dtype, param_dtype, export_dtype and adapter_dtype must be one of {', '.join(DTYPES)}")
         _check(self.steps >= 1, f"steps={self.steps}: need at least 1 step")
         _check(self.eval_every >= 1 and self.checkpoint_every >= 1 and self.keep_checkpoints >= 1,
                "eval_every, checkpoint_every and keep_checkpoints must be >= 1")

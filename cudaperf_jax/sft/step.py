@@ -14,12 +14,16 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from cudaperf_jax.training.step import DROPOUT_RNG
+
 __all__ = ["make_eval_step", "token_nll", "token_nll_loss"]
 
 
 def token_nll(model, batch: dict, remat: bool = False) -> tuple[jax.Array, jax.Array]:
-    """(nll float32[B, L] of batch['targets'] under the model, correct bool[B, L]: argmax == target)."""
-    logits = model(batch["tokens"], batch["positions"], segment_ids=batch["segment_ids"], remat=remat)
+    """(nll float32[B, L] of batch['targets'] under the model, correct bool[B, L]: argmax == target); the LoRA
+    adapters' dropout with batch[DROPOUT_RNG] when the train step hands one (training.step)."""
+    logits = model(batch["tokens"], batch["positions"], segment_ids=batch["segment_ids"], remat=remat,
+                   dropout_rng=batch.get(DROPOUT_RNG))
     logits = logits.astype(jnp.float32)
     target_logit = jnp.take_along_axis(logits, batch["targets"][..., None], axis=-1)[..., 0]
     nll = jax.nn.logsumexp(logits, axis=-1) - target_logit

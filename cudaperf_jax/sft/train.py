@@ -4,26 +4,29 @@
     summary = train(cfg, "runs/sft")     # an sft.config.SFTConfig (a ConfigDict is converted by from_configdict)
 
 Writes into the run directory (cudaperf_jax.experiment.workdir): config.json, policy.json + tokenizer/
-(so `models.loading.load_policy(workdir)` returns the trained policy), sft_data/ (the packed rows, built
-once), metrics.jsonl and tensorboard/ (loss, accuracy, grad_norm, lr, tokens, tokens_per_s; val_loss and
-val_accuracy every eval_every steps), checkpoints/ (params + Adam state every checkpoint_every steps),
-loss.png, summary.json and export/ (a Hugging Face directory). Calling it again on the same workdir and
-config resumes after the last checkpoint (kill -9 included) and writes the same metrics.
+(so `models.loading.load_policy(workdir)` returns the trained policy, adapters merged), sft_data/ (the packed rows,
+built once), metrics.jsonl and tensorboard/ (loss, accuracy, grad_norm, lr, tokens, tokens_per_s; val_loss and
+val_accuracy every eval_every steps), checkpoints/ (every checkpoint_every steps: what is trained - the adapters
+under LoRA, every parameter at rank 0 - with its Adam state, the RNG and the step), loss.png, summary.json, export/
+(a Hugging Face directory, adapters merged) and, under LoRA, adapter/ (the adapter alone, PEFT's format). Calling it
+again on the same workdir and config resumes after the last checkpoint (kill -9 included) and writes the same
+metrics.
 
 The update is the training core's (cudaperf_jax.training): `data.batch_rows` rows per step, as
 batch_rows / micro_rows micro-batches accumulated inside one jitted program, the optimizer of `optim`, the mesh of
-`mesh`, what is trained from `lora` (rank 0: every parameter).
+`mesh`, what is trained from `lora` (rank 0: every parameter; rank r: adapters on a base frozen in the compute dtype,
+with lora.dropout drawn from the checkpointed RNG).
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
@@ -34,12 +37,16 @@ from cudaperf_jax.sft import packing, report
 from cudaperf_jax.sft import step as step_lib
 from cudaperf_jax.sft.config import SFTConfig
 from cudaperf_jax.training import (
+    base_param_dtype,
     init_train_state,
     make_optimizer,
     make_train_step,
     mesh_of,
+    next_dropout_key,
     place_batch,
+    run_state,
     stack_micro_batches,
+    state_bytes,
     with_adapters,
 )
 
@@ -55,7 +62,9 @@ def load_model(cfg: SFTConfig, mesh=None):
     """(Decoder, tokenizer) of cfg.model (a registered model name is fetched once into the cache when missing), on
     `mesh`."""
     from cudaperf_jax.models.loading import load_policy
-    model, tok = load_policy(cfg.model, dtype=cfg.dtype, param_dtype=cfg.param_dtype, mesh=mesh, progress=cfg.progress)
+    model, tok = load_policy(cfg.model, dtype=cfg.dtype,
+                             param_dtype=base_param_dtype(cfg.lora, cfg.dtype, cfg.param_dtype), mesh=mesh,
+                             progress=cfg.progress)
     if tok is None:
         from cudaperf_jax.models.hf_io import CheckpointError
         raise CheckpointError(f"{cfg.model} has no tokenizer files; SFT needs the tokenizer (and its chat template) "
@@ -120,15 +129,14 @@ def evaluate(eval_step, params, rest, packed: packing.Packed, cfg: SFTConfig, me
     return {"val_loss": nll / count, "val_accuracy": correct / count, "val_tokens": int(count)}
 
 
-def export(model, tokenizer, workdir: Path, dtype: str) -> Path:
-    """Writes <workdir>/export (a Hugging Face directory) via a temporary directory, replaced at the end."""
-    from cudaperf_jax.models.hf_io import save_hf_dir
-    final, tmp = workdir / "export", workdir / "export.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    save_hf_dir(model, tmp, tokenizer=tokenizer, dtype=dtype)
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    return final
+def export(model, tokenizer, workdir: Path, cfg: SFTConfig) -> dict[str, Path]:
+    """Writes <workdir>/export (a Hugging Face directory, adapters merged) and, under LoRA, <workdir>/adapter (PEFT);
+    see models.export.export_policy."""
+    from cudaperf_jax.models.export import export_policy
+    from cudaperf_jax.models.loading import base_hf_id
+    return export_policy(model, workdir / "export", tokenizer=tokenizer, dtype=cfg.export_dtype,
+                         adapter_dir=workdir / "adapter", adapter_dtype=cfg.adapter_dtype,
+                         base_model_name_or_path=base_hf_id(cfg.model), replace=True)
 
 
 def train(config, workdir: str | Path) -> dict:
@@ -151,19 +159,20 @@ def _train(cfg: SFTConfig, run, workdir: Path) -> dict:
     log = (lambda msg: print(f"[sft] {msg}", file=sys.stderr)) if cfg.progress else (lambda msg: None)
     mesh = mesh_of(cfg.mesh)
     model, tok = load_model(cfg, mesh)
-    write_run_policy(workdir, model, tok)
+    write_run_policy(workdir, model, tok, base=cfg.model, lora=cfg.lora)
     log(f"policy {cfg.model}: {model.cfg.model_type}, {model.cfg.num_params / 1e6:.1f}M parameters, "
-        f"compute {cfg.dtype}, weights {cfg.param_dtype}")
+        f"compute {cfg.dtype}, weights {model.embed[...].dtype}" + (f", LoRA {cfg.lora}" if cfg.lora.on else ""))
     data = build_data(cfg, model, tok, workdir)
     (train_rows, train_stats), (val_rows, val_stats) = data["train"], data["val"]
     log(f"train: {json.dumps(train_stats)}")
     log(f"val: {json.dumps(val_stats)}")
 
-    model, trained = with_adapters(model, cfg.lora)
+    model, trained = with_adapters(model, cfg.lora, rngs=nnx.Rngs(cfg.seed))
     optimizer, schedule = make_optimizer(cfg.optim, cfg.steps)
     graphdef, params, opt_state, rest = init_train_state(model, optimizer, trained=trained, mesh=mesh)
     del model
-    state = {"params": params, "opt_state": opt_state}
+    state = run_state(params, opt_state, cfg.seed)
+    log(f"checkpoint: {state_bytes(state) / 1e6:.1f} MB (what is trained, its Adam state, RNG, step)")
     restored = run.restore(state)
     state = restored if restored is not None else state
     start = run.restore_step()
@@ -182,11 +191,12 @@ def _train(cfg: SFTConfig, run, workdir: Path) -> dict:
         idx = packing.batch_rows(train_rows.rows, s, cfg.data.batch_rows, cfg.data.shuffle_seed)
         batch = train_rows.take(idx)
         t0 = time.perf_counter()
+        rng, key = next_dropout_key(state["rng"], cfg.lora)
         params, opt_state, m = train_step(state["params"], state["opt_state"], rest,
-                                          stack_micro_batches(batch, cfg.data.micro_batches))
+                                          stack_micro_batches(batch, cfg.data.micro_batches), rng=key)
         m = jax.device_get(m)
         dt = time.perf_counter() - t0
-        state = {"params": params, "opt_state": opt_state}
+        state = {"params": params, "opt_state": opt_state, "rng": rng, "step": jnp.int32(s)}
         m["tokens"] = m.pop("weight")
         row = {k: float(m[k]) for k in ("loss", "accuracy", "grad_norm", "tokens")}
         row.update(lr=float(schedule(s)), epoch=(s + 1) * cfg.data.batch_rows / train_rows.rows,
@@ -205,10 +215,12 @@ def _train(cfg: SFTConfig, run, workdir: Path) -> dict:
     rows = run.metrics()
     png = report.plot_losses(rows, workdir / "loss.png")
     final = nnx.merge(graphdef, state["params"], rest)
-    exported = export(final, tok, workdir, cfg.export_dtype) if cfg.export else None
+    exported = export(final, tok, workdir, cfg) if cfg.export else {}
     summary = report.summarize(rows, {"train": train_stats, "val": val_stats}, {
         "workdir": str(workdir), "checkpoint_step": run.latest_checkpoint(),
-        "export": str(exported) if exported else None, "loss_png": str(png) if png else None,
+        "checkpoint_mb": state_bytes(state) / 1e6,
+        "export": str(exported["hf"]) if exported else None,
+        "adapter": str(exported["adapter"]) if "adapter" in exported else None, "loss_png": str(png) if png else None,
         "seconds_this_call": round(time.perf_counter() - t_start, 1), "resumed_at": start})
     run.write_json("summary.json", summary)
     log("summary: " + json.dumps({k: v for k, v in summary.items() if k != "data"}))

@@ -1,8 +1,8 @@
-"""The sections every training stage shares: the optimizer, the device mesh, and what is trained (LoRA).
+"""The sections every training stage shares: the optimizer and the device mesh. What is trained is the `lora` section,
+cudaperf_jax.models.lora.LoRAConfig (rank 0: a full fine-tune; see training.adapters).
 
     OptimConfig(learning_rate=5e-5, schedule="cosine", warmup_steps=20)   # training.optimizer.make_optimizer
     MeshConfig(data=1, fsdp=8, tensor=1)                                  # training.sharding.mesh_of
-    LoRAConfig(rank=0)                                                    # rank 0: a full fine-tune
 
 Each validates its fields in `__post_init__` with a one-sentence ValueError naming the field;
 `cudaperf_jax.experiment.config.from_configdict` adds the section's name (`config.optim: ...`).
@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 
 SCHEDULES = ("cosine", "linear", "constant")
-LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,22 +59,3 @@ class MeshConfig:
     def devices(self) -> int:
         """Devices the mesh spans (1: no mesh)."""
         return max(self.data, 1) * max(self.fsdp, 1) * max(self.tensor, 1)
-
-
-@dataclasses.dataclass(frozen=True)
-class LoRAConfig:
-    """Low-rank adapters on the decoder's projections; rank 0 trains every parameter (a full fine-tune).
-    (A placeholder of cudaperf_jax.models.lora.LoRAConfig, with its fields.)"""
-    rank: int = 0                         # adapter rank; 0 = full fine-tune (no adapters)
-    alpha: float = 32.0                   # the adapters' output is scaled by alpha / rank
-    targets: str = "q,k,v,o"              # comma-separated projections among q,k,v,o,gate,up,down
-    dropout: float = 0.0                  # dropout on the adapters' input while training
-
-    def __post_init__(self):
-        if self.rank < 0:
-            raise ValueError(f"rank={self.rank}: use 0 (full fine-tune) or a positive adapter rank")
-        bad = [t for t in self.targets.split(",") if t.strip() not in LORA_TARGETS]
-        if bad or not self.targets.strip():
-            raise ValueError(f"targets={self.targets!r}: give a comma-separated subset of {','.join(LORA_TARGETS)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout={self.dropout}: must be in [0, 1)")

@@ -16,7 +16,9 @@ donated buffers hold only `params`; `rest` is an ordinary argument (neither diff
 into the program as constants).
 
 The loss: `loss_fn(model, micro_batch) -> (loss_sum f32[], loss_weight f32[], aux)`, aux a dict name ->
-(sum f32[], weight f32[]). The step's loss is sum(loss_sum) / sum(loss_weight) over all its micro-batches (a token
+(sum f32[], weight f32[]). Dropout (LoRA's): a step given `rng` (a PRNG key, uint32[2] key data) hands micro-batch i
+the key fold_in(rng, i) as micro_batch[DROPOUT_RNG], which the loss passes to the model as `dropout_rng`; without
+`rng` the micro-batches have no such entry and the programs are those of a step without dropout. The step's loss is sum(loss_sum) / sum(loss_weight) over all its micro-batches (a token
 mean over the whole step when the weights are token counts), and so is its gradient: micro-batches accumulate
 float32 sums of gradients and weights, the division happens once in `apply`. Splitting a batch into micro-batches
 therefore changes the result only by the order of float additions (tests/cudaperf_jax/training/test_step.py).
@@ -48,6 +50,7 @@ from cudaperf_jax.training.sharding import (
 from cudaperf_jax.training.state import split_model
 
 LossFn = Callable[[nnx.Module, dict], tuple]
+DROPOUT_RNG = "dropout_rng"       # the micro-batch entry holding its dropout key (only when the step is given rng)
 
 
 def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation, *, trained=nnx.Param, mesh=None):
@@ -79,6 +82,13 @@ def stack(batches: list[dict]) -> dict:
     return {k: np.stack([np.asarray(mb[k]) for mb in batches]) for k in batches[0]}
 
 
+def _without_rng(fn):
+    """fn(*args, None): the step or accumulate function of a step without dropout (no rng argument)."""
+    def call(*args):
+        return fn(*args, None)
+    return call
+
+
 class TrainStep:
     """The jitted programs of one (graphdef, optimizer, loss): __call__ (accumulate + apply in one program),
     accumulate, apply. Build with `make_train_step`."""
@@ -104,7 +114,11 @@ class TrainStep:
             grads = jax.lax.with_sharding_constraint(grads, self._sh[0])
         return {"grads": grads, "sums": {k: (jnp.float32(0), jnp.float32(0)) for k in self._names}}
 
-    def _accumulate(self, params, rest, acc, stacked):
+    def _accumulate(self, params, rest, acc, stacked, rng=None):
+        if rng is not None:   # micro-batch i drops with fold_in(rng, i)
+            n = next(iter(stacked.values())).shape[0]
+            stacked = {**stacked, DROPOUT_RNG: jax.vmap(lambda i: jax.random.fold_in(rng, i))(jnp.arange(n))}
+
         def body(acc, mb):
             grads, sums = self._grads(params, rest, mb)
             f32 = lambda a, g: a + jnp.asarray(g, jnp.float32)
@@ -121,8 +135,8 @@ class TrainStep:
         metrics.update(grad_norm=optax.global_norm(grads), weight=den)
         return params, opt_state, metrics
 
-    def _step(self, params, opt_state, rest, stacked):
-        return self._apply(params, opt_state, self._accumulate(params, rest, self._zeros(params), stacked))
+    def _step(self, params, opt_state, rest, stacked, rng=None):
+        return self._apply(params, opt_state, self._accumulate(params, rest, self._zeros(params), stacked, rng))
 
     # ---- compiled programs ------------------------------------------------------------------------------------
     def _prepare(self, params, rest, stacked, opt_state=None):
@@ -138,14 +152,16 @@ class TrainStep:
             self._sh = (shardings_of(params, self.mesh), shardings_of(opt_state, self.mesh),
                         shardings_of(rest, self.mesh))
 
-    def _program(self, kind: str, stacked: dict | None = None):
-        key = (kind, None if stacked is None or self.mesh is None else
+    def _program(self, kind: str, stacked: dict | None = None, rng: bool = False):
+        key = (kind, rng, None if stacked is None or self.mesh is None else
                tuple((k, tuple(np.shape(v))) for k, v in sorted(stacked.items())))
         if key in self._programs:
             return self._programs[key]
         fns = {"step": (self._step, (0, 1)), "accumulate": (self._accumulate, (2,)), "apply": (self._apply, (0, 1)),
                "zeros": (self._zeros, ())}
         fn, donate = fns[kind]
+        if kind in ("step", "accumulate") and not rng:   # no rng argument: the program of a step without dropout
+            fn = _without_rng(fn)
         if self.mesh is None:
             prog = jax.jit(fn, donate_argnums=donate)
         else:
@@ -155,22 +171,26 @@ class TrainStep:
             b = batch_shardings(stacked, self.mesh, axis=1) if stacked is not None else None
             ins, outs = {"step": ((p, o, r, b), (p, o, rep)), "accumulate": ((p, r, acc, b), acc),
                          "apply": ((p, o, acc), (p, o, rep)), "zeros": ((p,), acc)}[kind]
+            ins = (*ins, rep) if rng else ins
             prog = jax.jit(fn, in_shardings=ins, out_shardings=outs, donate_argnums=donate)
         self._programs[key] = prog
         return prog
 
-    def __call__(self, params, opt_state, rest, stacked: dict):
+    def __call__(self, params, opt_state, rest, stacked: dict, rng=None):
         """One optimizer update over the stacked micro-batches [n, b, ...]: (params, opt_state, metrics); params and
-        opt_state are donated."""
+        opt_state are donated. rng: the step's dropout key (uint32[2]; None: no dropout)."""
         self._prepare(params, rest, stacked, opt_state)
-        return self._program("step", stacked)(params, opt_state, rest, stacked)
+        args = (params, opt_state, rest, stacked) + (() if rng is None else (rng,))
+        return self._program("step", stacked, rng is not None)(*args)
 
-    def accumulate(self, params, rest, acc, stacked: dict):
-        """acc (None: zeros) plus the gradient and loss sums of the stacked micro-batches [n, b, ...]; acc is donated."""
+    def accumulate(self, params, rest, acc, stacked: dict, rng=None):
+        """acc (None: zeros) plus the gradient and loss sums of the stacked micro-batches [n, b, ...]; acc is donated.
+        rng: these micro-batches' dropout key (uint32[2]; None: no dropout)."""
         self._prepare(params, rest, stacked)
         if acc is None:
             acc = self._program("zeros")(params)
-        return self._program("accumulate", stacked)(params, rest, acc, stacked)
+        args = (params, rest, acc, stacked) + (() if rng is None else (rng,))
+        return self._program("accumulate", stacked, rng is not None)(*args)
 
     def apply(self, params, opt_state, acc):
         """The optimizer update from accumulated sums: (params, opt_state, metrics); params and opt_state are donated."""

@@ -1,5 +1,7 @@
 """experiments.train_sft on a tiny random policy and real dataset tasks: the loss goes down, kill -9 and resume
-give the same metrics, load_policy of the run directory and the HF export give the trained model's logits.
+give the same metrics, load_policy of the run directory and the HF export give the trained model's logits; the same
+with LoRA adapters (rank 4 on every projection, dropout 0.1): adapter-only checkpoints, the same metrics after kill -9
+and a damaged checkpoint, the merged export and the PEFT adapter.
 
 Marked slow: each packed row is 2048 tokens (a task prompt is ~1000 tokens with the tiny tokenizer), and the
 module took 308 s on the shared 2-core dev machine under load (load average 4-15), 2026-12-04."""
@@ -155,4 +157,91 @@ def test_kill9_at_seeded_random_points_and_a_damaged_checkpoint(run, capfd):
     if damaged:
         assert len(said) == 1 and f"checkpoint {steps[-1]} in " in said[0], said
         assert said[0].endswith(f"resumes from checkpoint {steps[-2]}.")
+    assert _metrics(work) == _metrics(root / "run")
+
+
+LORA = {"lora.rank": 4, "lora.alpha": 8.0, "lora.targets": "q,k,v,o,gate,up,down", "lora.dropout": 0.1}
+
+
+def _lora_flags(policy):
+    over = {**_overrides(policy), **LORA}
+    return [f"--config.{k}={','.join(v) if isinstance(v, tuple) else v}" for k, v in over.items()]
+
+
+def _lora_config(policy):
+    c = _config(policy)
+    c.lora.update(**{k.split(".")[1]: v for k, v in LORA.items()})
+    return c
+
+
+@pytest.fixture(scope="module")
+def lora_run(tmp_path_factory):
+    from cudaperf_jax.sft.train import train
+    from tests.experiments.test_demo import _tiny_policy_dir
+    root = tmp_path_factory.mktemp("sft_lora")
+    policy = _tiny_policy_dir(root / "policy")
+    summary = train(_lora_config(policy), root / "run")
+    return root, policy, summary
+
+
+def test_lora_run_trains_the_adapters_and_exports_the_merged_model_and_the_adapter(lora_run):
+    import jax
+    import torch
+    import transformers
+    from flax import nnx
+
+    from cudaperf_jax.models.loading import load_policy
+    root, policy, summary = lora_run
+    rows = _metrics(root / "run")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4] and rows[-1]["loss"] < rows[0]["loss"] - 0.2, rows
+    meta = json.loads((root / "run" / "policy.json").read_text())
+    assert meta["lora"]["rank"] == 4 and meta["base"] == str(policy.resolve())
+    step = root / "run" / "checkpoints" / "4"
+    disk = sum(f.stat().st_size for f in step.rglob("*") if f.is_file())
+    base, _ = load_policy(policy)
+    base_bytes = sum(np.asarray(x).nbytes for x in jax.tree.leaves(nnx.state(base)))
+    print(f"tiny SFT LoRA checkpoint: {disk} B on disk, {summary['checkpoint_mb'] * 1e6:.0f} B of arrays; "
+          f"the float32 base alone: {base_bytes} B")
+    assert summary["checkpoint_mb"] * 1e6 < base_bytes / 4       # adapters + Adam + RNG + step, not the base
+    tokens = np.array([[5, 17, 42, 99, 7, 250, 3]], np.int32)
+    merged, _ = load_policy(root / "run")
+    ref = np.asarray(merged(tokens))
+    assert np.abs(np.asarray(base(tokens)) - ref).max() > 1e-2                       # the adapters changed it
+    plus, _ = load_policy(f"{policy}+{root / 'run' / 'adapter'}")                  # base + the PEFT adapter
+    np.testing.assert_allclose(np.asarray(plus(tokens)), ref, rtol=1e-5, atol=1e-5)
+    adapter_meta = json.loads((root / "run" / "adapter" / "adapter_config.json").read_text())
+    assert adapter_meta["r"] == 4 and adapter_meta["base_model_name_or_path"] == str(policy.resolve())
+    hf = transformers.AutoModelForCausalLM.from_pretrained(root / "run" / "export", dtype=torch.float32).eval()
+    with torch.no_grad():
+        np.testing.assert_allclose(hf(torch.tensor(tokens, dtype=torch.long)).logits.numpy(), ref, rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_lora_run_kill9_at_seeded_random_points_and_a_damaged_checkpoint(lora_run, capfd):
+    """The fault test of a full fine-tune, on adapters with dropout: a resumed run restores the adapters, their Adam
+    state and the RNG, so it draws the same dropout masks and ends with the uninterrupted metrics."""
+    import random
+
+    from cudaperf_jax.sft.train import train
+    from tests.cudaperf_jax.experiment.test_checkpoint_faults import _garbage
+    from tests.experiments.test_training_faults import kill_at_random_point
+    root, policy, _ = lora_run
+    work = root / "random_kills"
+    cmd = [sys.executable, "-m", "experiments.train_sft", "--config=experiments/configs/sft_cpu.py",
+           f"--workdir={work}", *_lora_flags(policy)]
+    env = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "HOME": str(root)}
+    rng = random.Random(17)
+    for _ in range(2):
+        kill_at_random_point(cmd, work, rng, 5, env, timeout_s=400)
+    steps = sorted(int(p.name) for p in (work / "checkpoints").iterdir() if p.name.isdigit())
+    damaged = len(steps) >= 2 and steps[-1] < 4
+    if damaged:
+        _garbage(work / "checkpoints" / str(steps[-1]))
+    capfd.readouterr()
+    train(_lora_config(policy), work)
+    said = [ln for ln in capfd.readouterr().err.splitlines() if "could not be read" in ln]
+    if damaged:
+        assert len(said) == 1 and f"checkpoint {steps[-1]} in " in said[0], said
+        assert said[0].endswith(f"resumes from checkpoint {steps[-2]}.")
+    print(f"killed at checkpoints {steps}, damaged newest: {damaged}")
     assert _metrics(work) == _metrics(root / "run")

@@ -13,7 +13,7 @@ from cudaperf_jax.experiment.config import (
     to_configdict,
 )
 
-FILES = ("rl", "rl_tiny", "sft", "sft_cpu", "evaluate")
+FILES = ("rl", "rl_tiny", "rl_lora", "sft", "sft_cpu", "sft_lora", "evaluate")
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -44,6 +44,23 @@ def test_production_values_and_sections():
     assert (e.rollout.samples_per_task, e.rollout.temperature, e.rollout.top_p) == (1, 0.7, 0.95)
 
 
+@pytest.mark.parametrize("name,changed", [
+    ("sft_lora", {"model": "qwen2.5-coder-1.5b", "lora.rank": 16, "lora.dropout": 0.05, "optim.learning_rate": 2e-4,
+                  "optim.warmup_steps": 30, "optim.b2": 0.999, "data.micro_rows": 2}),
+    ("rl_lora", {"model": "qwen2.5-coder-1.5b", "lora.rank": 16, "grpo.lr": 2e-5, "grpo.micro_batch": 4})])
+def test_lora_configs_set_only_what_lora_changes(name, changed):
+    """Qwen2.5-Coder-1.5B with rank-16 adapters (alpha 32, q,k,v,o: the LoRAConfig defaults) and LoRA's learning
+    rates; every other field is its dataclass's default."""
+    mod = importlib.import_module(f"experiments.configs.{name}")
+    got = flat_fields(mod.get_config())
+    default = flat_fields(to_configdict(mod.TYPED()))
+    assert {k: v for k, v in got.items() if default[k] != v} == changed
+    cfg = from_configdict(mod.TYPED, mod.get_config())
+    assert (cfg.lora.rank, cfg.lora.alpha, cfg.lora.targets) == (16, 32.0, "q,k,v,o")
+    if name == "rl_lora":
+        assert (cfg.grpo.kl_beta, cfg.grpo.clip_eps, cfg.grpo.clip_eps_high, cfg.lora.dropout) == (0.02, 0.2, 0.28, 0)
+
+
 def test_errors_name_the_field():
     from experiments.configs import evaluate, rl, sft
     with pytest.raises(ConfigFieldError, match=r"unknown config field grpo.kl_bta; did you mean grpo.kl_beta\?"):
@@ -55,7 +72,7 @@ def test_errors_name_the_field():
         from_configdict(sft.TYPED, {"data": {"micro_rows": 4}})
     with pytest.raises(ConfigFieldError, match=r"rloo' needs rollout.samples_per_task >= 2"):
         from_configdict(rl.TYPED, {"grpo": {"advantage": "rloo"}, "rollout": {"samples_per_task": 1}})
-    with pytest.raises(ConfigFieldError, match=r"config.lora: targets='q,x'"):
+    with pytest.raises(ConfigFieldError, match=r"lora.targets must name distinct projections among .*, not 'q,x'"):
         from_configdict(rl.TYPED, {"lora": {"targets": "q,x"}})
 
 

@@ -50,10 +50,10 @@ def test_merged_updates_need_no_recompilation_and_sample_the_adapted_policy(kern
     for step in range(2):
         adapters = _new_adapters(adapters, step)
         sampler.update_weights(lora.merge(graphdef, adapters, rest))
-        merges = merges or lora.merge._cache_size()
+        merges = merges or lora.fold._cache_size()
         outs.append(sampler.generate(prompts, params))
     assert (sampler_mod._prefill._cache_size(), sampler_mod._decode._cache_size()) == compiled
-    assert lora.merge._cache_size() == merges
+    assert lora.fold._cache_size() == merges
     assert sampler.kernels == kernels   # no fallback from the kernels to XLA
     assert np.abs(first.logprobs - outs[-1].logprobs).max() > 1e-2   # the new weights are used
     unmerged = nnx.merge(graphdef, adapters, rest)   # the last adapters, not merged

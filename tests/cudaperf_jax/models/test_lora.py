@@ -93,6 +93,14 @@ def test_adapters_sit_beside_an_unchanged_base_and_filters_keep_them_apart(qwen2
     assert nnx.graphdef(merged) == nnx.graphdef(plain) and not merged.has_adapters
     assert jax.tree.structure(nnx.state(merged)) == jax.tree.structure(nnx.state(plain))
     assert nnx.state(merged)["layers"][0]["attn"]["qkv"][...].dtype == jnp.bfloat16
+    # merging makes new arrays for the targeted kernels only (q,v,o -> qkv, o; up -> gate_up); the rest is shared
+    graphdef, adapters, rest = nnx.split(model, ADAPTERS, ...)
+    folded = lora.merge(graphdef, adapters, rest)
+    assert jax.tree.structure(folded) == jax.tree.structure(nnx.state(plain))
+    before = dict(nnx.to_flat_state(rest))
+    new = {p for p, v in nnx.to_flat_state(folded) if v[...] is not before[p][...]}
+    assert new == {("layers", i, blk, k) for i in range(model.cfg.num_layers)
+                   for blk, k in (("attn", "qkv"), ("attn", "o"), ("mlp", "gate_up"))}
 
 
 def test_fresh_adapters_and_zeroed_adapters_give_the_base_logits_exactly(qwen2):

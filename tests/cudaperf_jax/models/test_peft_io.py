@@ -56,6 +56,25 @@ def test_our_adapters_load_in_peft_with_the_same_logits(tmp_path):
     np.testing.assert_allclose(_torch_logits(got), ours, atol=ATOL, rtol=0)
 
 
+def test_a_bfloat16_adapter_file_is_half_the_size_and_loads_rounded(tmp_path):
+    import ml_dtypes
+    model = _ours(tiny.hf_model("qwen2", seed=1))
+    lora.add_adapters(model, LoRAConfig(rank=4, alpha=12.0, targets="q,v,down"), nnx.Rngs(0))
+    _random_adapters(model)
+    f32 = peft_io.save_peft_dir(model, tmp_path / "f32") / peft_io.WEIGHTS_FILE
+    bf16 = peft_io.save_peft_dir(model, tmp_path / "bf16", dtype="bfloat16") / peft_io.WEIGHTS_FILE
+    tensors = sum(x.size for x in jax.tree.leaves(nnx.state(model, ADAPTERS)))
+    assert f32.stat().st_size - 4 * tensors == bf16.stat().st_size - 2 * tensors   # the same header, half the data
+    back = peft_io.load_peft_dir(_ours(tiny.hf_model("qwen2", seed=1)), tmp_path / "bf16")
+    for a, b in zip(jax.tree.leaves(nnx.state(back, ADAPTERS)), jax.tree.leaves(nnx.state(model, ADAPTERS))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b).astype(ml_dtypes.bfloat16).astype(np.float32))
+    got = peft.PeftModel.from_pretrained(tiny.hf_model("qwen2", seed=1), str(tmp_path / "bf16")).eval()
+    np.testing.assert_allclose(_torch_logits(got.float()), np.asarray(_forward(back, jnp.asarray(TOKS))), atol=ATOL,
+                               rtol=0)
+    with pytest.raises(ValueError, match="float32 or bfloat16"):
+        peft_io.save_peft_dir(model, tmp_path / "f16", dtype="float16")
+
+
 def test_a_peft_adapter_loads_in_our_decoder_with_the_same_logits(tmp_path):
     hf = peft.get_peft_model(tiny.hf_model("llama", seed=2), peft.LoraConfig(
         r=3, lora_alpha=5, lora_dropout=0.1, target_modules=["q_proj", "v_proj", "o_proj", "down_proj"],

@@ -1,6 +1,7 @@
 """The training core's step on a (data=2, fsdp=2, tensor=2) mesh of 8 host CPU devices equals the one-device step:
 SFT's scanned micro-batches and RL's micro-batches of two lengths (accumulate + apply), parameters and optimizer
-state sharded by their logical axes and kept in place from step to step."""
+state sharded by their logical axes and kept in place from step to step; LoRA adapters with dropout over a sharded
+frozen base, and their merged kernels."""
 import subprocess
 import sys
 import textwrap
@@ -60,7 +61,31 @@ SCRIPT = textwrap.dedent("""
     assert len(step._programs) == 1 and np.isfinite(float(m["loss"]))
     mu = [x for x in jax.tree.leaves(opt_state) if x.ndim >= 2]
     assert mu and all(len(x.sharding.device_set) > 1 for x in mu)
-    print("OK", float(s0["loss"]), float(r0["loss"]), err)
+    # LoRA: the adapters (trained, sharded by their logical axes) over a frozen sharded base, with dropout keys:
+    # the one-device result; lora.merge on the mesh gives the sampler sharded kernels
+    from flax import nnx
+    from cudaperf_jax.models import lora
+    from cudaperf_jax.training import LoRAConfig, with_adapters
+
+    def lora_run(mesh):
+        model, trained = with_adapters(tiny_model(), LoRAConfig(rank=4, targets="q,k,v,o,gate,up,down",
+                                                                dropout=0.2), rngs=nnx.Rngs(1))
+        graphdef, params, opt_state, rest = init_train_state(model, opt, trained=trained, mesh=mesh)
+        step = make_train_step(graphdef, opt, token_nll_loss(), mesh=mesh)
+        for i in range(2):
+            params, opt_state, m = step(params, opt_state, rest, stack_micro_batches(sft_batch(rows=8), 2),
+                                        rng=jax.random.PRNGKey(i))
+        return graphdef, params, rest, jax.device_get(m)
+    _, a0, _, l0 = lora_run(None)
+    g1, a1, rest1, l1 = lora_run(mesh)
+    assert all(abs(float(l0[k]) - float(l1[k])) <= 1e-5 * max(1.0, abs(float(l0[k]))) for k in l0), (l0, l1)
+    err_lora = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(jax.tree.leaves(a0),
+                                                                                        jax.tree.leaves(a1)))
+    assert err_lora < 1e-5, err_lora
+    assert max(len(x.sharding.device_set) for x in jax.tree.leaves(a1)) > 1
+    merged = dict(nnx.to_flat_state(lora.merge(g1, a1, rest1)))
+    assert len(merged[("layers", 0, "attn", "qkv")][...].sharding.device_set) == 8
+    print("OK", float(s0["loss"]), float(r0["loss"]), err, err_lora)
 """)
 
 
