@@ -88,7 +88,7 @@ def torch_baselines(module, stream_ptr: int, lock_path: str | None, index: int, 
     prep = Prepared(calls=[torch_call(model, inputs, stream_ptr)])
     if not timing.get("torch_compile"):
         return prep
-    known = (timing.get("compile_ms") or {}).get(str(index), (timing.get("compile_ms") or {}).get(index))
+    known = (timing.get("compile_ms") or {}).get(index)
     if known is not None:
         prep.compile_ms, prep.compile_from = float(known), "reused"
         return prep
@@ -108,3 +108,45 @@ def forget_compiled() -> None:
             sys.modules["torch"]._dynamo.reset()
         except Exception:
             pass
+
+
+class CompileMedians:
+    """The pool's side: torch.compile medians by (task, config), from the jobs that measured them (thread-safe).
+
+    `for_job(task)` -> {config index: ms} to put in a job's timing; `record(task, configs)` keeps the medians a
+    finished job measured (the first one of each (task, config) stays: workers racing on a task's first candidates
+    may each measure it, and later jobs all reuse the same value). A task is keyed by its id, module source and
+    configs, so an edited task is measured again."""
+
+    def __init__(self):
+        import threading
+        self._ms: dict[tuple, float] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(task) -> str:
+        import hashlib
+        import json
+        text = json.dumps([task.id, task.source, task.configs], sort_keys=True, default=str)
+        return hashlib.sha1(text.encode()).hexdigest()
+
+    def for_job(self, task) -> dict[int, float]:
+        key = self._key(task)
+        with self._lock:
+            return {i: ms for (k, i), ms in self._ms.items() if k == key}
+
+    def record(self, task, configs: list) -> int:
+        """Keeps the compile medians measured in a job (`configs`: ConfigResult dicts or objects); returns how many
+        were new."""
+        key, new = self._key(task), 0
+        with self._lock:
+            for c in configs:
+                c = c if isinstance(c, dict) else c.__dict__
+                if c.get("compile_baseline_from") == "measured" and c.get("compile_baseline_ms"):
+                    if (key, c["index"]) not in self._ms:
+                        self._ms[(key, c["index"])] = float(c["compile_baseline_ms"])
+                        new += 1
+        return new
+
+    def __len__(self) -> int:
+        return len(self._ms)

@@ -17,7 +17,9 @@ device error is killed and replaced, and the candidate gets `timeout` or `runtim
 keeps serving. A candidate whose check ran out of memory while other checks shared the GPU is checked
 again alone; one whose worker died loading a shared library is rebuilt alone and run again.
 An exact repeat of a (task, source) pair in one `evaluate` call is checked on its own inputs but timed
-once (PoolConfig.time_duplicates_once);
+once (PoolConfig.time_duplicates_once); with torch_compile, a torch2cuda task's torch.compile baseline is
+measured once per (task, config) for the pool's life and reused by later candidates
+(PoolConfig.reuse_compile_baseline; ConfigResult.compile_baseline_from says which);
 compile workers run at a lower priority (PoolConfig.compile_nice), so checks and timing never wait for a core.
 `PoolConfig.legacy()` is the pool before batching: one build per candidate, no disk cache, 2 workers
 per GPU.
@@ -43,6 +45,7 @@ from kernels_harness.build.scheduler import BuildScheduler
 from kernels_harness.feedback import make_feedback
 from kernels_harness.result import ConfigResult, EvalResult
 from kernels_harness.run.assemble import assemble, failed_before_run, plan_configs
+from kernels_harness.run.baselines import CompileMedians
 from kernels_harness.run.inputs import master_seed
 from kernels_harness.run.limits import Limits
 from kernels_harness.run.pool_config import PoolConfig, SharedGate
@@ -158,6 +161,7 @@ class HarnessPool:
         self.timing = timing and self.backend == "cuda"
         self.timing_params = timing_params or {}
         self.torch_compile = torch_compile  # torch2cuda on cuda: also time torch.compile of the module
+        self.compile_medians = CompileMedians()  # ... once per (task, config): later jobs reuse the median
         self.rules, self.checks, self.arch = rules, checks, arch
         # the timer's stream join counts the candidate's stream and the legacy one; it is only as good as the
         # static check that no other stream can be made: without it, every stream is drained in the timed region
@@ -419,14 +423,18 @@ class HarnessPool:
                 return assemble(task, source, self.backend, build, out, seed, seconds, False), None
         if self.timing:  # a repeat (`raw`) is checked under the GPU lock like any job, but not timed
             params = dict(self.timing_params) if self._streams_checked else {**self.timing_params, "join": "device"}
+            reuse = self.torch_compile and self.config.reuse_compile_baseline and task.track == "torch2cuda"
             job["timing"] = {"lock": gpu_lock_path(self.root, worker.device),
                              "params": params, "torch_compile": self.torch_compile,
+                             "compile_ms": self.compile_medians.for_job(task) if reuse else {},
                              "check_only": raw is not None}
         t0 = time.perf_counter()
         out = {"status": "runtime_error", "error": "harness error: the job was not run", "configs": [],
                "launches": [], "sticky": True}
         try:
             out = worker.run(job, self.call_timeout_s, self.job_timeout_s)
+            if self.torch_compile and self.config.reuse_compile_baseline:
+                self.compile_medians.record(task, out.get("configs") or [])
         except WorkerLost as e:
             lost = e
             out = {"status": e.kind, "error": e.message, "configs": _lost_configs(task, plan, e),
@@ -436,6 +444,7 @@ class HarnessPool:
         finally:  # the slot always goes back to the queue, with a fresh worker if this one is spent
             seconds["execute"] = time.perf_counter() - t0
             if not worker.alive or out.get("sticky") or worker.jobs >= self.max_jobs_per_worker:
+                seconds["worker_replaced"] = 1.0  # diagnostics: a new worker costs its start (imports, CUDA)
                 worker.close(graceful=worker.alive)
                 device = worker.device
                 worker = self._replace(device)
@@ -483,7 +492,8 @@ def _take_times(out: dict, first: EvalResult | None) -> bool:
     for c in ran:
         t = times[c["index"]]
         c.update(time_ms=t.time_ms, time_iqr_ms=t.time_iqr_ms, baseline_ms=t.baseline_ms,
-                 compile_baseline_ms=t.compile_baseline_ms, reps=t.reps)
+                 compile_baseline_ms=t.compile_baseline_ms, compile_baseline_from=t.compile_baseline_from,
+                 reps=t.reps)
     out.setdefault("seconds", {})["time"] = 0.0
     return True
 

@@ -23,6 +23,9 @@ class PoolConfig:
     time_duplicates_once: within one `evaluate` call, an exact repeat of a (task, source) pair (common in
       RL groups; built once in any case) is checked on its own fresh inputs, but not timed again: when it
       and the first copy are both `ok`, it takes the first copy's times (seconds["timed_once"] = 1).
+    reuse_compile_baseline: with HarnessPool(torch_compile=True), a torch2cuda task's torch.compile baseline is
+      compiled and timed by the first job of each (task, config) only; later jobs take that median (they do not
+      build or compile the module again). PyTorch eager is still timed interleaved with every candidate.
     compile_nice: niceness added to the compile workers (and their compilers), so that the execution
       workers' timing and checks get a core at once while every other core compiles (0: off).
     infra_retry_pauses_s: a check that failed in the harness's own code (its allocations on a device whose memory
@@ -41,6 +44,7 @@ class PoolConfig:
     reload_retry: bool = True
     sandbox: bool = True
     time_duplicates_once: bool = True
+    reuse_compile_baseline: bool = True
     compile_nice: int = 10
     compile_memory_bytes: int | None = 8 << 30
     infra_retry_pauses_s: tuple = (1.0, 5.0)
@@ -63,7 +67,7 @@ class PoolConfig:
     def legacy(cls) -> PoolConfig:
         """The pool as it was before batching: one build per candidate, no disk cache, 2 workers a GPU."""
         return cls(batch_size=1, cache=False, workers_per_gpu=2, oom_recheck=False, reload_retry=False,
-                   time_duplicates_once=False, compile_nice=0,
+                   time_duplicates_once=False, reuse_compile_baseline=False, compile_nice=0,
                    infra_retry_pauses_s=())
 
 
