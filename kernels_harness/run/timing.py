@@ -37,21 +37,24 @@ HARNESS_STAGE = "harness: "
 class TimingParams:
     """The repetition rule of Timer.measure (see the module docstring); `as_kwargs()` is what HarnessPool's
     `timing_params` takes. The defaults are the pool's (dataset times, RL rewards); evaluation picks its own
-    (cudaperf_jax.eval.config.EVAL_TIMING). Every launcher runs warmup + at least min_reps times, so a candidate
-    whose call takes t seconds spends at least (warmup + min_reps) * t in timing, per config."""
+    (cudaperf_jax.eval.config.EVAL_TIMING). Every launcher runs warmup + min_reps times at least, so a candidate
+    whose call takes t seconds holds the exclusive turn of the GPU for (warmup + min_reps) * t per config, unless
+    max_s cuts it short (after one warm-up and one timed call of each launcher)."""
     warmup: int = 3                  # untimed calls of each launcher first
     min_reps: int = 10               # rounds (each launcher once, interleaved) before the stop rule is asked
     max_reps: int = 500              # rounds at most
     budget_s: float = 0.25           # after min_reps: stop once this much wall time is spent
     target_rel_iqr: float = 0.02     # ... or once every launcher's IQR is below this share of its median
     min_iqr_ms: float = 0.0005       # ... or below this (the resolution of CUDA event times)
+    max_s: float = 0.0               # stop once this much wall time is spent, warm-up included, even before
+                                     # min_reps (each launcher warmed up once and timed once at least); 0: off
 
     def __post_init__(self):
         if self.warmup < 0 or self.min_reps < 1 or self.max_reps < self.min_reps:
             raise ValueError(f"timing: warmup >= 0 and 1 <= min_reps <= max_reps (got warmup={self.warmup}, "
                              f"min_reps={self.min_reps}, max_reps={self.max_reps})")
-        if self.budget_s < 0 or self.target_rel_iqr < 0 or self.min_iqr_ms < 0:
-            raise ValueError("timing: budget_s, target_rel_iqr and min_iqr_ms must be >= 0")
+        if self.budget_s < 0 or self.target_rel_iqr < 0 or self.min_iqr_ms < 0 or self.max_s < 0:
+            raise ValueError("timing: budget_s, target_rel_iqr, min_iqr_ms and max_s must be >= 0")
 
     def as_kwargs(self) -> dict:
         return dataclasses.asdict(self)
@@ -188,14 +191,17 @@ class Timer:
     def measure(self, calls: list, lock_path: str | None = None, warmup: int = 3, min_reps: int = 10,
                 max_reps: int = 500, budget_s: float = 0.25, target_rel_iqr: float = 0.02,
                 progress=None, join: str | None = None, min_iqr_ms: float = 0.0005,
-                heartbeat=None) -> list[dict]:
+                heartbeat=None, max_s: float = 0.0) -> list[dict]:
         """Times each zero-argument launcher in `calls`; returns one summarize() dict per call, with
         "join" ("stream" or "device": which times it reports) and "sync_gap_ms" (median synced - joined).
         `join` overrides the Timer's mode for this call. A call is stable when its IQR is at most
         `target_rel_iqr` of its median or `min_iqr_ms` (0.5 us: the resolution of CUDA event times, below
         which a few-microsecond kernel's IQR cannot be asked to go). `heartbeat()`, if given, is called before
         a repetition once half a second has passed since the last call of it (outside the timed region): the
-        pool then allows each repetition its own call limit, not one limit for all of them together."""
+        pool then allows each repetition its own call limit, not one limit for all of them together. `max_s` > 0:
+        the measurement stops once that much wall time is spent (warm-up included), even before min_reps, after
+        one warm-up and one timed repetition of each launcher at least (a slow candidate does not hold the GPU for
+        warmup + min_reps of its calls)."""
         mode = join or self.join
         if mode not in ("auto", "device"):
             raise ValueError(f"join must be 'auto' or 'device', not {mode!r}")
@@ -203,8 +209,14 @@ class Timer:
         with gpu_lock(lock_path, progress=progress):
             if mode == "auto" and self.gap_limit_ms is None:
                 self.calibrate()
+            t_start = time.perf_counter()
+
+            def over() -> bool:
+                return max_s > 0 and time.perf_counter() - t_start > max_s
             for call in calls:
-                for _ in range(warmup):
+                for w in range(warmup):
+                    if w and over():
+                        break
                     beat()
                     self.pair(call)
             joined = [[] for _ in calls]
@@ -219,7 +231,7 @@ class Timer:
                     joined[k].append(a)
                     synced[k].append(b)
                 rnd += 1
-                if rnd >= max_reps:
+                if rnd >= max_reps or over():
                     break
                 if rnd >= min_reps:
                     stats = [summarize(self._pick(j, s, mode)[0]) for j, s in zip(joined, synced)]

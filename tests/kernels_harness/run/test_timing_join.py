@@ -174,3 +174,19 @@ def test_timing_params_are_checked_and_become_the_timers_keywords():
     dev = _Device()
     res = _timer(dev).measure([_on_stream(dev, 0.03)], **p.as_kwargs())[0]
     assert 2 <= res["reps"] <= p.max_reps
+
+
+def test_max_s_ends_the_timing_of_a_slow_call_after_one_timed_repetition():
+    import time
+    dev = _Device()
+    timer = _timer(dev, join="device")
+
+    def slow():  # 0.1 s a call: warmup 3 + min_reps 10 would hold the GPU 1.3 s
+        time.sleep(0.1)
+        return _on_stream(dev, 100.0)()
+    t0 = time.monotonic()
+    res = timer.measure([slow, _on_stream(dev, 1.0)], warmup=3, min_reps=10, max_s=0.25)
+    assert time.monotonic() - t0 < 0.9
+    assert [r["reps"] for r in res] == [1, 1] and res[0]["median_ms"] >= 100.0
+    full = timer.measure([_on_stream(dev, 1.0)], warmup=3, min_reps=10, budget_s=0.0, max_s=5.0)[0]
+    assert full["reps"] == 10  # fast calls: the cap never binds
