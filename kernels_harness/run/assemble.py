@@ -41,6 +41,22 @@ def plan_configs(task: Task, backend: str, cpu_budget_bytes: int, cref_max_bytes
     return plan
 
 
+# device bytes of a job against its largest config's arrays: a trial's reference and inputs (a torch2cuda module's
+# tensors, shared with the checks) and the candidate's guarded copies (2x), the last trial's arrays of the smaller
+# configs kept for timing (~1/16 each) and an eager output while timing; c2cuda: inputs, the reference's outputs, the
+# oracle's and the candidate's arrays
+DEVICE_FACTOR = {"torch2cuda": 2.5, "c2cuda": 3.0}
+DEVICE_SLACK = 256 << 20
+
+
+def job_device_bytes(task: Task, plan: list[dict]) -> int:
+    """An estimate of the most device memory a job of `task` holds at once (see DEVICE_FACTOR), over the configs
+    `plan` runs (kernels_harness.run.pool_config.DeviceBudget reserves it)."""
+    sizes = [task.config_bytes(config_env(task.configs[p["index"]])) for p in plan if p["run"]]
+    factor = DEVICE_FACTOR.get(task.track, 3.0)
+    return int(factor * max(sizes, default=0) + 0.1 * sum(sizes)) + DEVICE_SLACK
+
+
 def failed_before_run(task: Task, backend: str, status: str, violations=(), compile_log: str = "",
                       seconds: dict | None = None) -> EvalResult:
     """The result of a candidate stopped by the static checks (`hack`) or the compiler."""
@@ -88,3 +104,33 @@ def assemble(task: Task, source: str, backend: str, build: dict, out: dict, seed
                 res.features = {"error": f"{type(e).__name__}: {e}"[:200]}
     res.feedback = make_feedback(task, res)
     return res
+
+
+def infra_failure(res: EvalResult) -> bool:
+    """A failure of the harness or the machine, not of the candidate: an exception in the harness's own code
+    (its allocations of inputs and outputs on a device whose memory other processes hold, say), or no worker."""
+    return res.status == "runtime_error" and (res.error.startswith("harness error")
+                                              or res.error.startswith("no execution worker could be started"))
+
+
+def not_judged(why: str) -> str:
+    return (f"not judged, the harness failed ({why.splitlines()[0] if why else 'no detail'})"[:260]
+            + "; not the candidate's failure, no reward either way")
+
+
+def lost_configs(task: Task, plan: list, lost) -> list:
+    """Config records after a lost worker: the config named in its last stage failed, earlier ones
+    are unknown (not reported), later ones were not run."""
+    out = []
+    hit = None
+    for p in plan:
+        if f"config {p['index']} " in lost.stage + " " or lost.stage.startswith(f"timing config {p['index']}"):
+            hit = p["index"]
+    for p in plan:
+        cr = ConfigResult(index=p["index"], config=dict(task.configs[p["index"]]))
+        if p["index"] == hit:
+            cr.correct, cr.error = False, lost.message
+        else:
+            cr.skipped, cr.skip_reason = True, p.get("skip_reason") or f"not finished: {lost.kind}"
+        out.append(cr.__dict__)
+    return out

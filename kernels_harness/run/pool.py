@@ -26,14 +26,13 @@ per GPU.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-import glob
 import importlib.util
 import json
 import os
 import queue
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -43,86 +42,34 @@ from kernels_harness import hacks
 from kernels_harness.build.cache import BuildCache
 from kernels_harness.build.scheduler import BuildScheduler
 from kernels_harness.feedback import make_feedback
-from kernels_harness.result import ConfigResult, EvalResult
-from kernels_harness.run.assemble import assemble, failed_before_run, plan_configs
+from kernels_harness.result import EvalResult
+from kernels_harness.run.assemble import (
+    assemble,
+    failed_before_run,
+    infra_failure,
+    job_device_bytes,
+    lost_configs,
+    not_judged,
+    plan_configs,
+)
 from kernels_harness.run.baselines import CompileMedians
+from kernels_harness.run.devices import (  # noqa: F401 (the pool's public names, as before)
+    OWNER_FILE,
+    ROOT_PREFIX,
+    HarnessSetupError,
+    _asan_available,
+    gpu_count,
+    resolve_backend,
+    sweep_stale_roots,
+)
 from kernels_harness.run.inputs import master_seed
 from kernels_harness.run.limits import Limits
-from kernels_harness.run.pool_config import PoolConfig, SharedGate
+from kernels_harness.run.pool_config import DeviceBudget, PoolConfig, SharedGate
 from kernels_harness.run.timing import HARNESS_STAGE, gpu_lock_path
 from kernels_harness.run.workers import CompilePool, ExecWorker, WorkerLost
 from kernels_harness.tasks.schema import Task
 
 _OOM = ("out of memory", "memoryallocation", "memoryerror", "outofmemory", "cannot allocate", "bad_alloc")
-
-
-class HarnessSetupError(RuntimeError):
-    """The harness cannot run as asked (no GPU, no torch, no compiler); one sentence on what to do."""
-
-
-def gpu_count() -> int:
-    """GPUs visible to this process (nvidia-smi), without initialising CUDA here."""
-    if not shutil.which("nvidia-smi"):
-        import glob
-        import re
-        n = len([d for d in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", d)])
-        vis = os.environ.get("CUDA_VISIBLE_DEVICES")
-        return min(n, len([v for v in vis.split(",") if v.strip()])) if vis is not None else n
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    n = sum(1 for ln in out.splitlines() if ln.startswith("GPU "))
-    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if vis is not None:
-        n = min(n, len([v for v in vis.split(",") if v.strip()]))
-    return n
-
-
-ROOT_PREFIX, OWNER_FILE = "cudaperf_harness_", "owner.pid"
-
-
-def sweep_stale_roots(tmp: str) -> int:
-    """Removes the temporary roots of pools whose process is gone (killed before close(), e.g. by kill -9);
-    returns how many. Roots without an owner file (a pool being created) are left alone."""
-    n = 0
-    for d in glob.glob(os.path.join(tmp, ROOT_PREFIX + "*")):
-        try:
-            with open(os.path.join(d, OWNER_FILE)) as f:
-                pid = int(f.read().strip())
-        except (OSError, ValueError):
-            continue
-        if pid == os.getpid():
-            continue
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            shutil.rmtree(d, ignore_errors=True)
-            n += 1
-        except OSError:  # alive, someone else's
-            continue
-    return n
-
-
-def _asan_available() -> bool:
-    """AddressSanitizer's runtime exists (else the cpu backend falls back to guard zones only)."""
-    try:
-        from kernels_harness.emulation.asan import libasan_path
-        return bool(libasan_path())
-    except Exception:
-        return False
-
-
-def resolve_backend(backend: str) -> str:
-    if backend == "auto":
-        return "cuda" if importlib.util.find_spec("cupy") and gpu_count() > 0 else "cpu"
-    if backend not in ("cpu", "cuda"):
-        raise HarnessSetupError(f"backend must be cpu, cuda or auto, not {backend!r}")
-    if backend == "cuda" and not importlib.util.find_spec("cupy"):
-        raise HarnessSetupError("the cuda backend needs CuPy; install cupy-cuda13x or use --backend cpu")
-    if backend == "cuda" and gpu_count() == 0:
-        raise HarnessSetupError("the cuda backend needs an NVIDIA GPU and none is visible; use --backend cpu")
-    return backend
 
 
 class HarnessPool:
@@ -217,6 +164,10 @@ class HarnessPool:
         for w in started:
             self._free.put(w)
             self.worker_info.append(dict(w.info))
+        free = [w["free_memory"] for w in self.worker_info if w.get("free_memory")]
+        # on cuda: the jobs' device memory, under a share of what the device had free once the workers were up
+        self.device_budget = (DeviceBudget(int(config.device_budget * min(free)))
+                              if self.backend == "cuda" and config.device_budget > 0 and free else None)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     def _new_worker(self, device: int) -> ExecWorker:
@@ -347,7 +298,7 @@ class HarnessPool:
         except Exception as e:  # a harness bug must not cost the caller the other results
             results[i] = EvalResult(task_id=task.id, backend=self.backend, status="unchecked",
                                     compiled=bool(build["ok"]), compile_log=build.get("log", ""),
-                                    error=_not_judged(f"harness error: {type(e).__name__}: {e}"), seconds=seconds,
+                                    error=not_judged(f"harness error: {type(e).__name__}: {e}"), seconds=seconds,
                                     feedback="The harness failed on this candidate; it was not judged.")
         if bar:
             bar.update(1)
@@ -385,15 +336,15 @@ class HarnessPool:
                 res, _ = self._execute(task, source, build, sup, seconds)
             res.seconds["rechecked_alone"] = 1.0
         for pause in self.config.infra_retry_pauses_s:
-            if not _infra_failure(res):
+            if not infra_failure(res):
                 break
             time.sleep(pause)  # e.g. another process holding the device's memory may release it
             with self._gate.exclusive():
                 res, _ = self._execute(task, source, build, sup, seconds)
             res.seconds["infra_retries"] = res.seconds.get("infra_retries", 0.0) + 1.0
-        if _infra_failure(res):  # not the candidate's failure: no verdict, no reward (and no penalty)
+        if infra_failure(res):  # not the candidate's failure: no verdict, no reward (and no penalty)
             res.status, res.correct, res.speedup = "unchecked", False, None
-            res.error = _not_judged(res.error)
+            res.error = not_judged(res.error)
             res.feedback = make_feedback(task, res)
         return res
 
@@ -412,6 +363,15 @@ class HarnessPool:
         job = {"task": task.to_dict(), "solution": build["path"], "seed": seed, "trials": self.trials,
                "plan": plan, "oracle_name": sup.get("oracle_name", ""), **paths, "timing": None,
                "symbols": {k: v for k, v in symbols.items() if v}}
+        t_budget = time.perf_counter()
+        with (self.device_budget.hold(job_device_bytes(task, plan)) if self.device_budget is not None
+              else contextlib.nullcontext()):
+            if self.device_budget is not None:
+                seconds["budget_wait"] = time.perf_counter() - t_budget
+            return self._run_job(task, source, build, job, plan, seed, seconds, raw)
+
+    def _run_job(self, task, source, build, job, plan, seed, seconds, raw):
+        """_execute's job on a free worker (replaced afterwards if it is spent): (EvalResult, WorkerLost or None)."""
         lost = None
         worker = self._free.get()
         if isinstance(worker, int):  # a slot whose worker could not be restarted earlier: try again
@@ -437,10 +397,10 @@ class HarnessPool:
                 self.compile_medians.record(task, out.get("configs") or [])
         except WorkerLost as e:
             lost = e
-            out = {"status": e.kind, "error": e.message, "configs": _lost_configs(task, plan, e),
+            out = {"status": e.kind, "error": e.message, "configs": lost_configs(task, plan, e),
                    "launches": [], "sticky": True, "seconds": {}}
             if e.kind == "timeout" and e.stage.startswith(HARNESS_STAGE):  # the harness's own work, not the solution
-                out.update(status="unchecked", error=_not_judged(e.message))
+                out.update(status="unchecked", error=not_judged(e.message))
         finally:  # the slot always goes back to the queue, with a fresh worker if this one is spent
             seconds["execute"] = time.perf_counter() - t0
             if not worker.alive or out.get("sticky") or worker.jobs >= self.max_jobs_per_worker:
@@ -461,18 +421,6 @@ class HarnessPool:
             except HarnessSetupError:
                 time.sleep(1.0)
         return None
-
-
-def _infra_failure(res: EvalResult) -> bool:
-    """A failure of the harness or the machine, not of the candidate: an exception in the harness's own code
-    (its allocations of inputs and outputs on a device whose memory other processes hold, say), or no worker."""
-    return res.status == "runtime_error" and (res.error.startswith("harness error")
-                                              or res.error.startswith("no execution worker could be started"))
-
-
-def _not_judged(why: str) -> str:
-    return (f"not judged, the harness failed ({why.splitlines()[0] if why else 'no detail'})"[:260]
-            + "; not the candidate's failure, no reward either way")
 
 
 def _result_when_set(event: threading.Event, results: list, i: int) -> EvalResult | None:
@@ -508,22 +456,4 @@ def _duplicates(items: list) -> dict[int, int]:
             out[i] = first[key]
         else:
             first[key] = i
-    return out
-
-
-def _lost_configs(task: Task, plan: list, lost: WorkerLost) -> list:
-    """Config records after a lost worker: the config named in its last stage failed, earlier ones
-    are unknown (not reported), later ones were not run."""
-    out = []
-    hit = None
-    for p in plan:
-        if f"config {p['index']} " in lost.stage + " " or lost.stage.startswith(f"timing config {p['index']}"):
-            hit = p["index"]
-    for p in plan:
-        cr = ConfigResult(index=p["index"], config=dict(task.configs[p["index"]]))
-        if p["index"] == hit:
-            cr.correct, cr.error = False, lost.message
-        else:
-            cr.skipped, cr.skip_reason = True, p.get("skip_reason") or f"not finished: {lost.kind}"
-        out.append(cr.__dict__)
     return out
