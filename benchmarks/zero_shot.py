@@ -86,6 +86,9 @@ def parse(argv=None) -> argparse.Namespace:
                     help='timing repetitions, JSON of kernels_harness.run.timing.TimingParams fields, e.g. '
                          '\'{"warmup": 1, "min_reps": 2, "budget_s": 0.02}\' (default: '
                          'cudaperf_jax.eval.config.EVAL_TIMING)')
+    ap.add_argument("--device_budget", type=float, default=None,
+                    help="share of the GPU memory left after JAX that the harness's jobs may reserve at once "
+                         "(default: EvalConfig's; 0: no budget)")
     ap.add_argument("--no_torch_compile", action="store_true", help="do not time torch.compile (fast_1 compile)")
     ap.add_argument("--no_dedupe", action="store_true", help="judge repeated answers again")
     ap.add_argument("--seed", type=int, default=0)
@@ -113,6 +116,9 @@ def parse(argv=None) -> argparse.Namespace:
     d = EvalConfig()
     a.call_timeout_s = d.call_timeout_s if a.call_timeout_s is None else a.call_timeout_s
     a.job_timeout_s = d.job_timeout_s if a.job_timeout_s is None else a.job_timeout_s
+    a.device_budget = d.device_budget if a.device_budget is None else a.device_budget
+    if not 0 <= a.device_budget <= 1:
+        ap.error("give --device_budget between 0 and 1 (0: no budget)")
     try:
         a.timing = d.timing if a.timing is None else TimingParams(**a.timing)
     except (TypeError, ValueError) as e:
@@ -219,7 +225,8 @@ def _run(a, frac: float, compilation_cache) -> int:
     todo = [c for c in cells if c not in done]
     settings = {k: getattr(a, k) for k in ("samples", "turns", "temperature", "top_p", "max_new_tokens",
                                            "max_prompt_tokens", "gen_batch", "dtype", "seed", "trials", "workers",
-                                           "compile_workers", "call_timeout_s", "job_timeout_s", "chunk_tasks")}
+                                           "compile_workers", "call_timeout_s", "job_timeout_s", "chunk_tasks",
+                                           "device_budget")}
     settings["timing"] = a.timing.as_kwargs()
     settings.update(backend=backend, memory_fraction=frac, prompts=prompt_names, models=a.models, suites=a.suites,
                     dedupe=not a.no_dedupe, tasks={s: [t.id for t in ts] for s, ts in suites.items()})
@@ -243,7 +250,9 @@ def _run(a, frac: float, compilation_cache) -> int:
         from cudaperf_jax.eval.config import harness_kwargs
         kw = harness_kwargs(backend=backend, workers=a.workers, compile_workers=a.compile_workers, trials=a.trials,
                             call_timeout_s=a.call_timeout_s, job_timeout_s=a.job_timeout_s, timing=a.timing,
-                            seed=a.seed, torch_compile=not a.no_torch_compile)
+                            seed=a.seed, torch_compile=not a.no_torch_compile, device_budget=a.device_budget)
+        import jax
+        jax.devices()   # JAX takes its memory first: the harness's device budget is a share of what it leaves
         with HarnessPool(progress=True, **kw) as pool:
             for model in dict.fromkeys(c[0] for c in todo):
                 mine = [c for c in todo if c[0] == model]

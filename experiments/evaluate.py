@@ -75,6 +75,9 @@ def main(config, workdir):
     tasks = suites.load_suite(_path(cfg.suite), split=cfg.split, max_tasks=cfg.max_tasks, select=cfg.select,
                               kernelbench_cache=_path(cfg.kernelbench_cache) if cfg.kernelbench_cache else None)
     print(f"[evaluate] {len(tasks)} tasks from {cfg.suite}", file=sys.stderr)
+    if cfg.model:
+        import jax
+        jax.devices()   # JAX takes its memory first: the harness's device budget is a share of what it leaves
     with HarnessPool(progress=True, **cfg.pool_kwargs()) as pool:
         if cfg.solutions:
             client = HarnessClient(pool, tasks, prompt=cfg.rollout.prompt)

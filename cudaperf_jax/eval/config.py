@@ -65,6 +65,11 @@ class EvalConfig:
                                      # next) needs ~4 x 30 s; 300 s bounds one slow on every config. KernelBench
                                      # ports bound a whole sample too (inspect_evals: 300 s, build and timed runs)
     timing: TimingParams = EVAL_TIMING   # repetitions of the timing (see EVAL_TIMING above)
+    device_budget: float = 0.9       # cuda: the share of the GPU memory free when the harness started (after the
+                                     # policy's JAX memory) that its jobs may reserve at once; a KernelBench job holds
+                                     # ~2.6x its largest config's arrays (level 1: up to 17 GB), so on an 80 GB H100
+                                     # beside JAX at 0.5 two such jobs cannot run together: they wait their turn
+                                     # instead of running out of memory and being checked again alone (0: no budget)
 
     def __post_init__(self):
         if self.solutions and self.model:
@@ -80,6 +85,8 @@ class EvalConfig:
         if self.max_tasks < 0 or self.workers < 0 or self.compile_workers < 0 or self.trials < 2:
             raise ValueError("max_tasks, workers and compile_workers must be >= 0 (0: all / the default) and "
                              "trials >= 2 (fresh inputs catch cached results)")
+        if not 0 <= self.device_budget <= 1:
+            raise ValueError(f"device_budget={self.device_budget}: give a share between 0 and 1 (0: no budget)")
         if not 0 < self.call_timeout_s <= self.job_timeout_s:
             raise ValueError(f"call_timeout_s={self.call_timeout_s} and job_timeout_s={self.job_timeout_s}: give "
                              "0 < call_timeout_s <= job_timeout_s")
@@ -91,7 +98,7 @@ class EvalConfig:
         return harness_kwargs(backend=self.backend, workers=self.workers, compile_workers=self.compile_workers,
                               trials=self.trials, call_timeout_s=self.call_timeout_s,
                               job_timeout_s=self.job_timeout_s, timing=self.timing, seed=self.seed,
-                              torch_compile=self.torch_compile)
+                              torch_compile=self.torch_compile, device_budget=self.device_budget)
 
     def check_sources(self) -> None:
         """Raises ConfigFieldError unless exactly one of solutions and model is given (both empty: the default)."""
@@ -100,13 +107,16 @@ class EvalConfig:
 
 
 def harness_kwargs(*, backend: str, workers: int, compile_workers: int, trials: int, call_timeout_s: float,
-                   job_timeout_s: float, timing: TimingParams, seed: int, torch_compile: bool) -> dict:
+                   job_timeout_s: float, timing: TimingParams, seed: int, torch_compile: bool,
+                   device_budget: float) -> dict:
     """HarnessPool(**kwargs) of an evaluation (also benchmarks/zero_shot.py's flags); 0 workers: the pool's default.
     torch.compile is timed on cuda only (the resolved backend decides; on cpu nothing is timed)."""
     from kernels_harness.run.pool import resolve_backend
+    from kernels_harness.run.pool_config import PoolConfig
     kw = {"backend": backend, "trials": trials, "call_timeout_s": call_timeout_s, "job_timeout_s": job_timeout_s,
           "timing_params": timing.as_kwargs(), "seed": seed,
-          "torch_compile": torch_compile and resolve_backend(backend) == "cuda"}
+          "torch_compile": torch_compile and resolve_backend(backend) == "cuda",
+          "config": PoolConfig(device_budget=device_budget)}
     if workers:
         kw["workers"] = workers
     if compile_workers:
