@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import fcntl
 import os
+import threading
 import time
 
 import numpy as np
@@ -91,14 +92,26 @@ def _flock(f, mode: int, progress, last: list) -> None:
                 last[0] = time.monotonic()
 
 
+_HELD = threading.local()   # lock path -> "shared" | "exclusive", what this thread holds now
+
+
 @contextlib.contextmanager
 def gpu_lock(path: str | None, shared: bool = False, progress=None):
     """The per-GPU lock: timing holds it exclusively; other device work (correctness trials) shares it,
     so nothing else runs on the GPU while a candidate is timed. A timer waiting for it first takes
     `path + ".turn"`, which new shared holders must pass, so many workers' checks cannot starve the
     timing (writer preference). While waiting, `progress("harness: waiting for the GPU")` is called every
-    second, so the pool does not mistake the wait for a hang."""
+    second, so the pool does not mistake the wait for a hang. A thread that holds the lock already passes a nested
+    request it covers (shared inside shared or exclusive, exclusive inside exclusive) at once: asking again would
+    wait behind a timer that waits for this very thread (e.g. torch.compile's first run of a graph that is compiled
+    again inside the timed region)."""
     if not path:
+        yield
+        return
+    held = getattr(_HELD, "locks", None)
+    if held is None:
+        held = _HELD.locks = {}
+    if held.get(path) == "exclusive" or (shared and held.get(path) == "shared"):
         yield
         return
     last = [time.monotonic()]
@@ -117,9 +130,11 @@ def gpu_lock(path: str | None, shared: bool = False, progress=None):
             except BaseException:
                 fcntl.flock(turn, fcntl.LOCK_UN)
                 raise
+        held[path] = "shared" if shared else "exclusive"
         try:
             yield
         finally:
+            del held[path]
             fcntl.flock(f, fcntl.LOCK_UN)
             if not shared:
                 fcntl.flock(turn, fcntl.LOCK_UN)
