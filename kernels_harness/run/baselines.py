@@ -66,16 +66,26 @@ def torch_call(model, inputs: list, stream_ptr: int):
 
 def compiled_call(model, inputs: list, stream_ptr: int, lock_path: str | None):
     """torch.compile(model) as a launcher, compiled and run once here (outside the timed region); the compile runs
-    outside the GPU lock, the first run of each compiled graph under its shared hold. Raises what torch.compile
-    raises."""
+    outside the GPU lock, the first run of each compiled graph under its shared hold (if that backend fails,
+    torch.compile's own, all under the shared hold). Raises what torch.compile raises."""
     import torch
     import torch._inductor.config as inductor_config
+
+    from kernels_harness.run.timing import gpu_lock
     # compile in this process: with more threads Inductor starts a pool of compile processes that outlive the call,
     # and the worker kills a job's leftover children and blames the candidate ("solutions may not fork")
     inductor_config.compile_threads = 1
-    compiled = torch.compile(model, backend=locked_inductor(lock_path, torch.cuda.synchronize))
-    call = torch_call(compiled, inputs, stream_ptr)
-    call()  # compiles here
+    try:
+        call = torch_call(torch.compile(model, backend=locked_inductor(lock_path, torch.cuda.synchronize)), inputs,
+                          stream_ptr)
+        call()  # compiles here
+    except Exception as e:
+        if type(e).__name__ == "OutOfMemoryError":
+            raise
+        torch._dynamo.reset()
+        with gpu_lock(lock_path, shared=True):
+            call = torch_call(torch.compile(model), inputs, stream_ptr)
+            call()
     torch.cuda.synchronize()
     return call
 

@@ -388,6 +388,8 @@ def _time_config(ctx, task, job, cr, prep: baselines.Prepared) -> None:
     if len(stats) > 1:
         cr.baseline_ms = stats[1]["median_ms"]
     cr.compile_baseline_from = prep.compile_from
+    if prep.compile_error:  # the candidate's verdict and eager speedup stand; only this comparison is missing
+        cr.error = f"torch.compile failed: {prep.compile_error}"[:300]
     if len(stats) > 2:
         cr.compile_baseline_ms = stats[2]["median_ms"]
     elif prep.compile_ms is not None:
