@@ -41,20 +41,33 @@ def plan_configs(task: Task, backend: str, cpu_budget_bytes: int, cref_max_bytes
     return plan
 
 
-# device bytes of a job against its largest config's arrays: a trial's reference and inputs (a torch2cuda module's
-# tensors, shared with the checks) and the candidate's guarded copies (2x), the last trial's arrays of the smaller
-# configs kept for timing (~1/16 each) and an eager output while timing; c2cuda: inputs, the reference's outputs, the
-# oracle's and the candidate's arrays
-DEVICE_FACTOR = {"torch2cuda": 2.5, "c2cuda": 3.0}
 DEVICE_SLACK = 256 << 20
 
 
 def job_device_bytes(task: Task, plan: list[dict]) -> int:
-    """An estimate of the most device memory a job of `task` holds at once (see DEVICE_FACTOR), over the configs
-    `plan` runs (kernels_harness.run.pool_config.DeviceBudget reserves it)."""
-    sizes = [task.config_bytes(config_env(task.configs[p["index"]])) for p in plan if p["run"]]
-    factor = DEVICE_FACTOR.get(task.track, 3.0)
-    return int(factor * max(sizes, default=0) + 0.1 * sum(sizes)) + DEVICE_SLACK
+    """An estimate of the most device memory a job of `task` holds at once, over the configs `plan` runs
+    (kernels_harness.run.pool_config.DeviceBudget reserves it). Against the largest config's arrays B: torch2cuda,
+    the module's tensors (inputs and outputs, shared with the checks) and the candidate's guarded copies (2B), plus
+    an eager output while timing; c2cuda, inputs, the reference's outputs, the oracle's and the candidate's arrays
+    (3B). Plus the last trial's arrays of the smaller configs, kept for timing (~1.5x their sum, ~0.1 of all)."""
+    sizes = {p["index"]: task.config_bytes(config_env(task.configs[p["index"]])) for p in plan if p["run"]}
+    if not sizes:
+        return DEVICE_SLACK
+    big = max(sizes, key=sizes.get)
+    if task.track == "torch2cuda":
+        env = config_env(task.configs[big])
+        out = sum(_count(task.shape(a, env)) * a.itemsize for a in task.outputs)
+        peak = 2 * sizes[big] + out
+    else:
+        peak = 3 * sizes[big]
+    return int(peak + 0.1 * sum(sizes.values())) + DEVICE_SLACK
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 def failed_before_run(task: Task, backend: str, status: str, violations=(), compile_log: str = "",
