@@ -41,23 +41,23 @@ def _task():
     return Task.from_dict(json.loads(RELU_TASK.read_text()))
 
 
-def _pool(**kw):
+def _pool(reuse: bool = True):
     from cudaperf_jax.eval.config import EVAL_TIMING
-    from kernels_harness.run import HarnessPool
+    from kernels_harness.run import HarnessPool, PoolConfig
     return HarnessPool("cuda", workers=1, features=False, torch_compile=True, timing_params=EVAL_TIMING.as_kwargs(),
-                       call_timeout_s=30, job_timeout_s=300, **kw)
+                       call_timeout_s=30, job_timeout_s=300,
+                       config=PoolConfig(reuse_compile_baseline=reuse, device_budget=0.9))
 
 
 @pytest.mark.gpu
 def test_kernelbench_compile_baseline_is_measured_once_and_reused():
     pytest.importorskip("torch")
-    from kernels_harness.run import PoolConfig
     from kernels_harness.tasks.schema import config_env
     task = _task()
-    with _pool() as pool:
+    with _pool() as pool:   # one worker: the jobs run one after the other (racing workers may both measure)
         a, b, bad = pool.evaluate([(task, relu(256)), (task, relu(512)), (task, WRONG)])
         later = pool.evaluate([(task, relu(1024))])[0]
-    with _pool(config=PoolConfig(reuse_compile_baseline=False)) as pool:
+    with _pool(reuse=False) as pool:
         alone = pool.evaluate([(task, relu(512))])[0]
     assert bad.status == "wrong", bad.error
     for r in (a, b, later, alone):
@@ -79,6 +79,7 @@ def test_kernelbench_compile_baseline_is_measured_once_and_reused():
     largest = task.config_bytes(config_env(task.configs[big])) / 2**30
     for r in (first, second):
         assert 0 < r.seconds["device_gib"] < 3 * largest, (r.seconds["device_gib"], largest)
+        assert "budget_wait" in r.seconds   # each job reserved its ~34 GB in the pool's device budget first
 
 
 SLOW = r'''
