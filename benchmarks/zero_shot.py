@@ -27,6 +27,7 @@ CPU (a few minutes per cell of 3 smoke tasks with the 0.5B):
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -45,6 +46,9 @@ SUITES = ("kernelbench", "test", "smoke")
 # ~38 GB to the harness's workers (benchmarks/gen_memory.py; benchmarks/results/gen_memory_h100_2026-12-07)
 GEN_BATCH = 16
 MEMORY_FRACTION = 0.5
+# tasks per part: 16 KernelBench tasks x 4 samples x 2 turns is ~100 distinct answers for the harness and two
+# generation calls per turn, a few minutes on an H100 (each part prints its generation and harness seconds)
+CHUNK_TASKS = 16
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -72,7 +76,19 @@ def parse(argv=None) -> argparse.Namespace:
                     help=f"JAX's GPU memory fraction (default {MEMORY_FRACTION}, or XLA_PYTHON_CLIENT_MEM_FRACTION)")
     ap.add_argument("--backend", default="auto", help="harness backend: auto | cpu | cuda")
     ap.add_argument("--workers", type=int, default=0, help="harness execution workers (0: the pool's default)")
-    ap.add_argument("--trials", type=int, default=2)
+    ap.add_argument("--compile_workers", type=int, default=0, help="parallel nvcc builds (0: one per core)")
+    ap.add_argument("--trials", type=int, default=2, help="correctness trials per config (fresh inputs each)")
+    ap.add_argument("--call_timeout_s", type=float, default=None,
+                    help="the longest one call of a candidate may take (default: EvalConfig's, with its reasoning)")
+    ap.add_argument("--job_timeout_s", type=float, default=None,
+                    help="the longest a candidate may take in all (default: EvalConfig's)")
+    ap.add_argument("--timing", type=json.loads, default=None,
+                    help='timing repetitions, JSON of kernels_harness.run.timing.TimingParams fields, e.g. '
+                         '\'{"warmup": 1, "min_reps": 2, "budget_s": 0.02}\' (default: '
+                         'cudaperf_jax.eval.config.EVAL_TIMING)')
+    ap.add_argument("--device_budget", type=float, default=None,
+                    help="share of the GPU memory left after JAX that the harness's jobs may reserve at once "
+                         "(default: EvalConfig's; 0: no budget)")
     ap.add_argument("--no_torch_compile", action="store_true", help="do not time torch.compile (fast_1 compile)")
     ap.add_argument("--no_dedupe", action="store_true", help="judge repeated answers again")
     ap.add_argument("--seed", type=int, default=0)
@@ -80,7 +96,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--work", default="", help="where the cells live (default OUT/cells)")
     ap.add_argument("--resume_from", default="", help="a cells.tgz of an earlier run (another machine)")
     ap.add_argument("--max_minutes", type=float, default=0.0, help="stop between parts past this (0: no limit)")
-    ap.add_argument("--chunk_tasks", type=int, default=24,
+    ap.add_argument("--chunk_tasks", type=int, default=CHUNK_TASKS,
                     help="tasks per part of a cell (the unit a rerun never repeats; 0: the whole suite)")
     ap.add_argument("--compilation_cache", default="auto", help="JAX's persistent compilation cache: auto|off|DIR")
     ap.add_argument("--reclassify", action="store_true",
@@ -95,6 +111,21 @@ def parse(argv=None) -> argparse.Namespace:
         ap.error("the `test` suite needs --tasks DIR, a dataset built by `python -m experiments.build_dataset "
                  "--out=DIR`; or leave `test` out of --suites")
     a.work = Path(a.work or Path(a.out) / "cells")
+    from cudaperf_jax.eval.config import EvalConfig
+    from kernels_harness.run.timing import TimingParams
+    d = EvalConfig()
+    a.call_timeout_s = d.call_timeout_s if a.call_timeout_s is None else a.call_timeout_s
+    a.job_timeout_s = d.job_timeout_s if a.job_timeout_s is None else a.job_timeout_s
+    a.device_budget = d.device_budget if a.device_budget is None else a.device_budget
+    if not 0 <= a.device_budget <= 1:
+        ap.error("give --device_budget between 0 and 1 (0: no budget)")
+    try:
+        a.timing = d.timing if a.timing is None else TimingParams(**a.timing)
+    except (TypeError, ValueError) as e:
+        ap.error(f"--timing: {e}; give a JSON object of TimingParams fields (warmup, min_reps, max_reps, budget_s, "
+                 "target_rel_iqr, min_iqr_ms, max_s)")
+    if not 0 < a.call_timeout_s <= a.job_timeout_s:
+        ap.error("give 0 < --call_timeout_s <= --job_timeout_s")
     return a
 
 
@@ -193,7 +224,10 @@ def _run(a, frac: float, compilation_cache) -> int:
     done = {c: meta for c in cells if (meta := cells_lib.finished(dirs[c], keys[c])) is not None}
     todo = [c for c in cells if c not in done]
     settings = {k: getattr(a, k) for k in ("samples", "turns", "temperature", "top_p", "max_new_tokens",
-                                           "max_prompt_tokens", "gen_batch", "dtype", "seed", "trials")}
+                                           "max_prompt_tokens", "gen_batch", "dtype", "seed", "trials", "workers",
+                                           "compile_workers", "call_timeout_s", "job_timeout_s", "chunk_tasks",
+                                           "device_budget")}
+    settings["timing"] = a.timing.as_kwargs()
     settings.update(backend=backend, memory_fraction=frac, prompts=prompt_names, models=a.models, suites=a.suites,
                     dedupe=not a.no_dedupe, tasks={s: [t.id for t in ts] for s, ts in suites.items()})
     print(f"[zero_shot] {len(cells)} cells, {len(done)} finished earlier, {len(todo)} to run; JAX memory fraction "
@@ -213,9 +247,13 @@ def _run(a, frac: float, compilation_cache) -> int:
         def fits(model: str, suite: str) -> bool:   # whether a part is expected to end in time; one always runs
             return not ran or deadline is None or time.perf_counter() + cells_lib.expected(secs, model, suite) <= deadline
 
-        kw = {"workers": a.workers} if a.workers else {}
-        with HarnessPool(backend=backend, trials=a.trials, progress=True, seed=a.seed,
-                         torch_compile=backend == "cuda" and not a.no_torch_compile, **kw) as pool:
+        from cudaperf_jax.eval.config import harness_kwargs
+        kw = harness_kwargs(backend=backend, workers=a.workers, compile_workers=a.compile_workers, trials=a.trials,
+                            call_timeout_s=a.call_timeout_s, job_timeout_s=a.job_timeout_s, timing=a.timing,
+                            seed=a.seed, torch_compile=not a.no_torch_compile, device_budget=a.device_budget)
+        import jax
+        jax.devices()   # JAX takes its memory first: the harness's device budget is a share of what it leaves
+        with HarnessPool(progress=True, **kw) as pool:
             for model in dict.fromkeys(c[0] for c in todo):
                 mine = [c for c in todo if c[0] == model]
                 if not fits(model, mine[0][2]):

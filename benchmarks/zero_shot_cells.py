@@ -83,7 +83,7 @@ def run_cell(sampler, pool, tasks: list, cfg, key: dict, cell_dir: Path, *, chun
              may_start, on_part=None) -> bool:
     """Runs the parts of a cell not yet on disk, each only when may_start() says it fits; True when the cell is
     complete (candidates.jsonl, eval.json and cell.json written). cfg: the cell's RolloutConfig."""
-    from experiments.policy_eval import evaluate_policy
+    from experiments.policy_eval import evaluate_policy, harness_breakdown, time_line
     check_key(cell_dir, key)
     parts = parts_of(tasks, chunk)
     for j, part in enumerate(parts):
@@ -96,8 +96,10 @@ def run_cell(sampler, pool, tasks: list, cfg, key: dict, cell_dir: Path, *, chun
         ev = evaluate_policy(sampler, pool, part, cfg, seed=seed + PART_SEED * j, dedupe=dedupe, progress=True,
                              log=lambda line: print(f"[zero_shot]   {line}", file=sys.stderr, flush=True))
         slim = [{k: v for k, v in r.items() if k != "features"} for r in ev.records]
+        print(f"[zero_shot]   part {j + 1}/{len(parts)}: {time_line(ev)}", file=sys.stderr, flush=True)
         _write(path, json.dumps({"tasks": [t.id for t in part], "records": slim, "judged": ev.judged,
                                  "deduplicated": ev.deduplicated, "generated_tokens": ev.generated_tokens,
+                                 "harness": harness_breakdown(ev.candidates),
                                  "seconds": {**{k: round(v, 2) for k, v in ev.seconds.items()},
                                              "total": round(time.perf_counter() - t0, 2)}}))
         if on_part is not None:

@@ -47,6 +47,7 @@ def policy_records(pool, tasks, cfg) -> tuple[list[dict], list]:
                                      progress=True)
     print(f"[evaluate] {len(ev.records)} answers, {ev.judged} judged by the harness, {ev.deduplicated} repeats "
           "given their first verdict", file=sys.stderr)
+    print(f"[evaluate] {policy_eval.time_line(ev)}", file=sys.stderr)
     return ev.records, ev.candidates
 
 
@@ -74,9 +75,10 @@ def main(config, workdir):
     tasks = suites.load_suite(_path(cfg.suite), split=cfg.split, max_tasks=cfg.max_tasks, select=cfg.select,
                               kernelbench_cache=_path(cfg.kernelbench_cache) if cfg.kernelbench_cache else None)
     print(f"[evaluate] {len(tasks)} tasks from {cfg.suite}", file=sys.stderr)
-    kw = {"workers": cfg.workers} if cfg.workers else {}
-    with HarnessPool(backend=cfg.backend, trials=cfg.trials, progress=True, seed=cfg.seed,
-                     torch_compile=cfg.torch_compile, **kw) as pool:
+    if cfg.model:
+        import jax
+        jax.devices()   # JAX takes its memory first: the harness's device budget is a share of what it leaves
+    with HarnessPool(progress=True, **cfg.pool_kwargs()) as pool:
         if cfg.solutions:
             client = HarnessClient(pool, tasks, prompt=cfg.rollout.prompt)
             records = solution_records(client, tasks, suites.load_solutions(_path(cfg.solutions), tasks))

@@ -5,6 +5,7 @@
     ev = evaluate_policy(sampler, pool, tasks, cfg, seed=0)                    # PolicyEval
     ev.records        # one cudaperf_jax.eval.report.record per answer, with its ABI category ("abi")
     ev.judged, ev.deduplicated                                                 # answers sent to the harness / copied
+    print(time_line(ev))     # generation s and tokens/s, harness s, per verdict n and mean execution s, ...
 
 Each distinct (task, source) of a run is judged once (cudaperf_jax.eval.dedupe): at a low temperature many samples
 repeat. experiments/evaluate.py (--config.model=...) and benchmarks/zero_shot.py are built on it. It lives on top of
@@ -61,3 +62,49 @@ def evaluate_policy(sampler, evaluator, tasks: list, cfg, seed: int, *, dedupe: 
     return PolicyEval(records=records, candidates=list(ro.candidates), judged=judged,
                       deduplicated=ev.deduplicated if dedupe else 0,
                       seconds={**ro.seconds, "total": time.perf_counter() - t0}, generated_tokens=ro.generated_tokens)
+
+
+def harness_breakdown(candidates: list) -> dict:
+    """Where the harness's time went, over the distinct (task, source) answers of `candidates` (repeats took their
+    first verdict): per verdict the count and the seconds of execution (checks and timing in a worker) and of
+    compilation; how many torch.compile baselines were measured, reused or failed (per config); how many workers
+    were replaced after a job (each costs a new worker's start); and the longest execution.
+    Returns {"verdicts": {status: {"n", "execute_s", "compile_s"}}, "compile_baseline": {...}, "workers_replaced",
+    "max_execute_s"}."""
+    seen, verdicts, compile_from = set(), {}, {}
+    replaced, longest = 0, 0.0
+    for c in candidates:
+        r = c.result
+        if r is None or (c.task_index, c.source) in seen:
+            continue
+        seen.add((c.task_index, c.source))
+        s = r.seconds or {}
+        v = verdicts.setdefault(r.status, {"n": 0, "execute_s": 0.0, "compile_s": 0.0})
+        v["n"] += 1
+        v["execute_s"] += float(s.get("execute", 0.0))
+        v["compile_s"] += float(s.get("compile", 0.0))
+        replaced += int(s.get("worker_replaced", 0.0))
+        longest = max(longest, float(s.get("execute", 0.0)))
+        for cfg in r.configs or []:
+            how = getattr(cfg, "compile_baseline_from", "")
+            if how:
+                compile_from[how] = compile_from.get(how, 0) + 1
+    for v in verdicts.values():
+        v["execute_s"], v["compile_s"] = round(v["execute_s"], 2), round(v["compile_s"], 2)
+    return {"verdicts": dict(sorted(verdicts.items())), "compile_baseline": compile_from,
+            "workers_replaced": replaced, "max_execute_s": round(longest, 2)}
+
+
+def time_line(ev: PolicyEval) -> str:
+    """One line: generation seconds and tokens/s, harness seconds, per verdict the count and mean execution
+    seconds, torch.compile baselines measured/reused, workers replaced."""
+    s = ev.seconds
+    gen, harness = s.get("generation", 0.0), s.get("harness", 0.0)
+    tps = ev.generated_tokens / gen if gen > 0 else 0.0
+    b = harness_breakdown(ev.candidates)
+    verdicts = ", ".join(f"{k} {v['n']} ({v['execute_s'] / max(v['n'], 1):.1f} s)" for k, v in b["verdicts"].items())
+    comp = ", ".join(f"{k} {v}" for k, v in sorted(b["compile_baseline"].items())) or "none"
+    return (f"generation {gen:.0f} s ({ev.generated_tokens} tokens, {tps:.0f} tok/s); harness {harness:.0f} s for "
+            f"{ev.judged} judged ({ev.deduplicated} repeats): {verdicts or 'nothing'} [verdict n (mean execution)]; "
+            f"longest {b['max_execute_s']:.0f} s; torch.compile baselines (configs): {comp}; workers replaced "
+            f"{b['workers_replaced']}")

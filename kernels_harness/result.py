@@ -28,6 +28,8 @@ class ConfigResult:
     time_iqr_ms: float | None = None
     baseline_ms: float | None = None
     compile_baseline_ms: float | None = None   # torch2cuda: torch.compile of the module, same protocol
+    compile_baseline_from: str = ""        # "measured" in this job | "reused" (the pool's earlier median for this
+                                         # task and config) | "failed" (torch.compile failed here) | "": not timed
     reps: int = 0
     error: str = ""                      # what went wrong on this config, one line
 

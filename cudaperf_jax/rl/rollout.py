@@ -224,8 +224,9 @@ def rollout(sampler, client, tasks: Sequence, cfg: RolloutConfig, seed: int, *,
             out += cands
             if log is not None:
                 verdicts = collections.Counter(r.status for r in results)
-                log(f"turn {turn}: {len(cands)} samples, {sum(len(c.completion_ids) for c in cands)} tokens in "
-                    f"{seconds['generation'] - gen_before:.1f} s; harness {spent:.1f} s: "
+                toks, gen_s = sum(len(c.completion_ids) for c in cands), seconds["generation"] - gen_before
+                log(f"turn {turn}: {len(cands)} samples, {toks} tokens in {gen_s:.1f} s ({toks / max(gen_s, 1e-9):.0f} "
+                    f"tokens/s); harness {spent:.1f} s: "
                     + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
             if bar:
                 bar.update(1)

@@ -18,6 +18,8 @@ import contextlib
 import os
 import time
 
+from kernels_harness.run.baselines import locked_inductor
+
 IMPLS = ("torch_eager", "torch_compile")
 MEM_FACTOR = 4        # eager outputs, compiled outputs and intermediates, against the task's array bytes
 MEM_SLACK = 1 << 30
@@ -69,31 +71,6 @@ def timing_priority(nice: int = -10):
     finally:
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, 0, before)
-
-
-def locked_inductor(lock_path: str | None, sync=None):
-    """A torch.compile backend: inductor's default compile_fx, each compiled graph's first run (where
-    inductor autotunes on the device) under the shared GPU lock; later runs call straight through."""
-    from torch._inductor.compile_fx import compile_fx
-
-    from kernels_harness.run.timing import gpu_lock
-
-    def backend(gm, example_inputs):
-        inner = compile_fx(gm, example_inputs)
-        first = [True]
-
-        def run(*args):
-            if not first[0]:
-                return inner(*args)
-            with gpu_lock(lock_path, shared=True):
-                out = inner(*args)
-                if sync is not None:
-                    sync()
-            first[0] = False
-            return out
-        run._boxed_call = getattr(inner, "_boxed_call", False)
-        return run
-    return backend
 
 
 def _flat(out) -> list:

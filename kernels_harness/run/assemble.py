@@ -41,6 +41,35 @@ def plan_configs(task: Task, backend: str, cpu_budget_bytes: int, cref_max_bytes
     return plan
 
 
+DEVICE_SLACK = 256 << 20
+
+
+def job_device_bytes(task: Task, plan: list[dict]) -> int:
+    """An estimate of the most device memory a job of `task` holds at once, over the configs `plan` runs
+    (kernels_harness.run.pool_config.DeviceBudget reserves it). Against the largest config's arrays B: torch2cuda,
+    the module's tensors (inputs and outputs, shared with the checks) and the candidate's guarded copies (2B), plus
+    an eager output while timing; c2cuda, inputs, the reference's outputs, the oracle's and the candidate's arrays
+    (3B). Plus the last trial's arrays of the smaller configs, kept for timing (~1.5x their sum, ~0.1 of all)."""
+    sizes = {p["index"]: task.config_bytes(config_env(task.configs[p["index"]])) for p in plan if p["run"]}
+    if not sizes:
+        return DEVICE_SLACK
+    big = max(sizes, key=sizes.get)
+    if task.track == "torch2cuda":
+        env = config_env(task.configs[big])
+        out = sum(_count(task.shape(a, env)) * a.itemsize for a in task.outputs)
+        peak = 2 * sizes[big] + out
+    else:
+        peak = 3 * sizes[big]
+    return int(peak + 0.1 * sum(sizes.values())) + DEVICE_SLACK
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
 def failed_before_run(task: Task, backend: str, status: str, violations=(), compile_log: str = "",
                       seconds: dict | None = None) -> EvalResult:
     """The result of a candidate stopped by the static checks (`hack`) or the compiler."""
@@ -88,3 +117,33 @@ def assemble(task: Task, source: str, backend: str, build: dict, out: dict, seed
                 res.features = {"error": f"{type(e).__name__}: {e}"[:200]}
     res.feedback = make_feedback(task, res)
     return res
+
+
+def infra_failure(res: EvalResult) -> bool:
+    """A failure of the harness or the machine, not of the candidate: an exception in the harness's own code
+    (its allocations of inputs and outputs on a device whose memory other processes hold, say), or no worker."""
+    return res.status == "runtime_error" and (res.error.startswith("harness error")
+                                              or res.error.startswith("no execution worker could be started"))
+
+
+def not_judged(why: str) -> str:
+    return (f"not judged, the harness failed ({why.splitlines()[0] if why else 'no detail'})"[:260]
+            + "; not the candidate's failure, no reward either way")
+
+
+def lost_configs(task: Task, plan: list, lost) -> list:
+    """Config records after a lost worker: the config named in its last stage failed, earlier ones
+    are unknown (not reported), later ones were not run."""
+    out = []
+    hit = None
+    for p in plan:
+        if f"config {p['index']} " in lost.stage + " " or lost.stage.startswith(f"timing config {p['index']}"):
+            hit = p["index"]
+    for p in plan:
+        cr = ConfigResult(index=p["index"], config=dict(task.configs[p["index"]]))
+        if p["index"] == hit:
+            cr.correct, cr.error = False, lost.message
+        else:
+            cr.skipped, cr.skip_reason = True, p.get("skip_reason") or f"not finished: {lost.kind}"
+        out.append(cr.__dict__)
+    return out

@@ -17,21 +17,22 @@ device error is killed and replaced, and the candidate gets `timeout` or `runtim
 keeps serving. A candidate whose check ran out of memory while other checks shared the GPU is checked
 again alone; one whose worker died loading a shared library is rebuilt alone and run again.
 An exact repeat of a (task, source) pair in one `evaluate` call is checked on its own inputs but timed
-once (PoolConfig.time_duplicates_once);
+once (PoolConfig.time_duplicates_once); with torch_compile, a torch2cuda task's torch.compile baseline is
+measured once per (task, config) for the pool's life and reused by later candidates
+(PoolConfig.reuse_compile_baseline; ConfigResult.compile_baseline_from says which);
 compile workers run at a lower priority (PoolConfig.compile_nice), so checks and timing never wait for a core.
 `PoolConfig.legacy()` is the pool before batching: one build per candidate, no disk cache, 2 workers
 per GPU.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-import glob
 import importlib.util
 import json
 import os
 import queue
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -41,85 +42,34 @@ from kernels_harness import hacks
 from kernels_harness.build.cache import BuildCache
 from kernels_harness.build.scheduler import BuildScheduler
 from kernels_harness.feedback import make_feedback
-from kernels_harness.result import ConfigResult, EvalResult
-from kernels_harness.run.assemble import assemble, failed_before_run, plan_configs
+from kernels_harness.result import EvalResult
+from kernels_harness.run.assemble import (
+    assemble,
+    failed_before_run,
+    infra_failure,
+    job_device_bytes,
+    lost_configs,
+    not_judged,
+    plan_configs,
+)
+from kernels_harness.run.baselines import CompileMedians
+from kernels_harness.run.devices import (  # noqa: F401 (the pool's public names, as before)
+    OWNER_FILE,
+    ROOT_PREFIX,
+    HarnessSetupError,
+    _asan_available,
+    gpu_count,
+    resolve_backend,
+    sweep_stale_roots,
+)
 from kernels_harness.run.inputs import master_seed
 from kernels_harness.run.limits import Limits
-from kernels_harness.run.pool_config import PoolConfig, SharedGate
+from kernels_harness.run.pool_config import DeviceBudget, PoolConfig, SharedGate
 from kernels_harness.run.timing import HARNESS_STAGE, gpu_lock_path
 from kernels_harness.run.workers import CompilePool, ExecWorker, WorkerLost
 from kernels_harness.tasks.schema import Task
 
 _OOM = ("out of memory", "memoryallocation", "memoryerror", "outofmemory", "cannot allocate", "bad_alloc")
-
-
-class HarnessSetupError(RuntimeError):
-    """The harness cannot run as asked (no GPU, no torch, no compiler); one sentence on what to do."""
-
-
-def gpu_count() -> int:
-    """GPUs visible to this process (nvidia-smi), without initialising CUDA here."""
-    if not shutil.which("nvidia-smi"):
-        import glob
-        import re
-        n = len([d for d in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", d)])
-        vis = os.environ.get("CUDA_VISIBLE_DEVICES")
-        return min(n, len([v for v in vis.split(",") if v.strip()])) if vis is not None else n
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    n = sum(1 for ln in out.splitlines() if ln.startswith("GPU "))
-    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if vis is not None:
-        n = min(n, len([v for v in vis.split(",") if v.strip()]))
-    return n
-
-
-ROOT_PREFIX, OWNER_FILE = "cudaperf_harness_", "owner.pid"
-
-
-def sweep_stale_roots(tmp: str) -> int:
-    """Removes the temporary roots of pools whose process is gone (killed before close(), e.g. by kill -9);
-    returns how many. Roots without an owner file (a pool being created) are left alone."""
-    n = 0
-    for d in glob.glob(os.path.join(tmp, ROOT_PREFIX + "*")):
-        try:
-            with open(os.path.join(d, OWNER_FILE)) as f:
-                pid = int(f.read().strip())
-        except (OSError, ValueError):
-            continue
-        if pid == os.getpid():
-            continue
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            shutil.rmtree(d, ignore_errors=True)
-            n += 1
-        except OSError:  # alive, someone else's
-            continue
-    return n
-
-
-def _asan_available() -> bool:
-    """AddressSanitizer's runtime exists (else the cpu backend falls back to guard zones only)."""
-    try:
-        from kernels_harness.emulation.asan import libasan_path
-        return bool(libasan_path())
-    except Exception:
-        return False
-
-
-def resolve_backend(backend: str) -> str:
-    if backend == "auto":
-        return "cuda" if importlib.util.find_spec("cupy") and gpu_count() > 0 else "cpu"
-    if backend not in ("cpu", "cuda"):
-        raise HarnessSetupError(f"backend must be cpu, cuda or auto, not {backend!r}")
-    if backend == "cuda" and not importlib.util.find_spec("cupy"):
-        raise HarnessSetupError("the cuda backend needs CuPy; install cupy-cuda13x or use --backend cpu")
-    if backend == "cuda" and gpu_count() == 0:
-        raise HarnessSetupError("the cuda backend needs an NVIDIA GPU and none is visible; use --backend cpu")
-    return backend
 
 
 class HarnessPool:
@@ -158,6 +108,7 @@ class HarnessPool:
         self.timing = timing and self.backend == "cuda"
         self.timing_params = timing_params or {}
         self.torch_compile = torch_compile  # torch2cuda on cuda: also time torch.compile of the module
+        self.compile_medians = CompileMedians()  # ... once per (task, config): later jobs reuse the median
         self.rules, self.checks, self.arch = rules, checks, arch
         # the timer's stream join counts the candidate's stream and the legacy one; it is only as good as the
         # static check that no other stream can be made: without it, every stream is drained in the timed region
@@ -213,6 +164,10 @@ class HarnessPool:
         for w in started:
             self._free.put(w)
             self.worker_info.append(dict(w.info))
+        free = [w["free_memory"] for w in self.worker_info if w.get("free_memory")]
+        # on cuda: the jobs' device memory, under a share of what the device had free once the workers were up
+        self.device_budget = (DeviceBudget(int(config.device_budget * min(free)))
+                              if self.backend == "cuda" and config.device_budget > 0 and free else None)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     def _new_worker(self, device: int) -> ExecWorker:
@@ -343,7 +298,7 @@ class HarnessPool:
         except Exception as e:  # a harness bug must not cost the caller the other results
             results[i] = EvalResult(task_id=task.id, backend=self.backend, status="unchecked",
                                     compiled=bool(build["ok"]), compile_log=build.get("log", ""),
-                                    error=_not_judged(f"harness error: {type(e).__name__}: {e}"), seconds=seconds,
+                                    error=not_judged(f"harness error: {type(e).__name__}: {e}"), seconds=seconds,
                                     feedback="The harness failed on this candidate; it was not judged.")
         if bar:
             bar.update(1)
@@ -381,15 +336,15 @@ class HarnessPool:
                 res, _ = self._execute(task, source, build, sup, seconds)
             res.seconds["rechecked_alone"] = 1.0
         for pause in self.config.infra_retry_pauses_s:
-            if not _infra_failure(res):
+            if not infra_failure(res):
                 break
             time.sleep(pause)  # e.g. another process holding the device's memory may release it
             with self._gate.exclusive():
                 res, _ = self._execute(task, source, build, sup, seconds)
             res.seconds["infra_retries"] = res.seconds.get("infra_retries", 0.0) + 1.0
-        if _infra_failure(res):  # not the candidate's failure: no verdict, no reward (and no penalty)
+        if infra_failure(res):  # not the candidate's failure: no verdict, no reward (and no penalty)
             res.status, res.correct, res.speedup = "unchecked", False, None
-            res.error = _not_judged(res.error)
+            res.error = not_judged(res.error)
             res.feedback = make_feedback(task, res)
         return res
 
@@ -408,6 +363,15 @@ class HarnessPool:
         job = {"task": task.to_dict(), "solution": build["path"], "seed": seed, "trials": self.trials,
                "plan": plan, "oracle_name": sup.get("oracle_name", ""), **paths, "timing": None,
                "symbols": {k: v for k, v in symbols.items() if v}}
+        t_budget = time.perf_counter()
+        with (self.device_budget.hold(job_device_bytes(task, plan)) if self.device_budget is not None
+              else contextlib.nullcontext()):
+            if self.device_budget is not None:
+                seconds["budget_wait"] = time.perf_counter() - t_budget
+            return self._run_job(task, source, build, job, plan, seed, seconds, raw)
+
+    def _run_job(self, task, source, build, job, plan, seed, seconds, raw):
+        """_execute's job on a free worker (replaced afterwards if it is spent): (EvalResult, WorkerLost or None)."""
         lost = None
         worker = self._free.get()
         if isinstance(worker, int):  # a slot whose worker could not be restarted earlier: try again
@@ -419,23 +383,28 @@ class HarnessPool:
                 return assemble(task, source, self.backend, build, out, seed, seconds, False), None
         if self.timing:  # a repeat (`raw`) is checked under the GPU lock like any job, but not timed
             params = dict(self.timing_params) if self._streams_checked else {**self.timing_params, "join": "device"}
+            reuse = self.torch_compile and self.config.reuse_compile_baseline and task.track == "torch2cuda"
             job["timing"] = {"lock": gpu_lock_path(self.root, worker.device),
                              "params": params, "torch_compile": self.torch_compile,
+                             "compile_ms": self.compile_medians.for_job(task) if reuse else {},
                              "check_only": raw is not None}
         t0 = time.perf_counter()
         out = {"status": "runtime_error", "error": "harness error: the job was not run", "configs": [],
                "launches": [], "sticky": True}
         try:
             out = worker.run(job, self.call_timeout_s, self.job_timeout_s)
+            if self.torch_compile and self.config.reuse_compile_baseline:
+                self.compile_medians.record(task, out.get("configs") or [])
         except WorkerLost as e:
             lost = e
-            out = {"status": e.kind, "error": e.message, "configs": _lost_configs(task, plan, e),
+            out = {"status": e.kind, "error": e.message, "configs": lost_configs(task, plan, e),
                    "launches": [], "sticky": True, "seconds": {}}
             if e.kind == "timeout" and e.stage.startswith(HARNESS_STAGE):  # the harness's own work, not the solution
-                out.update(status="unchecked", error=_not_judged(e.message))
+                out.update(status="unchecked", error=not_judged(e.message))
         finally:  # the slot always goes back to the queue, with a fresh worker if this one is spent
             seconds["execute"] = time.perf_counter() - t0
             if not worker.alive or out.get("sticky") or worker.jobs >= self.max_jobs_per_worker:
+                seconds["worker_replaced"] = 1.0  # diagnostics: a new worker costs its start (imports, CUDA)
                 worker.close(graceful=worker.alive)
                 device = worker.device
                 worker = self._replace(device)
@@ -452,18 +421,6 @@ class HarnessPool:
             except HarnessSetupError:
                 time.sleep(1.0)
         return None
-
-
-def _infra_failure(res: EvalResult) -> bool:
-    """A failure of the harness or the machine, not of the candidate: an exception in the harness's own code
-    (its allocations of inputs and outputs on a device whose memory other processes hold, say), or no worker."""
-    return res.status == "runtime_error" and (res.error.startswith("harness error")
-                                              or res.error.startswith("no execution worker could be started"))
-
-
-def _not_judged(why: str) -> str:
-    return (f"not judged, the harness failed ({why.splitlines()[0] if why else 'no detail'})"[:260]
-            + "; not the candidate's failure, no reward either way")
 
 
 def _result_when_set(event: threading.Event, results: list, i: int) -> EvalResult | None:
@@ -483,7 +440,8 @@ def _take_times(out: dict, first: EvalResult | None) -> bool:
     for c in ran:
         t = times[c["index"]]
         c.update(time_ms=t.time_ms, time_iqr_ms=t.time_iqr_ms, baseline_ms=t.baseline_ms,
-                 compile_baseline_ms=t.compile_baseline_ms, reps=t.reps)
+                 compile_baseline_ms=t.compile_baseline_ms, compile_baseline_from=t.compile_baseline_from,
+                 reps=t.reps)
     out.setdefault("seconds", {})["time"] = 0.0
     return True
 
@@ -498,22 +456,4 @@ def _duplicates(items: list) -> dict[int, int]:
             out[i] = first[key]
         else:
             first[key] = i
-    return out
-
-
-def _lost_configs(task: Task, plan: list, lost: WorkerLost) -> list:
-    """Config records after a lost worker: the config named in its last stage failed, earlier ones
-    are unknown (not reported), later ones were not run."""
-    out = []
-    hit = None
-    for p in plan:
-        if f"config {p['index']} " in lost.stage + " " or lost.stage.startswith(f"timing config {p['index']}"):
-            hit = p["index"]
-    for p in plan:
-        cr = ConfigResult(index=p["index"], config=dict(task.configs[p["index"]]))
-        if p["index"] == hit:
-            cr.correct, cr.error = False, lost.message
-        else:
-            cr.skipped, cr.skip_reason = True, p.get("skip_reason") or f"not finished: {lost.kind}"
-        out.append(cr.__dict__)
     return out

@@ -8,10 +8,13 @@ then: the return code, device errors, writes outside the arrays (`wrong`, naming
 offset), `in` arrays unchanged, and every output against the reference with the task's tolerance for
 its dtype at the reference's scale (arrays.compare, on the device). The first failing config stops the
 run; later configs are marked skipped. A C reference's host work (inputs, outputs) is done before the trial
-takes its share of the GPU lock. When every config is correct, they are timed on cuda, all in one
-exclusive turn of the GPU lock (each config's last-trial arrays are kept until then; a candidate that
-fails a config is not timed; the baseline's first run and the PyTorch module's construction happen before
-the turn, under the shared lock); after timing the guard zones are checked again (a kernel that writes
+takes its share of the GPU lock. A torch2cuda module and its inputs are built on the GPU on cuda (drawn there
+from the trial's seed: no host generation, no upload) and the candidate's arrays are views of its tensors (no
+copy); a trial's arrays are dropped before the next trial's are made. When every config is correct, they are
+timed on cuda, all in one exclusive turn of the GPU lock (each config's last-trial arrays, and for torch2cuda its
+module, are kept until then; a candidate that fails a config is not timed; the baseline's first run, under the
+shared lock, and torch.compile (kernels_harness.run.baselines) happen before the turn); after timing the guard
+zones are checked again (a kernel that writes
 out of bounds only when called repeatedly) and a median time below the task's roofline floor
 (features.roofline.below_floor) is a `hack`. The launches recorded are those of every config that ran
 (trial 0 of each), each once.
@@ -25,7 +28,7 @@ import dataclasses
 import time
 
 from kernels_harness.result import ConfigResult
-from kernels_harness.run import arrays
+from kernels_harness.run import arrays, baselines
 from kernels_harness.run.arrays import allocate, np_dtype
 from kernels_harness.run.backends import DeviceError, scalar_arg
 from kernels_harness.run.inputs import device_inputs, host_inputs, scalars, trial_seed
@@ -152,20 +155,25 @@ def _host_reference(ctx: Context, task: Task, job: dict, index: int, seed: int):
 
 
 def _reference(ctx: Context, task: Task, job: dict, index: int, kind: str, seed: int, pre=None):
-    """(inputs, expected outputs, scalars) as backend arrays for one trial; `pre`: its _host_reference."""
+    """(inputs, expected outputs, scalars, module) as backend arrays for one trial; `pre`: its _host_reference.
+    module: for torch2cuda, (the PyTorch model, its input tensors) that made the expected outputs (what the
+    eager baseline times), else None. On cuda a torch2cuda module and its inputs are drawn on the GPU and the
+    arrays share the tensors' memory."""
     be, xp = ctx.backend, ctx.backend.xp
     config = task.configs[index]
     env = config_env(config)
     if task.track == "torch2cuda":
-        vals = torch_values(task, config, seed, device="cuda" if be.name == "cuda" else "cpu")
+        gpu = be.name == "cuda"
+        vals = torch_values(task, config, seed, device="cuda" if gpu else "cpu", build_on_device=gpu)
         scal = {a.name: (vals[a.name].item() if hasattr(vals[a.name], "item") else vals[a.name])
                 for a in task.signature if not a.is_array}
-        conv = {a.name: tensor_to_xp(vals[a.name], xp, a.dtype, task.shape(a, env)) for a in task.arrays}
+        conv = {a.name: tensor_to_xp(vals[a.name], xp, a.dtype, task.shape(a, env), share=gpu) for a in task.arrays}
         return ({a.name: conv[a.name] for a in task.arrays if a.role in ("in", "inout")},
-                {a.name: conv[a.name] for a in task.outputs}, scal)
+                {a.name: conv[a.name] for a in task.outputs}, scal, (vals["__model__"], vals["__inputs__"]))
     if kind == "c":
         host, ref, scal = pre if pre is not None else _host_reference(ctx, task, job, index, seed)
-        return ({k: be.to_device(v) for k, v in host.items()}, {k: be.to_device(v) for k, v in ref.items()}, scal)
+        return ({k: be.to_device(v) for k, v in host.items()}, {k: be.to_device(v) for k, v in ref.items()}, scal,
+                None)
     scal = scalars(task, config)
     inputs = device_inputs(task, config, seed, xp) if be.name == "cuda" else host_inputs(task, config, seed)
     lib, fn = ctx.entry(job["oracle"], task, (job.get("symbols") or {}).get("oracle"))
@@ -174,7 +182,7 @@ def _reference(ctx: Context, task: Task, job: dict, index: int, kind: str, seed:
                           harness_stage(f"reference implementation, config {index}"))
     except Failure as f:
         raise SetupError(f"the task's reference implementation failed: {f.message}") from None
-    return inputs, {o.name: bufs[o.name].view for o in task.outputs}, scal
+    return inputs, {o.name: bufs[o.name].view for o in task.outputs}, scal, None
 
 
 def _verify_oracle(ctx: Context, task: Task, job: dict, seed: int) -> None:
@@ -183,7 +191,7 @@ def _verify_oracle(ctx: Context, task: Task, job: dict, seed: int) -> None:
     if key in ctx.verified or not job.get("c_reference"):
         return
     small = min(range(len(task.configs)), key=lambda i: task.config_bytes(config_env(task.configs[i])))
-    inputs, ref, scal = _reference(ctx, task, job, small, "c", seed)
+    inputs, ref, scal, _ = _reference(ctx, task, job, small, "c", seed)
     lib, fn = ctx.entry(job["oracle"], task, (job.get("symbols") or {}).get("oracle"))
     bufs, _ = _launch(ctx, lib, fn, task, config_env(task.configs[small]), inputs, scal, 0,
                       harness_stage("oracle check"))
@@ -258,7 +266,7 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
     except (LookupError, OSError, RuntimeError) as e:
         out.update(status="runtime_error", error=(str(e).splitlines() or ["cannot load the solution"])[0][:300])
         return out
-    to_time = []  # (ConfigResult, args, inputs, scalars, env, bufs) of the correct configs, timed at the end
+    to_time = []  # (ConfigResult, args, inputs, scalars, env, bufs, module) of the correct configs, timed at the end
     for p in job["plan"]:
         index = p["index"]
         config = task.configs[index]
@@ -278,8 +286,9 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
                     _verify_oracle(ctx, task, job, trial_seed(job["seed"], index, 99))
                 for trial in range(job["trials"]):
                     seed = trial_seed(job["seed"], index, trial)
+                    inputs = ref = bufs = args = module = None  # the last trial's arrays go before the next's come
                     ctx.progress(harness_stage(f"inputs and reference, config {index}, trial {trial}"))
-                    inputs, ref, scal = _reference(ctx, task, job, index, p["reference"], seed, pre[trial])
+                    inputs, ref, scal, module = _reference(ctx, task, job, index, p["reference"], seed, pre[trial])
                     stage = f"config {index} ({describe_config(config)}), trial {trial}"
                     bufs, args = _launch(ctx, lib, fn, task, env, inputs, scal, trial, stage)
                     if trial == 0:  # the launches of every config that ran, each distinct one once
@@ -295,28 +304,27 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
             out["setup_error"] = str(e)
             continue
         if be.can_time and job.get("timing") and not job["timing"].get("check_only") and ctx.timer is not None:
-            to_time.append((cr, args, inputs, scal, env, bufs))  # its arrays stay alive until timed
-        ref = None  # the expected outputs are not needed for timing
+            to_time.append((cr, args, inputs, scal, env, bufs, module))  # its arrays stay alive until timed
+        ref = inputs = bufs = args = module = None  # the expected outputs are not needed for timing
     if to_time and failed is None:  # every config is correct: time them all in one turn of the GPU lock
         t0 = time.perf_counter()
-        # the launchers first, beside other workers' checks (a baseline's first call, a PyTorch module's
-        # construction and torch.compile are host work that must not hold the exclusive turn)
+        # the launchers first, beside other workers' checks (a baseline's first call, under the shared lock, and
+        # torch.compile, host work outside it, must not hold the exclusive turn)
         prepared: list = []
-        with gpu_lock(lock, shared=True, progress=ctx.progress):
-            for cr, args, inputs, scal, env, bufs in to_time:
-                ctx.progress(harness_stage(f"timing config {cr.index}: preparing the baseline"))
-                try:
-                    prepared.append(_timing_calls(ctx, task, job, fn, args, inputs, scal, env))
-                except Exception as e:  # reported below, where the config's measurement would be
-                    prepared.append(e)
+        for cr, args, inputs, scal, env, bufs, module in to_time:
+            ctx.progress(harness_stage(f"timing config {cr.index}: preparing the baseline"))
+            try:
+                prepared.append(_timing_calls(ctx, task, job, fn, args, inputs, scal, env, cr.index, module))
+            except Exception as e:  # reported below, where the config's measurement would be
+                prepared.append(e)
         t_wait = time.perf_counter()
         with gpu_lock(lock, progress=ctx.progress):
             t_locked = time.perf_counter()  # diagnostics: the wait for the GPU lock, the time holding it
-            for (cr, args, inputs, scal, env, bufs), prep in zip(to_time, prepared):
+            for (cr, args, inputs, scal, env, bufs, module), prep in zip(to_time, prepared):
                 try:
                     if isinstance(prep, Exception):
                         raise prep
-                    _time_config(ctx, task, job, cr, prep[0])  # prep[1], kept alive in `prepared`
+                    _time_config(ctx, task, job, cr, prep)  # its keep_alive, kept alive in `prepared`
                     check_guards(task, bufs, f"config {cr.index} ({describe_config(cr.config)}), timing")
                     _check_floor(ctx, task, cr, env)
                 except Failure as f:  # a failure that shows only under repetition
@@ -327,6 +335,8 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
                     cr.error = f"timing failed: {type(e).__name__}: {e}"[:300]
                     out["sticky"] = True
         t1 = time.perf_counter()
+        if any(isinstance(p, baselines.Prepared) and p.compile_from == "measured" for p in prepared):
+            baselines.forget_compiled()
         del prepared
         out["seconds"]["time"] += t1 - t0
         out["seconds"].update(timing_setup=t_wait - t0, lock_wait=t_locked - t_wait, lock_held=t1 - t_locked)
@@ -341,38 +351,49 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
     return out
 
 
-def _timing_calls(ctx, task, job, fn, args, inputs, scal, env) -> tuple[list, object]:
-    """The launchers to time on one config - the candidate's, then the baseline's or the PyTorch module's
-    (eager, and torch.compile'd when asked) - and what must stay alive while they run (the baseline's
-    arrays: its args hold raw pointers). The baseline runs once here, the compiled module is compiled here."""
+def _timing_calls(ctx, task, job, fn, args, inputs, scal, env, index: int, module) -> baselines.Prepared:
+    """The launchers to time on one config (kernels_harness.run.baselines.Prepared): the candidate's, then the
+    dataset baseline's (its first run here, under the shared GPU lock) or PyTorch eager of the trial's `module`
+    and torch.compile of it when asked and not already measured by the pool."""
     be = ctx.backend
-    calls = [lambda: be.call(fn, args)]
-    keep_alive = None
+
+    def candidate():
+        return be.call(fn, args)
     if job.get("baseline"):
-        blib, bfn = ctx.entry(job["baseline"], task, (job.get("symbols") or {}).get("baseline"))
-        keep_alive, bargs = _launch(ctx, blib, bfn, task, env, inputs, scal, 0, "baseline")
-        calls.append(lambda: be.call(bfn, bargs))
-    elif task.track == "torch2cuda":
-        calls.append(_torch_eager_call(task, job, env, be))
-        if job["timing"].get("torch_compile"):
-            calls.append(_torch_eager_call(task, job, env, be, compiled=True))
-    return calls, keep_alive
+        lock = job["timing"].get("lock")
+        with gpu_lock(lock, shared=True, progress=ctx.progress):
+            blib, bfn = ctx.entry(job["baseline"], task, (job.get("symbols") or {}).get("baseline"))
+            keep_alive, bargs = _launch(ctx, blib, bfn, task, env, inputs, scal, 0, "baseline")
+        return baselines.Prepared(calls=[candidate, lambda: be.call(bfn, bargs)], keep_alive=keep_alive)
+    if task.track == "torch2cuda" and module is not None:
+        prep = baselines.torch_baselines(module, be.stream_ptr, job["timing"].get("lock"), index, job["timing"])
+        prep.calls.insert(0, candidate)
+        return prep
+    return baselines.Prepared(calls=[candidate])
 
 
-def _time_config(ctx, task, job, cr, calls: list) -> None:
-    """Times `calls` (from _timing_calls) interleaved on the config's last trial inputs; the caller holds
-    the exclusive turn of the GPU lock and keeps the baseline's arrays alive."""
+def _time_config(ctx, task, job, cr, prep: baselines.Prepared) -> None:
+    """Times `prep.calls` (from _timing_calls) interleaved on the config's last trial inputs; the caller holds
+    the exclusive turn of the GPU lock and keeps the baseline's arrays alive. Each repetition gets the call limit
+    (the heartbeat), not the whole measurement."""
     be = ctx.backend
-    ctx.progress(f"timing config {cr.index}")
-    stats = ctx.timer.measure(calls, progress=ctx.progress, **job["timing"].get("params", {}))
+    stage = f"timing config {cr.index}"
+    ctx.progress(stage)
+    stats = ctx.timer.measure(prep.calls, progress=ctx.progress, heartbeat=lambda: ctx.progress(stage),
+                              **job["timing"].get("params", {}))
     cr.time_ms, cr.time_iqr_ms, cr.reps = stats[0]["median_ms"], stats[0]["iqr_ms"], stats[0]["reps"]
     secs = job.setdefault("_timing_seconds", {})  # diagnostics: how each config's time was taken
     secs["timed_joined"] = secs.get("timed_joined", 0.0) + float(stats[0].get("join") == "stream")
     secs["sync_gap_ms"] = max(secs.get("sync_gap_ms", 0.0), float(stats[0].get("sync_gap_ms") or 0.0))
     if len(stats) > 1:
         cr.baseline_ms = stats[1]["median_ms"]
+    cr.compile_baseline_from = prep.compile_from
+    if prep.compile_error:  # the candidate's verdict and eager speedup stand; only this comparison is missing
+        cr.error = f"torch.compile failed: {prep.compile_error}"[:300]
     if len(stats) > 2:
         cr.compile_baseline_ms = stats[2]["median_ms"]
+    elif prep.compile_ms is not None:
+        cr.compile_baseline_ms = prep.compile_ms
     try:
         be.synchronize()
     except DeviceError as e:
@@ -397,29 +418,6 @@ def _check_floor(ctx: Context, task: Task, cr: ConfigResult, env: dict) -> None:
         raise Failure("hack", f"config {cr.index} ({describe_config(cr.config)}): {why}")
 
 
-def _torch_eager_call(task, job, env, be, compiled: bool = False):
-    """A call of the task's PyTorch module on the backend's stream (eager, or torch.compile'd and warmed up)."""
-    import torch
-    config = task.configs[0]
-    for c in task.configs:
-        if config_env(c) == env:
-            config = c
-    vals = torch_values(task, config, 0, device="cuda")
-    model, inputs = vals["__model__"], vals["__inputs__"]
-    stream = torch.cuda.ExternalStream(be.stream_ptr)
-    if compiled:
-        model = torch.compile(model)
-        with torch.no_grad(), torch.cuda.stream(stream):
-            model(*inputs)  # compiles here, outside the timed region
-        torch.cuda.synchronize()
-
-    def call():
-        with torch.no_grad(), torch.cuda.stream(stream):
-            model(*inputs)
-        return 0
-    return call
-
-
 def run_reference_arrays(ctx: Context, task: Task, job: dict, index: int, seed: int):
-    """(inputs, expected) of one trial; used by tests to inspect what the protocol compares against."""
-    return _reference(ctx, task, job, index, job["plan"][index]["reference"], seed)
+    """(inputs, expected, scalars) of one trial; used by tests to inspect what the protocol compares against."""
+    return _reference(ctx, task, job, index, job["plan"][index]["reference"], seed)[:3]

@@ -123,8 +123,10 @@ def torch_values(task: Task, config: dict, seed: int, device: str = "cpu", build
     return values
 
 
-def tensor_to_xp(t, xp, dtype_name: str, shape: tuple):
-    """A torch tensor as an xp array of the schema dtype and shape (a copy)."""
+def tensor_to_xp(t, xp, dtype_name: str, shape: tuple, share: bool = False):
+    """A torch tensor as an xp array of the schema dtype and shape: a copy, or with `share` and a tensor on the
+    GPU, a view of the tensor's memory (no copy; the array keeps the tensor alive; a copy only where the dtype
+    differs from the schema's)."""
     torch = _import_torch()
     t = t.detach().contiguous()
     if dtype_name == "bfloat16":
@@ -132,7 +134,7 @@ def tensor_to_xp(t, xp, dtype_name: str, shape: tuple):
     if xp is np:
         arr = t.cpu().numpy().copy()
     else:
-        arr = xp.from_dlpack(t).copy() if t.is_cuda else xp.asarray(t.cpu().numpy())
+        arr = (xp.from_dlpack(t) if share else xp.from_dlpack(t).copy()) if t.is_cuda else xp.asarray(t.cpu().numpy())
     if dtype_name == "bfloat16":  # numpy: ml_dtypes bfloat16; cupy: its uint16 bits
         arr = arr.view(np_dtype("bfloat16")) if xp is np else arr.view(xp.uint16)
     else:

@@ -22,14 +22,43 @@ so a timed candidate has the GPU to itself.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
+import threading
 import time
 
 import numpy as np
 
 # the prefix of progress labels for the harness's own work (kernels_harness.run.protocol.harness_stage)
 HARNESS_STAGE = "harness: "
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingParams:
+    """The repetition rule of Timer.measure (see the module docstring); `as_kwargs()` is what HarnessPool's
+    `timing_params` takes. The defaults are the pool's (dataset times, RL rewards); evaluation picks its own
+    (cudaperf_jax.eval.config.EVAL_TIMING). Every launcher runs warmup + min_reps times at least, so a candidate
+    whose call takes t seconds holds the exclusive turn of the GPU for (warmup + min_reps) * t per config, unless
+    max_s cuts it short (after one warm-up and one timed call of each launcher)."""
+    warmup: int = 3                  # untimed calls of each launcher first
+    min_reps: int = 10               # rounds (each launcher once, interleaved) before the stop rule is asked
+    max_reps: int = 500              # rounds at most
+    budget_s: float = 0.25           # after min_reps: stop once this much wall time is spent
+    target_rel_iqr: float = 0.02     # ... or once every launcher's IQR is below this share of its median
+    min_iqr_ms: float = 0.0005       # ... or below this (the resolution of CUDA event times)
+    max_s: float = 0.0               # stop once this much wall time is spent, warm-up included, even before
+                                     # min_reps (each launcher warmed up once and timed once at least); 0: off
+
+    def __post_init__(self):
+        if self.warmup < 0 or self.min_reps < 1 or self.max_reps < self.min_reps:
+            raise ValueError(f"timing: warmup >= 0 and 1 <= min_reps <= max_reps (got warmup={self.warmup}, "
+                             f"min_reps={self.min_reps}, max_reps={self.max_reps})")
+        if self.budget_s < 0 or self.target_rel_iqr < 0 or self.min_iqr_ms < 0 or self.max_s < 0:
+            raise ValueError("timing: budget_s, target_rel_iqr, min_iqr_ms and max_s must be >= 0")
+
+    def as_kwargs(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 def summarize(samples: list) -> dict:
@@ -63,14 +92,26 @@ def _flock(f, mode: int, progress, last: list) -> None:
                 last[0] = time.monotonic()
 
 
+_HELD = threading.local()   # lock path -> "shared" | "exclusive", what this thread holds now
+
+
 @contextlib.contextmanager
 def gpu_lock(path: str | None, shared: bool = False, progress=None):
     """The per-GPU lock: timing holds it exclusively; other device work (correctness trials) shares it,
     so nothing else runs on the GPU while a candidate is timed. A timer waiting for it first takes
     `path + ".turn"`, which new shared holders must pass, so many workers' checks cannot starve the
     timing (writer preference). While waiting, `progress("harness: waiting for the GPU")` is called every
-    second, so the pool does not mistake the wait for a hang."""
+    second, so the pool does not mistake the wait for a hang. A thread that holds the lock already passes a nested
+    request it covers (shared inside shared or exclusive, exclusive inside exclusive) at once: asking again would
+    wait behind a timer that waits for this very thread (e.g. torch.compile's first run of a graph that is compiled
+    again inside the timed region)."""
     if not path:
+        yield
+        return
+    held = getattr(_HELD, "locks", None)
+    if held is None:
+        held = _HELD.locks = {}
+    if held.get(path) == "exclusive" or (shared and held.get(path) == "shared"):
         yield
         return
     last = [time.monotonic()]
@@ -89,12 +130,26 @@ def gpu_lock(path: str | None, shared: bool = False, progress=None):
             except BaseException:
                 fcntl.flock(turn, fcntl.LOCK_UN)
                 raise
+        held[path] = "shared" if shared else "exclusive"
         try:
             yield
         finally:
+            del held[path]
             fcntl.flock(f, fcntl.LOCK_UN)
             if not shared:
                 fcntl.flock(turn, fcntl.LOCK_UN)
+
+
+class _Heartbeat:
+    """Calls `fn()` when called, at most every `every_s` seconds (nothing when fn is None)."""
+
+    def __init__(self, fn, every_s: float = 0.5):
+        self.fn, self.every_s, self.last = fn, every_s, time.monotonic()
+
+    def __call__(self) -> None:
+        if self.fn is not None and time.monotonic() - self.last >= self.every_s:
+            self.fn()
+            self.last = time.monotonic()
 
 
 _LEGACY_STREAM = 1  # cudaStreamLegacy: the legacy default stream, whatever the caller's default-stream mode
@@ -150,20 +205,34 @@ class Timer:
 
     def measure(self, calls: list, lock_path: str | None = None, warmup: int = 3, min_reps: int = 10,
                 max_reps: int = 500, budget_s: float = 0.25, target_rel_iqr: float = 0.02,
-                progress=None, join: str | None = None, min_iqr_ms: float = 0.0005) -> list[dict]:
+                progress=None, join: str | None = None, min_iqr_ms: float = 0.0005,
+                heartbeat=None, max_s: float = 0.0) -> list[dict]:
         """Times each zero-argument launcher in `calls`; returns one summarize() dict per call, with
         "join" ("stream" or "device": which times it reports) and "sync_gap_ms" (median synced - joined).
         `join` overrides the Timer's mode for this call. A call is stable when its IQR is at most
         `target_rel_iqr` of its median or `min_iqr_ms` (0.5 us: the resolution of CUDA event times, below
-        which a few-microsecond kernel's IQR cannot be asked to go)."""
+        which a few-microsecond kernel's IQR cannot be asked to go). `heartbeat()`, if given, is called before
+        a repetition once half a second has passed since the last call of it (outside the timed region): the
+        pool then allows each repetition its own call limit, not one limit for all of them together. `max_s` > 0:
+        the measurement stops once that much wall time is spent (warm-up included), even before min_reps, after
+        one warm-up and one timed repetition of each launcher at least (a slow candidate does not hold the GPU for
+        warmup + min_reps of its calls)."""
         mode = join or self.join
         if mode not in ("auto", "device"):
             raise ValueError(f"join must be 'auto' or 'device', not {mode!r}")
+        beat = _Heartbeat(heartbeat)
         with gpu_lock(lock_path, progress=progress):
             if mode == "auto" and self.gap_limit_ms is None:
                 self.calibrate()
+            t_start = time.perf_counter()
+
+            def over() -> bool:
+                return max_s > 0 and time.perf_counter() - t_start > max_s
             for call in calls:
-                for _ in range(warmup):
+                for w in range(warmup):
+                    if w and over():
+                        break
+                    beat()
                     self.pair(call)
             joined = [[] for _ in calls]
             synced = [[] for _ in calls]
@@ -172,11 +241,12 @@ class Timer:
             while True:
                 order = range(len(calls)) if rnd % 2 == 0 else reversed(range(len(calls)))
                 for k in order:
+                    beat()
                     a, b = self.pair(calls[k])
                     joined[k].append(a)
                     synced[k].append(b)
                 rnd += 1
-                if rnd >= max_reps:
+                if rnd >= max_reps or over():
                     break
                 if rnd >= min_reps:
                     stats = [summarize(self._pick(j, s, mode)[0]) for j, s in zip(joined, synced)]

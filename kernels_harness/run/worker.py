@@ -169,6 +169,27 @@ def _warm_up_cupy(cp) -> None:
     cp.cuda.runtime.deviceSynchronize()
 
 
+def _release_device_memory(ctx) -> int:
+    """Gives the device memory this job's arrays left in CuPy's pool and PyTorch's cache back to the device (neither
+    returns it by itself: a worker that once held a 12 GiB config would keep it from the other workers and from the
+    next job's leak check); returns the most they held (CuPy's pool size plus PyTorch's peak reservation, an upper
+    bound of the job's device memory)."""
+    pool = ctx.backend.cp.get_default_memory_pool()
+    held = int(pool.total_bytes())
+    pool.free_all_blocks()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        held += int(torch.cuda.max_memory_reserved())
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    return held
+
+
+def _out_of_memory(e: BaseException) -> bool:
+    """CuPy's or PyTorch's out-of-memory error (the harness's own allocations)."""
+    return type(e).__name__ == "OutOfMemoryError" or "out of memory" in str(e).lower()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fd", type=int, required=True)
@@ -217,12 +238,15 @@ def main(argv=None) -> int:
             continue
         _trim_log()
         t0 = time.perf_counter()
-        free0 = info.get("free_memory")
+        free0 = ctx.backend.free_memory() if args.backend == "cuda" else None
         try:
             res = evaluate_job(ctx, msg[1])
         except Exception as e:  # a harness bug must still answer, not hang the pool
+            # the harness's own arrays not fitting beside other processes is no reason to replace the worker
+            # (its memory is given back below); anything else might have left it in a bad state
             res = {"status": "runtime_error", "error": f"harness error: {type(e).__name__}: {e}"[:400],
-                   "configs": [], "launches": [], "sticky": True, "setup_error": "", "seconds": {}}
+                   "configs": [], "launches": [], "sticky": not _out_of_memory(e), "setup_error": "",
+                   "seconds": {}}
         spawned = 0
         for _ in range(3):
             spawned += limits_lib.kill_children()
@@ -231,6 +255,9 @@ def main(argv=None) -> int:
                        error=f"the solution started {spawned} child process(es); solutions may not fork")
         if free0 is not None:
             try:
+                res.setdefault("seconds", {})["device_gib"] = _release_device_memory(ctx) / 2**30
+                # against the free memory at this job's start, not the worker's: other processes' use changes
+                # over a worker's life (JAX starting beside the pool, other workers' large configs)
                 if ctx.backend.free_memory() < free0 - (4 << 30):
                     res["sticky"] = True  # it leaked >4 GiB of device memory: replace the worker
             except Exception:

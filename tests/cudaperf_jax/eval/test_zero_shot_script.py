@@ -35,6 +35,11 @@ def test_ladder_cells_resume_and_dedupe(tmp_path):
     assert "2 of 2 cells left (--max_minutes 0.01 reached)" in first.stderr
     cell = tmp_path / "cells" / "tinyllama__plain__smoke"
     assert sorted(p.name for p in cell.iterdir()) == ["key.json", "part_00.json"]   # the first part, kept
+    # each part says where its time went: generation (tokens/s), the harness and its verdicts
+    part = json.loads((cell / "part_00.json").read_text())
+    assert sum(v["n"] for v in part["harness"]["verdicts"].values()) == part["judged"] > 0
+    assert "part 1/2: generation " in first.stderr and " tok/s); harness " in first.stderr
+    assert "tokens/s); harness" in first.stderr   # and each turn
     second = _run(tmp_path, model)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "0 finished earlier, 2 to run" in second.stderr and "all 2 cells done (3 part(s) run now" in second.stderr
@@ -46,6 +51,7 @@ def test_ladder_cells_resume_and_dedupe(tmp_path):
 
     out = tmp_path / "out"
     summary = json.loads((out / "zero_shot.json").read_text())
+    assert summary["settings"]["call_timeout_s"] == 30.0 and summary["settings"]["timing"]["min_reps"] == 5
     assert [(c["prompt"], c["suite"], c["tasks"], c["answers"]) for c in summary["cells"]] == [
         ("plain", "smoke", 2, 8), ("worked_example", "smoke", 2, 8)] and summary["pending"] == []
     for cell in summary["cells"]:

@@ -31,3 +31,28 @@ def test_shared_holders_overlap_and_a_waiting_timer_goes_before_new_ones(tmp_pat
     t.join()
     c.join()
     assert order == ["two shared", "timer", "late check"]
+
+
+def test_a_nested_request_of_the_holding_thread_passes_even_with_a_timer_waiting(tmp_path):
+    """torch.compile's first run of a graph takes the shared lock; inside the timed region (exclusive) or inside a
+    check (shared, with another worker's timer waiting for the turn) asking again would wait for itself."""
+    path = str(tmp_path / "gpu0.lock")
+    order = []
+
+    def timer():
+        with gpu_lock(path):
+            order.append("timer")
+    with gpu_lock(path, shared=True):
+        t = threading.Thread(target=timer)
+        t.start()
+        time.sleep(0.1)   # the other timer holds the turn now
+        with gpu_lock(path, shared=True):
+            order.append("nested shared")
+    t.join(5)
+    with gpu_lock(path):
+        with gpu_lock(path, shared=True), gpu_lock(path):
+            order.append("nested in exclusive")
+    assert order == ["nested shared", "timer", "nested in exclusive"]
+    with gpu_lock(path):   # released: an exclusive holder can come in again
+        order.append("again")
+    assert order[-1] == "again"

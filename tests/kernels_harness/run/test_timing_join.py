@@ -144,3 +144,49 @@ def test_the_pool_joins_streams_only_where_stream_creation_is_rejected():
                   {"rules": hacks.Rules.make(allow=["cudaStreamCreate"])}):
         with HarnessPool("cpu", **kw, **extra) as pool:  # every stream drained in the timed region
             assert not pool._streams_checked
+
+
+def test_a_slow_call_sends_a_heartbeat_between_repetitions_so_each_gets_the_call_limit():
+    import time
+    dev = _Device()
+    timer = _timer(dev, join="device")
+    beats = []
+
+    def slow():  # 0.25 s of host time per call (a candidate that takes long on a large config)
+        time.sleep(0.25)
+        return _on_stream(dev, 1.0)()
+    t0 = time.monotonic()
+    res = timer.measure([slow], warmup=1, min_reps=5, budget_s=0.0, heartbeat=lambda: beats.append(time.monotonic()))
+    assert res[0]["reps"] == 5
+    # 6 calls in 1.5 s: a beat once half a second has passed, before a call, so no call starts more than 0.5 s after
+    # the last message (the pool's call limit restarts at each one)
+    assert len(beats) >= 2 and all(b - a < 1.0 for a, b in zip([t0] + beats, beats))
+    fast = []
+    timer.measure([_on_stream(dev, 0.03)], min_reps=5, budget_s=0.0, heartbeat=lambda: fast.append(1))
+    assert fast == []  # calls that end at once: no messages in between
+
+
+def test_timing_params_are_checked_and_become_the_timers_keywords():
+    from kernels_harness.run.timing import TimingParams
+    with pytest.raises(ValueError, match="min_reps"):
+        TimingParams(min_reps=5, max_reps=2)
+    p = TimingParams(warmup=1, min_reps=2, budget_s=0.02)
+    dev = _Device()
+    res = _timer(dev).measure([_on_stream(dev, 0.03)], **p.as_kwargs())[0]
+    assert 2 <= res["reps"] <= p.max_reps
+
+
+def test_max_s_ends_the_timing_of_a_slow_call_after_one_timed_repetition():
+    import time
+    dev = _Device()
+    timer = _timer(dev, join="device")
+
+    def slow():  # 0.1 s a call: warmup 3 + min_reps 10 would hold the GPU 1.3 s
+        time.sleep(0.1)
+        return _on_stream(dev, 100.0)()
+    t0 = time.monotonic()
+    res = timer.measure([slow, _on_stream(dev, 1.0)], warmup=3, min_reps=10, max_s=0.25)
+    assert time.monotonic() - t0 < 0.9
+    assert [r["reps"] for r in res] == [1, 1] and res[0]["median_ms"] >= 100.0
+    full = timer.measure([_on_stream(dev, 1.0)], warmup=3, min_reps=10, budget_s=0.0, max_s=5.0)[0]
+    assert full["reps"] == 10  # fast calls: the cap never binds
