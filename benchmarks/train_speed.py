@@ -3,7 +3,7 @@
 Ours: cudaperf_jax.sft.train's own pieces (load_model, build_data, build_step: training.with_adapters, make_optimizer,
 init_train_state, make_train_step with sft.step.token_nll_loss), bf16 compute over a bf16 frozen base, float32
 adapters, one row per `--ours` entry ATTENTION[:noremat] (models.attention: pallas | cudnn | xla; remat per layer
-unless :noremat). Theirs (benchmarks/train_speed_hf.py): AutoModelForCausalLM.from_pretrained(dir, gguf_file=...,
+unless :noremat; :FIELD=INT sets an AttentionConfig field, e.g. pallas:block_bwd=32:num_warps=8). Theirs (benchmarks/train_speed_hf.py): AutoModelForCausalLM.from_pretrained(dir, gguf_file=...,
 torch_dtype=bfloat16) of the same GGUF, peft.get_peft_model with the same LoraConfig, torch AdamW (+ clipping at 1.0,
 as ours), attn_implementation="sdpa" (the kernel it runs is read from the profiler), gradient checkpointing off and
 on, torch.compile with --torch_compile. The tokens: the first step's rows of our SFT data (worked_example prompts of
@@ -31,7 +31,7 @@ also builds its data):
     python3 benchmarks/train_speed.py --shape 2x2048 --only hf --torch_compile --out $OUT
 
 CPU smoke (tiny random weights, float32, XLA / Pallas interpreter; transformers on the CPU):
-    python benchmarks/train_speed.py --model tiny --shape 2x512 --prompt plain --ours xla,pallas --steps 2 \
+    python benchmarks/train_speed.py --model tiny --shape 2x1024 --prompt plain --ours xla,pallas --steps 2 \
         --warmup 1 --data_tasks 8 --out /tmp/train_speed
 """
 from __future__ import annotations
@@ -68,8 +68,24 @@ def row_key(r: dict) -> str:
 
 
 # ---- ours ---------------------------------------------------------------------------------------------------------
-def sft_config(args, attention: str = "auto", remat: bool = True):
-    """The SFTConfig of a row: the run's production config with the benchmark's model, shape, LoRA and attention."""
+def parse_ours(spec: str) -> tuple[str, bool, dict]:
+    """(attention implementation, remat, AttentionConfig overrides) of an --ours entry such as
+    pallas:noremat:block_bwd=32:num_warps=8."""
+    name, *parts = spec.split(":")
+    tuning = {}
+    for p in parts:
+        if p != "noremat":
+            key, sep, value = p.partition("=")
+            if not sep or not value.isdigit():
+                raise SystemExit(f"--ours entry {spec!r}: write ATTENTION[:noremat][:FIELD=INT...], e.g. "
+                                 "pallas:noremat:block_bwd=32")
+            tuning[key] = int(value)
+    return name, "noremat" not in parts, tuning
+
+
+def sft_config(args, attention: str = "auto", remat: bool = True, tuning: dict | None = None):
+    """The SFTConfig of a row: the run's production config with the benchmark's model, shape, LoRA and attention
+    (tuning: AttentionConfig fields, e.g. block_bwd)."""
     from cudaperf_jax.models.attention import AttentionConfig
     from cudaperf_jax.models.lora import LoRAConfig
     from cudaperf_jax.sft.config import DataConfig, SFTConfig
@@ -77,7 +93,8 @@ def sft_config(args, attention: str = "auto", remat: bool = True):
     rows, seq = parse_shape(args.shape)
     dtype = "bfloat16" if args.device == "gpu" else "float32"
     return SFTConfig(model=args.model, dtype=dtype, steps=1000, remat=remat, progress=False,
-                     attention=AttentionConfig(implementation=attention, interpret=args.device != "gpu"),
+                     attention=AttentionConfig(implementation=attention, interpret=args.device != "gpu",
+                                               **(tuning or {})),
                      lora=LoRAConfig(rank=args.rank, alpha=args.alpha, targets=TARGETS[args.targets]),
                      optim=OptimConfig(learning_rate=5e-5, warmup_steps=0),
                      data=DataConfig(seq_len=seq, batch_rows=rows, max_train_tasks=args.data_tasks, max_val_tasks=1,
@@ -140,13 +157,12 @@ def run_ours(args, out: Path) -> list[dict]:
     dev = jax.devices()[0]
     rows = []
     for spec in args.ours.split(","):
-        attention, _, flag = spec.partition(":")
-        remat = flag != "noremat"
+        attention, remat, tuning = parse_ours(spec)
         row = {"framework": "ours", "shape": args.shape, "targets": args.targets, "config": spec,
                "attention": attention, "remat": remat, "tokens": real, "padded_tokens": int(batch["tokens"].size),
                "load_s": round(load_s, 1), "device": str(dev)}
         try:
-            rcfg = sft_config(args, attention, remat)
+            rcfg = sft_config(args, attention, remat, tuning)
             row["attention_resolved"] = rcfg.attention.resolve().implementation
             step = build_step(rcfg, nnx.clone(base))
             t0 = time.perf_counter()
@@ -299,12 +315,16 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.worker:
+        from experiments.launch import user_errors
         args.device = _device(args.worker)
-        if args.worker == "jax":
-            rows = run_ours(args, out)
-        else:
-            from benchmarks.train_speed_hf import run_hf
-            rows = run_hf(args, out)
+        try:
+            if args.worker == "jax":
+                rows = run_ours(args, out)
+            else:
+                from benchmarks.train_speed_hf import run_hf
+                rows = run_hf(args, out)
+        except user_errors() as e:
+            raise SystemExit(f"{args.worker}: {e}") from None
         (out / f".rows_{args.worker}_{args.shape}.json").write_text(json.dumps(rows))
         return
     new = []

@@ -60,8 +60,11 @@ def sdpa_kernels(fn, torch) -> str:
 
 
 def run_hf(args, out: Path) -> list[dict]:
+    import warnings
+
     import numpy as np
     import torch
+    warnings.filterwarnings("ignore", category=FutureWarning)   # transformers 5.2x renames gradient_checkpointing_*
 
     from benchmarks.train_speed import batch_path
     gpu = args.device == "gpu"

@@ -120,6 +120,9 @@ def _mha():
 
 
 def _pallas(q, k, v, segments, cfg: AttentionConfig):
+    if not cfg.interpret and jax.default_backend() != "gpu":
+        raise ValueError("attention.implementation='pallas' compiles for a GPU; on the CPU use xla (or auto), or "
+                         "attention.interpret=true (Pallas' interpreter, slow)")
     mha = _mha()
     _, t, h, dh = q.shape
     g = h // k.shape[2]
