@@ -1,36 +1,44 @@
 """SFT tokens/s on one GPU: our training core against transformers + PEFT, with the same model, LoRA, rows and tokens.
 
-Ours: cudaperf_jax.sft.train's own pieces (load_model, build_data, build_step: training.with_adapters, make_optimizer,
-init_train_state, make_train_step with sft.step.token_nll_loss), bf16 compute over a bf16 frozen base, float32
-adapters, one row per `--ours` entry ATTENTION[:noremat] (models.attention: pallas | cudnn | xla; remat per layer
-unless :noremat; :FIELD=INT sets an AttentionConfig field, e.g. pallas:block_bwd=32:num_warps=8). Theirs (benchmarks/train_speed_hf.py): AutoModelForCausalLM.from_pretrained(dir, gguf_file=...,
-torch_dtype=bfloat16) of the same GGUF, peft.get_peft_model with the same LoraConfig, torch AdamW (+ clipping at 1.0,
-as ours), attn_implementation="sdpa" (the kernel it runs is read from the profiler), gradient checkpointing off and
-on, torch.compile with --torch_compile. The tokens: the first step's rows of our SFT data (worked_example prompts of
-the train split, packed by sft.packing; --data_tasks tasks), saved to OUT/batch_<model>_<shape>_<prompt>.npz and read
-by the HF worker; transformers sees the packing through position_ids (its packed-sequence mask, as our segment ids).
-Each row: a warm-up (ours compiles ahead of time: compile_s), --steps timed steps, the median; tokens/s counts real
-tokens (padding excluded), as sft.train's tokens_per_s. Peak memory: torch.cuda.max_memory_allocated per row; ours the
-compiled step's memory_analysis (arguments + outputs - aliased + temporaries) and the process's peak so far.
+Ours: cudaperf_jax.sft.train's own pieces (load_model, build_data, build_step: training.with_adapters,
+make_optimizer, init_train_state, make_train_step with sft.step.token_nll_loss), bf16 compute over a bf16 frozen
+base, float32 adapters; one row per `--ours` entry ATTENTION[:noremat][:FIELD=INT...] (models.attention: auto,
+pallas, cudnn or xla; remat per layer unless :noremat; FIELD=INT sets an AttentionConfig field, e.g.
+pallas:block_bwd=32:num_warps=8). Theirs (benchmarks/train_speed_hf.py): AutoModelForCausalLM.from_pretrained(dir,
+gguf_file=..., dtype=bfloat16) of the same GGUF, peft.get_peft_model with the same LoraConfig, torch AdamW after
+clipping at 1.0 (as ours), attn_implementation="sdpa" (the kernel it runs, from the profiler, in the row), gradient
+checkpointing off (sdpa) and on (sdpa:ckpt), torch.compile with --torch_compile (sdpa:compile).
 
-Each framework and shape runs in its own process, one after the other (JAX preallocates; torch's peak stays its
-own). Rows accumulate in OUT/train_speed.json across commands (a row is replaced by a rerun of the same key), so the
-runs below can be split over several device calls; each prints the table of everything measured so far and draws
-OUT/train_speed.png. The goal (issue 44): our best tokens/s >= 1.5x the best of transformers + PEFT per shape.
+The tokens: the first step's rows of our SFT data (worked_example prompts of the train split packed by sft.packing,
+from --data_tasks tasks), kept in OUT/batch_<model>_<shape>_<prompt>.npz, which the HF worker reads; transformers
+sees the packing through position_ids (its packed-sequence mask: attention stays inside an example, as our segment
+ids keep it). Each row: compile (ours ahead of time; theirs the first step), --warmup steps, --steps timed steps,
+the median; tokens/s counts real tokens (padding excluded), as sft.train's tokens_per_s. Memory: theirs
+torch.cuda.max_memory_allocated of the row; ours the compiled step's memory_analysis (prog GB: arguments + outputs -
+aliased + temporaries) and the process's peak so far (JAX keeps no per-row peak).
 
-GPU commands (one H100, carry [".whl"], the 1.5B GGUF in the cache; each ~4-8 min, the first JAX call of a shape
-also builds its data):
+Each framework runs in its own process (ours first: it builds the tokens), one after the other. Rows accumulate in
+OUT/train_speed.json across commands (a rerun of the same framework, shape, targets and config replaces its row), so
+the work splits over several device calls; each call prints the table of all rows so far, the ratio of the best rows
+per shape (goal, issue 44: ours >= 1.5x transformers + PEFT) and redraws OUT/train_speed.png.
+
+GPU commands, one H100, carry [".whl"] (peft, gguf, tree-sitter(-cuda), ml-collections, tensorboardX), the 1.5B
+GGUF in the cache; in the order to run them (each ~3-7 min: loading the GGUF ~1 min a process, a JAX row's
+compile ~1-2 min):
 
     pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
     export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=3
     python3 benchmarks/train_speed.py --shape 6x3072 --only jax --ours pallas,pallas:noremat --out $OUT
-    python3 benchmarks/train_speed.py --shape 6x3072 --only hf --out $OUT
-    python3 benchmarks/train_speed.py --shape 6x3072 --only jax --ours cudnn,cudnn:noremat,xla --out $OUT
-    python3 benchmarks/train_speed.py --shape 2x2048 --out $OUT --ours pallas,pallas:noremat,cudnn
-    python3 benchmarks/train_speed.py --shape 6x3072 --targets all --out $OUT --ours pallas:noremat   # 7 targets
-    python3 benchmarks/train_speed.py --shape 2x2048 --only hf --torch_compile --out $OUT
+    python3 benchmarks/train_speed.py --shape 6x3072 --only hf --out $OUT                    # sdpa, sdpa:ckpt
+    python3 benchmarks/train_speed.py --shape 6x3072 --only jax --ours cudnn,cudnn:noremat --out $OUT
+    python3 benchmarks/train_speed.py --shape 6x3072 --only jax --ours xla,pallas:block_bwd=32 --out $OUT
+    python3 benchmarks/train_speed.py --shape 2x2048 --ours pallas,pallas:noremat --out $OUT  # both frameworks
+    python3 benchmarks/train_speed.py --shape 2x2048 --only hf --hf sdpa --torch_compile --out $OUT
+    python3 benchmarks/train_speed.py --shape 6x3072 --targets all --ours pallas:noremat --out $OUT
 
-CPU smoke (tiny random weights, float32, XLA / Pallas interpreter; transformers on the CPU):
+(each command repeats the export line's environment; $OUT/train_speed.json collects them all).
+
+CPU smoke (a random 2-layer model, float32, XLA and the Pallas interpreter; transformers on the CPU; ~2 min):
     python benchmarks/train_speed.py --model tiny --shape 2x1024 --prompt plain --ours xla,pallas --steps 2 \
         --warmup 1 --data_tasks 8 --out /tmp/train_speed
 """

@@ -119,7 +119,8 @@ class Attention(nnx.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache_kv is None and attn is not None and attn.fused:   # mask: segment ids [B, T]
             out = attention_lib.flash(q.astype(self.dtype), k.astype(self.dtype), v.astype(self.dtype), mask, attn)
-            return self._project_out(out.reshape(b, t, h * hd), kc, dropout_rng), (k, v)
+            return (self._project_out(out.reshape(b, t, h * hd), kc, dropout_rng),
+                    (k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)))
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, Hkv, T, Dh]
         if cache_kv is not None:
             ck, cv = cache_kv

@@ -70,6 +70,8 @@ class RLConfig:
     decode_kernels: DecodeKernels = DecodeKernels()   # the rollout sampler's decode kernels
     attention: AttentionConfig = AttentionConfig()    # the update's and the reference pass's attention
                                                       # (models.attention; auto: Pallas flash on one GPU, else XLA)
+    remat: bool = True               # the update recomputes each layer's activations in its backward pass (off:
+                                     # ~1/3 fewer FLOPs, activations of every layer kept: size grpo.micro_batch for it)
     tasks: TasksConfig = TasksConfig()
     rollout: RolloutConfig = RolloutConfig()
     reward: RewardConfig = RewardConfig()
