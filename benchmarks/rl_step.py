@@ -2,7 +2,8 @@
 
     python benchmarks/rl_step.py                                   # H200: SmolLM2-135M and a random Qwen2.5-0.5B shape
     python benchmarks/rl_step.py --models=tiny --backend=cpu --samples=2 --turns=2 --new_tokens=32 --tasks=1   # CPU
-    python benchmarks/rl_step.py --model=default --lora_rank=4 --backend=cpu --samples=2 --new_tokens=16 --tasks=1  # ~10 min
+    python benchmarks/rl_step.py --model=default --lora_rank=4 --backend=cpu --samples=2 --new_tokens=16 \
+        --tasks=1                                      # real SmolLM2 weights by name, CPU: ~10 min (compiles)
 
 The 7B scale check (Qwen2.5-7B's shape, random bf16 weights, rank-16 adapters on q,k,v,o, 8 tasks x 8 samples x 2
 turns of up to ~3k tokens, the harness beside it on the same GPU):

@@ -246,8 +246,8 @@ def ratios(rows: list[dict]) -> dict:
         if r.get("tokens_per_s"):
             k = f"{r['shape']}|{r['targets']}"
             b = best.setdefault(k, {})
-            if r["tokens_per_s"] > b.get(r["framework"], (0, ""))[0]:
-                b[r["framework"]] = (r["tokens_per_s"], r["config"])
+            if r["tokens_per_s"] > b.get(r["framework"], [0, ""])[0]:
+                b[r["framework"]] = [r["tokens_per_s"], r["config"]]
     out = {}
     for k, b in best.items():
         o, h = b.get("ours"), b.get("hf")

@@ -44,6 +44,8 @@ def labels_of(batch: dict):
     """int64[B, L] labels for transformers' shifted loss: labels[:, t+1] = targets[:, t] where weights[:, t] > 0
     (our prediction at t of the token at t+1), -100 elsewhere."""
     import numpy as np
+    if (batch["weights"][:, -1] > 0).any():   # sft.packing never weighs a row's last position (no next token)
+        raise ValueError("a weighted last position has no place in transformers' shifted labels")
     labels = np.full(batch["tokens"].shape, -100, np.int64)
     labels[:, 1:] = np.where(batch["weights"][:, :-1] > 0, batch["targets"][:, :-1], -100)
     return labels

@@ -11,7 +11,12 @@ import pytest
 from flax import nnx
 
 from cudaperf_jax.experiment.config import ConfigFieldError
-from cudaperf_jax.models.attention import XLA_ATTENTION, AttentionConfig, flash, segments_of
+from cudaperf_jax.models.attention import (
+    XLA_ATTENTION,
+    AttentionConfig,
+    flash,
+    segments_of,
+)
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.decoder import Decoder
 from cudaperf_jax.models.lora import ADAPTERS, LoRAConfig, add_adapters
