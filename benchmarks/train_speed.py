@@ -256,15 +256,15 @@ def ratios(rows: list[dict]) -> dict:
 
 
 def table(doc: dict) -> str:
-    lines = [(f"{'fw':<5} {'shape':<7} {'tgt':<5} {'config':<22} {'kernel':<10} {'compile s':>9} {'step s':>8} "
+    lines = [(f"{'fw':<5} {'shape':<7} {'tgt':<5} {'config':<28} {'kernel':<10} {'compile s':>9} {'step s':>8} "
               f"{'tok/s':>9} {'peak GB':>8} {'prog GB':>8}")]
     for r in sorted(doc["rows"], key=lambda r: (r["shape"], r["targets"], r["framework"], r["config"])):
         kern = r.get("attention_resolved") or r.get("sdpa_kernel") or ""
         if "error" in r:
-            lines.append(f"{r['framework']:<5} {r['shape']:<7} {r['targets']:<5} {r['config']:<22} {kern:<10} "
+            lines.append(f"{r['framework']:<5} {r['shape']:<7} {r['targets']:<5} {r['config']:<28} {kern:<10} "
                          f"error: {r['error'][:80]}")
             continue
-        lines.append(f"{r['framework']:<5} {r['shape']:<7} {r['targets']:<5} {r['config']:<22} {kern[:10]:<10} "
+        lines.append(f"{r['framework']:<5} {r['shape']:<7} {r['targets']:<5} {r['config']:<28} {kern[:10]:<10} "
                      f"{_cell(r, 'compile_s', '.1f'):>9} {_cell(r, 'step_s', '.3f'):>8} "
                      f"{_cell(r, 'tokens_per_s', '.0f'):>9} {_cell(r, 'peak_gb', '.1f'):>8} "
                      f"{_cell(r, 'program_gb', '.1f'):>8}")
@@ -290,8 +290,9 @@ def plot(doc: dict, path: Path) -> None:
     colors = ["tab:blue" if r["framework"] == "ours" else "tab:orange" for r in rows]
     axes[0].barh(labels, [r["tokens_per_s"] for r in rows], color=colors)
     axes[0].set_xlabel("SFT tokens/s (real tokens, median step)")
-    axes[1].barh(labels, [r.get("peak_gb") or 0 for r in rows], color=colors)
-    axes[1].set_xlabel("peak GPU memory, GB")
+    axes[1].barh(labels, [(r.get("program_gb") if r["framework"] == "ours" else r.get("peak_gb")) or 0
+                          for r in rows], color=colors)
+    axes[1].set_xlabel("GPU memory, GB (ours: the step program's; theirs: peak allocated)")
     axes[0].invert_yaxis()
     fig.suptitle("ours (blue) vs transformers + PEFT (orange), LoRA, bf16")
     fig.tight_layout()
