@@ -28,6 +28,7 @@ compile ~1-2 min):
 
     pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
     export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=3
+    python3 -m pytest -q -p no:cacheprovider -m gpu tests/cudaperf_jax/models/test_attention.py   # ~1 min, first
     python3 benchmarks/train_speed.py --shape 6x3072 --only jax --ours pallas,pallas:noremat --out $OUT
     python3 benchmarks/train_speed.py --shape 6x3072 --only hf --out $OUT                    # sdpa, sdpa:ckpt
     python3 benchmarks/train_speed.py --shape 6x3072 --only jax --ours cudnn,cudnn:noremat --out $OUT
@@ -36,7 +37,11 @@ compile ~1-2 min):
     python3 benchmarks/train_speed.py --shape 2x2048 --only hf --hf sdpa --torch_compile --out $OUT
     python3 benchmarks/train_speed.py --shape 6x3072 --targets all --ours pallas:noremat --out $OUT
 
-(each command repeats the export line's environment; $OUT/train_speed.json collects them all).
+(each command repeats the export line's environment; $OUT/train_speed.json collects them all). The GPU tests
+compare the compiled pallas and cudnn kernels with plain JAX in bf16 (values and gradients, Qwen2.5-1.5B's heads):
+jax's own suite skips the Pallas mha backward on sm80+ ("precision issues after CUDA 12.8.1") and cuDNN fused
+attention on CUDA 13 ("cuDNN creates no execution plans"), so a failure there decides the default
+(models.attention.GPU_DEFAULT; "xla" if neither passes) before any timing does.
 
 CPU smoke (a random 2-layer model, float32, XLA and the Pallas interpreter; transformers on the CPU; ~2 min):
     python benchmarks/train_speed.py --model tiny --shape 2x1024 --prompt plain --ours xla,pallas --steps 2 \
