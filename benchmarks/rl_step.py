@@ -2,6 +2,8 @@
 
     python benchmarks/rl_step.py                                   # H200: SmolLM2-135M and a random Qwen2.5-0.5B shape
     python benchmarks/rl_step.py --models=tiny --backend=cpu --samples=2 --turns=2 --new_tokens=32 --tasks=1   # CPU
+    python benchmarks/rl_step.py --model=default --lora_rank=4 --backend=cpu --samples=2 --new_tokens=16 \
+        --tasks=1                                      # real SmolLM2 weights by name, CPU: ~10 min (compiles)
 
 The 7B scale check (Qwen2.5-7B's shape, random bf16 weights, rank-16 adapters on q,k,v,o, 8 tasks x 8 samples x 2
 turns of up to ~3k tokens, the harness beside it on the same GPU):
@@ -17,6 +19,27 @@ a sampler call at most 21.6 GB (KV cache + float32 prefill scores of 4 sequences
 a peak of ~40 GB, inside --memory_fraction=0.6 of 80 GB (48 GB), ~32 GB left to the harness's processes
 (--gen_batch=2: ~30 GB). A full fine-tune of the same shape would need ~82 GB. The command's three steps (warm-up,
 one measured, the re-warm-up) may take longer than 10 minutes on an H100: --steps=0 leaves out the measured one.
+
+The real Qwen2.5-Coder-1.5B (issue 44: a compiled step under 20 s with generation >= 60% of it, a second run's
+warm-up under 60 s): rank-16 adapters on q,k,v,o, 8 tasks x 8 samples x 2 turns of up to 1,024 new tokens,
+worked_example prompts (~2.4k tokens; turn 1 ~3.5k), the update's and reference pass's attention the Pallas flash
+kernel (--attention), the harness beside it on the same H100. Two calls on one machine, carry [".whl"], the GGUF in
+the cache (the second call's warm-up reads the first's persistent cache; --gen_batch=8 if a sampler call runs out
+of memory):
+
+    pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+    export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=3
+    python3 benchmarks/rl_step.py --model=qwen2.5-coder-1.5b --lora_rank=16 --lora_targets=q,k,v,o --tasks=8 \
+        --samples=8 --turns=2 --new_tokens=1024 --prompt=worked_example --micro_batch=16 --gen_batch=16 \
+        --memory_fraction=0.6 --est_seq_len=5120 --compilation_cache=/tmp/jaxcache --steps=0
+    # call 1 (~5-8 min): the cold warm-up, compiling into /tmp/jaxcache; call 2: the same with --steps=1 --rewarm:
+    # a second run's warm-up (cache warm), one compiled step, a re-warm-up in the same process
+
+Estimated (memory_estimate, --est_seq_len=5120): base 3.1 GB, a sampler call of 16 sequences at 4k-token prompts
+34.5 GB (XLA's float32 prefill scores dominate: the cache path keeps XLA's attention), the update's micro-batch of
+16 sequences of 5k tokens 23 GB with the flash kernel and remat (XLA's attention: 84 GB; it needs --micro_batch=4
+or less); --no_remat (RLConfig.remat=False) drops the recompute but keeps every layer's activations: 184 GB at
+--micro_batch=16, 23 GB at --micro_batch=2.
 
 Per model: a warm-up step (compiles), then --steps measured steps of the real trainer (multi-turn rollouts on the
 smoke suite, the harness pool in its own processes, GRPO update with the reference KL: per-layer remat and the LM
@@ -75,12 +98,13 @@ def build_policy(name: str, dtype: str):
 
 
 def _label(row: dict) -> str:
-    return row["model"] + (" (rewarm)" if row.get("rewarm") else " (warm-up)" if row["step"] == 0
-                           else f" #{row['step']}")
+    cache = {"cold": ", cache cold", "warm": ", cache warm"}.get(row.get("persistent_cache", "off"), "")
+    return row["model"][:14] + (f" (rewarm{cache})" if row.get("rewarm") else f" (warm-up{cache})"
+                                if row["step"] == 0 else f" #{row['step']}")
 
 
 def memory_estimate(cfg, lora, *, dtype_bytes: int, seqs: int, gen_batch: int, micro_batch: int, new_tokens: int,
-                    seq_len: int) -> dict:
+                    seq_len: int, fused: bool = False, remat: bool = True) -> dict:
     """GB of the main buffers of one RL step, from shapes alone (cudaperf_jax.models.lora, rl.rollout, rl.objective):
     the base (frozen or trained) weights; the sampler's merged kernels (LoRA: new arrays for the targeted kernels
     only, plus as much again while lora.merge replaces them); the trained state (adapters + Adam's moments + gradient
@@ -88,7 +112,9 @@ def memory_estimate(cfg, lora, *, dtype_bytes: int, seqs: int, gen_batch: int, m
     scores, masked scores, bf16 probabilities: 10 bytes a score; rollout.chunk_size keeps calls of gen_batch sequences
     at 4,096-token prompts, up to 8x as many at shorter ones); and the update's live activations for a micro-batch of
     seq_len-token sequences (per-layer remat: each layer's input kept; one layer's attention and MLP recomputed with
-    their gradients; a 256-position chunk of the LM head). The decoder's attention is XLA's: scores are [B, H, L, L]."""
+    their gradients; a 256-position chunk of the LM head; without `remat` every layer's residuals). The update's
+    attention: XLA's keeps float32 scores [B, H, L, L] (scores, their gradient, the probabilities); a fused kernel
+    (`fused`: pallas, cudnn) none. The sampler's prefill always uses XLA's (the cache path)."""
     from cudaperf_jax.models.lora import adapter_shapes, num_adapter_params
     from cudaperf_jax.rl.rollout import GEN_BATCH_AT, chunk_size
     d, f, v, n_layers = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_layers
@@ -103,9 +129,13 @@ def memory_estimate(cfg, lora, *, dtype_bytes: int, seqs: int, gen_batch: int, m
     calls = [(min(seqs, chunk_size(gen_batch, p) if gen_batch else seqs), p) for p in (prompt, GEN_BATCH_AT)]
     per_token = n_layers * 2 * hkv * hd * dtype_bytes
     generation = max(b * (p + new_tokens) * per_token + b * h * p * p * 10 for b, p in calls)
-    update = micro_batch * (seq_len * d * dtype_bytes * n_layers                      # remat: each layer's input
-                            + 3 * h * seq_len * seq_len * 4 + 6 * seq_len * f * dtype_bytes   # one layer, + grads
-                            + 3 * 256 * v * 4)                                         # an LM-head chunk
+    scores = 0 if fused else 3 * h * seq_len * seq_len * 4                             # one layer's scores
+    layer = 6 * seq_len * f * dtype_bytes + scores                                     # its MLP, + grads
+    if remat:   # each layer's input kept, one layer recomputed at a time
+        update = micro_batch * (seq_len * d * dtype_bytes * n_layers + layer + 3 * 256 * v * 4)
+    else:       # every layer's residuals: norms' inputs, q/k/v, attention out, gate/up/their product (+ scores)
+        kept = seq_len * dtype_bytes * (4 * d + 2 * (h + hkv) * hd + 3 * f) + scores // 3
+        update = micro_batch * (kept * n_layers + layer + 3 * 256 * v * 4)
     out = {"base_weights": base, "sampler_merged_kernels": 2 * merged, "trained_state": trained,
            "generation": generation, "update_activations": update}
     out = {k: round(x / 1e9, 2) for k, x in out.items()}
@@ -115,14 +145,14 @@ def memory_estimate(cfg, lora, *, dtype_bytes: int, seqs: int, gen_batch: int, m
 
 def report(rows: list, out_dir: Path, meta: dict) -> None:
     """Prints the table and writes rl_step.json (+ .png); called after each model, so a run cut short keeps its rows."""
-    hdr = f"{'model':<22} {'cands':>5} {'gen s':>7} {'harness s':>9} {'h.wait s':>8} {'ref s':>6} {'update s':>8} " \
-          f"{'idle s':>6} {'step s':>7} {'tok/s':>8} {'peak GB':>8}"
+    hdr = f"{'model':<32} {'cands':>5} {'gen s':>7} {'harness s':>9} {'h.wait s':>8} {'ref s':>6} {'update s':>8} " \
+          f"{'idle s':>6} {'step s':>7} {'gen %':>6} {'tok/s':>8} {'peak GB':>8}"
     print(hdr)
     for r in rows:
         peak = f"{r['peak_gb']:>8.1f}" if r.get("peak_gb") is not None else f"{'-':>8}"
-        print(f"{_label(r):<22} {r['candidates']:>5} {r['generation_s']:>7.2f} {r['harness_s']:>9.2f} "
+        print(f"{_label(r):<32} {r['candidates']:>5} {r['generation_s']:>7.2f} {r['harness_s']:>9.2f} "
               f"{r['harness_wait_s']:>8.2f} {r['ref_s']:>6.2f} {r['update_s']:>8.2f} {r['idle_s']:>6.2f} "
-              f"{r['step_s']:>7.2f} {r['tokens_per_s']:>8.0f} {peak}")
+              f"{r['step_s']:>7.2f} {100 * r.get('generation_share', 0):>6.1f} {r['tokens_per_s']:>8.0f} {peak}")
     meta = {**meta, "rows": rows, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (out_dir / "rl_step.json").write_text(json.dumps(meta, indent=2))
     try:
@@ -158,6 +188,12 @@ def main():
     ap.add_argument("--models", default="smollm2,qwen0.5b", help=f"comma-separated: smollm2, {', '.join(SHAPES)}")
     ap.add_argument("--shape", default="", choices=["", *SHAPES], help="one named random-weights shape (replaces "
                     "--models)")
+    ap.add_argument("--model", default="", help="real weights (replaces --models and --shape): a registered model "
+                    "name (qwen2.5-coder-1.5b, ...), a .gguf file or a Hugging Face directory, loaded by the trainer")
+    ap.add_argument("--attention", default="auto", help="the update's and reference pass's attention "
+                    "(models.attention: auto, pallas, cudnn, xla)")
+    ap.add_argument("--no_remat", action="store_true", help="the update keeps every layer's activations "
+                    "(RLConfig.remat=False; fewer FLOPs, more memory: pair with a small --micro_batch)")
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--tasks", type=int, default=3)
     ap.add_argument("--samples", type=int, default=8)
@@ -205,7 +241,7 @@ def main():
     meta = {"device": str(device), "args": vars(args), "dtype": dtype, "lora": vars(lora) if lora.on else None,
             "compilation_cache": cache, "cache_entries_before": cached_before, "estimate": estimates}
     with HarnessPool(backend=args.backend, seed=0) as pool:
-        for name in ([args.shape] if args.shape else args.models.split(",")):
+        for name in ([args.model] if args.model else [args.shape] if args.shape else args.models.split(",")):
             c = rl_tiny.get_config()
             c.dtype = dtype
             c.tasks.max_tasks = args.tasks
@@ -215,17 +251,22 @@ def main():
             c.grpo.micro_batch = args.micro_batch
             c.prompt_bucket = 64
             c.lora.update(rank=lora.rank, alpha=lora.alpha, targets=lora.targets)
+            c.attention.implementation = args.attention
+            c.remat = not args.no_remat
             t0 = time.perf_counter()
-            policy = build_policy(name, dtype)
-            load_s = time.perf_counter() - t0
-            estimates[name] = memory_estimate(
-                policy[0].cfg, lora, dtype_bytes=2 if dtype == "bfloat16" else 4, seqs=args.tasks * args.samples,
-                gen_batch=args.gen_batch, micro_batch=args.micro_batch, new_tokens=args.new_tokens,
-                seq_len=args.est_seq_len)
+            policy = None if args.model else build_policy(name, dtype)   # real weights: the trainer loads c.model
+            if args.model:
+                c.model = args.model
             with tempfile.TemporaryDirectory() as wd:
                 cfg = from_configdict(RLConfig, c)
                 run = open_run(wd, cfg, name="rl_step")
                 tr = Trainer(cfg, run, policy=policy)
+                load_s = time.perf_counter() - t0
+                meta["attention"] = cfg.attention.resolve().implementation
+                estimates[name] = memory_estimate(
+                    tr.sampler.cfg, lora, dtype_bytes=2 if dtype == "bfloat16" else 4, seqs=args.tasks * args.samples,
+                    gen_batch=args.gen_batch, micro_batch=args.micro_batch, new_tokens=args.new_tokens,
+                    seq_len=args.est_seq_len, fused=cfg.attention.resolve().fused, remat=cfg.remat)
                 client = tr.client(pool)
                 steps = list(range(args.steps + 1)) + ([args.steps + 1] if args.rewarm else [])
                 for st in steps:
@@ -234,7 +275,11 @@ def main():
                         jax.clear_caches()
                     t0 = time.perf_counter()
                     m = tr.step(st, client)   # step 0 is the warm-up (jit compiles)
-                    rows.append({"model": name, "step": st, "rewarm": rewarm, "load_s": load_s,
+                    gen_share = m["time/generation_s"] / max(m["time/step_s"], 1e-9)
+                    warm = "off" if not cache else "warm" if (cached_before or rewarm) else "cold"
+                    rows.append({"model": Path(name).name, "step": st, "rewarm": rewarm, "load_s": load_s,
+                                 "persistent_cache": warm,
+                                 "generation_share": round(gen_share, 3),
                                  "wall_s": time.perf_counter() - t0, "lora_rank": lora.rank,
                                  "candidates": args.tasks * args.samples * args.turns, "backend": pool.backend,
                                  **{k[5:]: v for k, v in m.items() if k.startswith("time/")}, **memory_gb(device),
@@ -243,6 +288,7 @@ def main():
                     report(rows, out_dir, meta)
                 run.close()
             del tr, policy
+            jax.clear_caches()   # the next model compiles its own programs (and frees this one's)
     print("memory estimate (GB): " + json.dumps(estimates))
 
 

@@ -24,6 +24,8 @@ from flax import nnx
 from cudaperf_jax.kernels import gemv
 from cudaperf_jax.kernels import step as kernel_step
 from cudaperf_jax.kernels.config import XLA, DecodeKernels, tilings
+from cudaperf_jax.models import attention as attention_lib
+from cudaperf_jax.models.attention import AttentionConfig
 from cudaperf_jax.models.config import ModelConfig
 from cudaperf_jax.models.ops import rms_norm
 from cudaperf_jax.models.rope import apply_rope, cos_sin, inv_frequencies
@@ -92,10 +94,11 @@ class Attention(nnx.Module):
             self.q_norm = self.k_norm = None
 
     def __call__(self, x, cos, sin, mask, cache_kv, cache_index, norm=None, kc: DecodeKernels | None = None,
-                 dropout_rng=None):
-        """x[B, T, D], cos/sin[B, T, Dh], mask bool[B, T, S]; cache_kv (k, v)[B, Hkv, S, Dh] or None;
-        norm: the RMSNorm to apply to x first; kc: the resolved decode kernels (None: XLA); dropout_rng: a PRNG key
-        for the adapters' dropout (None: none).
+                 dropout_rng=None, attn: AttentionConfig | None = None):
+        """x[B, T, D], cos/sin[B, T, Dh]; mask bool[B, T, S], or with a fused `attn` int32[B, T] segment ids
+        (models.attention.segments_of); cache_kv (k, v)[B, Hkv, S, Dh] or None; norm: the RMSNorm to apply to x
+        first; kc: the resolved decode kernels (None: XLA); dropout_rng: a PRNG key for the adapters' dropout (None:
+        none); attn: the resolved attention of a cache-free call (None or xla: the einsum path below).
 
         Returns (out[B, T, D], (k, v)) where k/v are the updated cache buffers (or this step's keys
         and values when there is no cache).
@@ -114,6 +117,10 @@ class Attention(nnx.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache_kv is None and attn is not None and attn.fused:   # mask: segment ids [B, T]
+            out = attention_lib.flash(q.astype(self.dtype), k.astype(self.dtype), v.astype(self.dtype), mask, attn)
+            return (self._project_out(out.reshape(b, t, h * hd), kc, dropout_rng),
+                    (k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)))
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, Hkv, T, Dh]
         if cache_kv is not None:
             ck, cv = cache_kv
@@ -187,8 +194,10 @@ class Block(nnx.Module):
         self.mlp_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **kw)
         self.mlp = MLP(cfg, **kw)
 
-    def __call__(self, x, cos, sin, mask, cache_kv, cache_index, kc: DecodeKernels | None = None, dropout_rng=None):
-        a, kv = self.attn(x, cos, sin, mask, cache_kv, cache_index, norm=self.attn_norm, kc=kc, dropout_rng=dropout_rng)
+    def __call__(self, x, cos, sin, mask, cache_kv, cache_index, kc: DecodeKernels | None = None, dropout_rng=None,
+                 attn: AttentionConfig | None = None):
+        a, kv = self.attn(x, cos, sin, mask, cache_kv, cache_index, norm=self.attn_norm, kc=kc, dropout_rng=dropout_rng,
+                          attn=attn)
         x = x + a
         return x + self.mlp(x, norm=self.mlp_norm, kc=kc, dropout_rng=dropout_rng), kv
 
@@ -205,8 +214,9 @@ class Block(nnx.Module):
             m.down[...], opt(m.down_bias))
 
 
-def _remat_layer(layer: Block, x, cos, sin, mask, dropout_rng=None):
-    """One cache-free block whose activations are recomputed in the backward pass: x [B, T, D] -> [B, T, D].
+def _remat_layer(layer: Block, x, cos, sin, mask, dropout_rng=None, attn: AttentionConfig | None = None):
+    """One cache-free block whose activations are recomputed in the backward pass: x [B, T, D] -> [B, T, D]
+    (mask: as Attention takes it for `attn`).
 
     jax.checkpoint over the block's state (a block is a pure function of it: nothing in it changes in a forward
     pass). nnx.remat would write its inner trace's values back into the caller's Variables, which a block with LoRA
@@ -215,8 +225,22 @@ def _remat_layer(layer: Block, x, cos, sin, mask, dropout_rng=None):
 
     @jax.checkpoint
     def block(state, x, cos, sin, mask, dropout_rng):
-        return nnx.merge(graphdef, state)(x, cos, sin, mask, None, 0, dropout_rng=dropout_rng)[0]
+        return nnx.merge(graphdef, state)(x, cos, sin, mask, None, 0, dropout_rng=dropout_rng, attn=attn)[0]
     return block(state, x, cos, sin, mask, dropout_rng)
+
+
+def _mask(b: int, t: int, cache: KVCache | None, cache_index, kv_mask, segment_ids) -> jax.Array:
+    """bool[B, T, S] (S: the cache's slots, or T): query t sees slot s iff s <= its own slot, kv_mask[s] and (without a
+    cache) the same segment."""
+    s = t if cache is None else cache.k[0].shape[2]
+    q_slot = jnp.asarray(cache_index, jnp.int32) + jnp.arange(t, dtype=jnp.int32)
+    mask = q_slot[:, None] >= jnp.arange(s, dtype=jnp.int32)[None, :]
+    mask = jnp.broadcast_to(mask[None], (b, t, s))
+    if kv_mask is not None:
+        mask = mask & kv_mask[:, None, :]
+    if segment_ids is not None:
+        mask = mask & (segment_ids[:, :, None] == segment_ids[:, None, :])
+    return mask
 
 
 class Decoder(nnx.Module):
@@ -237,7 +261,8 @@ class Decoder(nnx.Module):
     def hidden(self, tokens: jax.Array, positions: jax.Array | None = None, *, kv_mask: jax.Array | None = None,
                cache: KVCache | None = None, cache_index=0, segment_ids: jax.Array | None = None,
                remat: bool = False, kernels: DecodeKernels | None = None, layouts: tuple = (),
-               dropout_rng: jax.Array | None = None) -> tuple[jax.Array, KVCache | None]:
+               dropout_rng: jax.Array | None = None,
+               attention: AttentionConfig | None = None) -> tuple[jax.Array, KVCache | None]:
         """Final-normed hidden states [B, T, D] (compute dtype) and the updated cache.
 
         tokens, positions: int32[B, T] (positions default to 0..T-1). Without a cache the keys are
@@ -250,6 +275,9 @@ class Decoder(nnx.Module):
         kernels: the decode kernels for one-row steps (cudaperf_jax.kernels.DecodeKernels; None: XLA only).
         layouts: `kernel_layouts` of these weights (the Sampler builds them once per set of weights), or ().
         dropout_rng: a PRNG key: a training step's dropout on the LoRA adapters' inputs (None: no dropout).
+        attention: without a cache, the attention implementation (models.attention.AttentionConfig, resolved here;
+        None: XLA's). A fused one (pallas, cudnn) never builds the [B, T, T] mask or scores; the outputs at masked
+        positions (kv_mask False) may differ from XLA's, those of real tokens do not (see segments_of).
         """
         b, t = tokens.shape
         if cache is not None and (segment_ids is not None or remat):
@@ -260,24 +288,21 @@ class Decoder(nnx.Module):
             return self._kernel_step(tokens, positions, kv_mask, cache, cache_index, kc, layouts)
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
-        s = t if cache is None else cache.k[0].shape[2]
-        q_slot = jnp.asarray(cache_index, jnp.int32) + jnp.arange(t, dtype=jnp.int32)
-        mask = q_slot[:, None] >= jnp.arange(s, dtype=jnp.int32)[None, :]
-        mask = jnp.broadcast_to(mask[None], (b, t, s))
-        if kv_mask is not None:
-            mask = mask & kv_mask[:, None, :]
-        if segment_ids is not None:
-            mask = mask & (segment_ids[:, :, None] == segment_ids[:, None, :])
+        attn = None if cache is not None else (attention or attention_lib.XLA_ATTENTION).resolve()
+        if attn is not None and attn.fused:   # the fused kernels take segment ids, not a [B, T, T] mask
+            mask = attention_lib.segments_of(b, t, kv_mask, segment_ids)
+        else:
+            mask = _mask(b, t, cache, cache_index, kv_mask, segment_ids)
         cos, sin = cos_sin(positions, jnp.asarray(self._inv_freq, jnp.float32), self._att_factor)
         x = jnp.take(self.embed[...], tokens, axis=0).astype(self.dtype)
         new_k, new_v = [], []
         for i, layer in enumerate(self.layers):
             rng = None if dropout_rng is None else jax.random.fold_in(dropout_rng, i)
             if remat:
-                x = _remat_layer(layer, x, cos, sin, mask, rng)
+                x = _remat_layer(layer, x, cos, sin, mask, rng, attn)
                 continue
             ckv = None if cache is None else (cache.k[i], cache.v[i])
-            x, (k, v) = layer(x, cos, sin, mask, ckv, cache_index, kc, rng)
+            x, (k, v) = layer(x, cos, sin, mask, ckv, cache_index, kc, rng, attn)
             new_k.append(k)
             new_v.append(v)
         new_cache = None if cache is None else KVCache(tuple(new_k), tuple(new_v))
@@ -325,10 +350,10 @@ class Decoder(nnx.Module):
     def __call__(self, tokens: jax.Array, positions: jax.Array | None = None, *,
                  kv_mask: jax.Array | None = None, cache: KVCache | None = None, cache_index=0,
                  segment_ids: jax.Array | None = None, remat: bool = False, kernels: DecodeKernels | None = None,
-                 layouts: tuple = (), dropout_rng: jax.Array | None = None):
+                 layouts: tuple = (), dropout_rng: jax.Array | None = None, attention: AttentionConfig | None = None):
         """float32 logits [B, T, V] (and the updated cache when one is given); see `hidden`."""
         h, new_cache = self.hidden(tokens, positions, kv_mask=kv_mask, cache=cache, cache_index=cache_index,
                                    segment_ids=segment_ids, remat=remat, kernels=kernels, layouts=layouts,
-                                   dropout_rng=dropout_rng)
+                                   dropout_rng=dropout_rng, attention=attention)
         out = self.logits(h, kernels)
         return out if cache is None else (out, new_cache)

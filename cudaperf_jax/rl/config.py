@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from cudaperf_jax.kernels import DecodeKernels
+from cudaperf_jax.models.attention import AttentionConfig
 from cudaperf_jax.models.lora import LoRAConfig
 from cudaperf_jax.rewards.unified import RewardConfig
 from cudaperf_jax.rl.grpo import GRPOConfig
@@ -67,6 +68,10 @@ class RLConfig:
     adapter_dtype: str = "float32"   # the PEFT adapter file's dtype (bfloat16 halves it)
     prompt_bucket: int = 64          # prompt and train lengths are padded to the sampler's ladder of this bucket
     decode_kernels: DecodeKernels = DecodeKernels()   # the rollout sampler's decode kernels
+    attention: AttentionConfig = AttentionConfig()    # the update's and the reference pass's attention
+                                                      # (models.attention; auto: Pallas flash on one GPU, else XLA)
+    remat: bool = True               # the update recomputes each layer's activations in its backward pass (off:
+                                     # ~1/3 fewer FLOPs, activations of every layer kept: size grpo.micro_batch for it)
     tasks: TasksConfig = TasksConfig()
     rollout: RolloutConfig = RolloutConfig()
     reward: RewardConfig = RewardConfig()
@@ -84,5 +89,7 @@ class RLConfig:
         for name in ("steps", "tasks_per_step", "save_every", "prompt_bucket"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}: must be at least 1")
+        if self.attention.implementation == "pallas" and self.mesh.devices > 1:
+            raise ValueError("attention.implementation='pallas' runs on one device; on a mesh use cudnn, xla or auto")
         if self.grpo.advantage == "rloo" and self.rollout.samples_per_task < 2:
             raise ValueError("grpo.advantage='rloo' needs rollout.samples_per_task >= 2 (a leave-one-out baseline)")

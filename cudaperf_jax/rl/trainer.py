@@ -122,8 +122,9 @@ class Trainer:
         self.optimizer, _ = make_optimizer(cfg.grpo.optim(), cfg.steps)
         self.graphdef, params, opt_state, self.rest = init_train_state(model, self.optimizer, trained=trained,
                                                                       mesh=self.mesh)
-        self.update = make_train_step(self.graphdef, self.optimizer, grpo_objective(cfg.grpo), mesh=self.mesh)
-        self.logp_fn = make_logprob_fn(self.graphdef)
+        objective = grpo_objective(cfg.grpo, remat=cfg.remat, attention=cfg.attention)
+        self.update = make_train_step(self.graphdef, self.optimizer, objective, mesh=self.mesh)
+        self.logp_fn = make_logprob_fn(self.graphdef, attention=cfg.attention)
         self.use_ref = cfg.grpo.kl_beta > 0
         self.ref_params = self.reference(params) if self.use_ref else None
         self.state = run_state(params, opt_state, cfg.seed)

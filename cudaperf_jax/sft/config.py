@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from cudaperf_jax.experiment.config import ConfigFieldError
+from cudaperf_jax.models.attention import AttentionConfig
 from cudaperf_jax.models.lora import LoRAConfig
 from cudaperf_jax.training.config import MeshConfig, OptimConfig
 
@@ -85,6 +86,8 @@ class SFTConfig:
     checkpoint_every: int = 25            # Orbax checkpoint every N steps (and after the last)
     keep_checkpoints: int = 2
     remat: bool = True                    # recompute layer activations in the backward pass
+    attention: AttentionConfig = AttentionConfig()   # the training forward's attention (models.attention): auto =
+                                          # the Pallas flash kernel on one GPU (causal + segment ids), XLA elsewhere
     export: bool = True                   # write a Hugging Face directory to <workdir>/export at the end (adapters
                                           # merged) and, with LoRA, the adapter alone to <workdir>/adapter (PEFT)
     export_dtype: str = "bfloat16"
@@ -101,3 +104,5 @@ class SFTConfig:
         _check(self.steps >= 1, f"steps={self.steps}: need at least 1 step")
         _check(self.eval_every >= 1 and self.checkpoint_every >= 1 and self.keep_checkpoints >= 1,
                "eval_every, checkpoint_every and keep_checkpoints must be >= 1")
+        _check(not (self.attention.implementation == "pallas" and self.mesh.devices > 1),
+               "attention.implementation='pallas' runs on one device; on a mesh use cudnn, xla or auto")

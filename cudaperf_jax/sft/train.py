@@ -24,6 +24,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -118,6 +119,30 @@ def build_data(cfg: SFTConfig, model, tokenizer, workdir: Path) -> dict[str, tup
     return out
 
 
+class Step(NamedTuple):
+    """What `build_step` makes of a loaded policy: the split model, the optimizer's state, the jitted programs."""
+    graphdef: object
+    params: object           # the trained variables (the adapters under LoRA, every parameter at rank 0)
+    opt_state: object
+    rest: object             # every other variable (the frozen base under LoRA)
+    train_step: object       # training.TrainStep: (params, opt_state, rest, stacked micro-batches[, rng])
+    eval_step: object        # (params, rest, batch) -> (nll sum, correct sum, weight sum)
+    schedule: object         # optax schedule: the learning rate of a step
+
+
+def build_step(cfg: SFTConfig, model, mesh=None) -> Step:
+    """The training core of an SFT run for `model` (adapters added in place under LoRA, see training.with_adapters):
+    the optimizer of cfg.optim over cfg.steps, the state on `mesh`, the step of the token NLL with cfg.remat and
+    cfg.attention, and the eval step."""
+    from flax import nnx
+    model, trained = with_adapters(model, cfg.lora, rngs=nnx.Rngs(cfg.seed))
+    optimizer, schedule = make_optimizer(cfg.optim, cfg.steps)
+    graphdef, params, opt_state, rest = init_train_state(model, optimizer, trained=trained, mesh=mesh)
+    loss = step_lib.token_nll_loss(remat=cfg.remat, attention=cfg.attention)
+    return Step(graphdef, params, opt_state, rest, make_train_step(graphdef, optimizer, loss, mesh=mesh),
+                step_lib.make_eval_step(graphdef, attention=cfg.attention), schedule)
+
+
 def evaluate(eval_step, params, rest, packed: packing.Packed, cfg: SFTConfig, mesh=None) -> dict:
     """val_loss (mean nll per weighted token), val_accuracy, val_tokens over the first data.val_rows rows."""
     nll = correct = count = 0.0
@@ -167,10 +192,9 @@ def _train(cfg: SFTConfig, run, workdir: Path) -> dict:
     log(f"train: {json.dumps(train_stats)}")
     log(f"val: {json.dumps(val_stats)}")
 
-    model, trained = with_adapters(model, cfg.lora, rngs=nnx.Rngs(cfg.seed))
-    optimizer, schedule = make_optimizer(cfg.optim, cfg.steps)
-    graphdef, params, opt_state, rest = init_train_state(model, optimizer, trained=trained, mesh=mesh)
+    graphdef, params, opt_state, rest, train_step, eval_step, schedule = build_step(cfg, model, mesh)
     del model
+    log(f"attention: {cfg.attention.resolve().implementation} ({cfg.attention.implementation}); remat {cfg.remat}")
     state = run_state(params, opt_state, cfg.seed)
     log(f"checkpoint: {state_bytes(state) / 1e6:.1f} MB (what is trained, its Adam state, RNG, step)")
     restored = run.restore(state)
@@ -178,8 +202,6 @@ def _train(cfg: SFTConfig, run, workdir: Path) -> dict:
     start = run.restore_step()
     if start:
         log(f"resuming at step {start} of {cfg.steps}")
-    train_step = make_train_step(graphdef, optimizer, step_lib.token_nll_loss(remat=cfg.remat), mesh=mesh)
-    eval_step = step_lib.make_eval_step(graphdef)
 
     initial = {}
     if start == 0 and val_rows.rows:

@@ -183,6 +183,13 @@ class TrainStep:
         args = (params, opt_state, rest, stacked) + (() if rng is None else (rng,))
         return self._program("step", stacked, rng is not None)(*args)
 
+    def lower(self, params, opt_state, rest, stacked: dict, rng=None):
+        """The jax `Lowered` of __call__'s program for these arguments: `.compile()` gives the executable (called
+        like __call__, same donation) with its memory_analysis() and cost_analysis() (benchmarks)."""
+        self._prepare(params, rest, stacked, opt_state)
+        args = (params, opt_state, rest, stacked) + (() if rng is None else (rng,))
+        return self._program("step", stacked, rng is not None).lower(*args)
+
     def accumulate(self, params, rest, acc, stacked: dict, rng=None):
         """acc (None: zeros) plus the gradient and loss sums of the stacked micro-batches [n, b, ...]; acc is donated.
         rng: these micro-batches' dropout key (uint32[2]; None: no dropout)."""
