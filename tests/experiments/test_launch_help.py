@@ -1,0 +1,69 @@
+"""What a newcomer meets first: --help lists every config field, a typo or a bad value is one sentence, fast."""
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(entry, *args, importtime=False):
+    cmd = [sys.executable, *(["-X", "importtime"] if importtime else []), "-m", f"experiments.{entry}", *args]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "JAX_PLATFORMS": "cpu"})
+    return proc, time.perf_counter() - t0
+
+
+@pytest.mark.parametrize("entry,field,comment", [
+    ("evaluate", "max_tasks=0", "0 = every task of the suite"),
+    ("train_rl", "memory_fraction=0.55", "XLA_PYTHON_CLIENT_MEM_FRACTION"),
+])
+def test_help_lists_every_field_with_default_and_comment_without_jax(entry, field, comment):
+    proc, seconds = _run(entry, "--help", importtime=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    line = next(ln for ln in out.splitlines() if f"--config.{field}" in ln)
+    assert comment in line
+    assert "--workdir" in out and "--compilation_cache" in out
+    from cudaperf_jax.experiment.config import flat_fields
+    from experiments.config_help import load_config_file
+    _, config = load_config_file(f"experiments/configs/{'rl' if entry == 'train_rl' else entry}.py", REPO)
+    for name in flat_fields(config):
+        assert f"--config.{name}=" in out, name
+    imported = {ln.rsplit("|", 1)[-1].strip() for ln in proc.stderr.splitlines() if ln.startswith("import time:")}
+    assert not imported & {"jax", "jaxlib", "flax", "torch", "orbax.checkpoint", "transformers"}
+    assert seconds < 10, seconds   # ~0.5 s on the 2-core dev machine
+
+
+def test_helpfull_adds_every_flag():
+    proc, _ = _run("evaluate", "--helpfull")
+    assert proc.returncode == 0 and "--config.max_tasks=0" in proc.stdout and "--verbosity" in proc.stdout
+
+
+@pytest.mark.parametrize("entry,arg,says", [
+    ("evaluate", "--config.max_taks=1", "unknown config field max_taks; did you mean max_tasks?"),
+    ("train_rl", "--config.rollout.turn=2", "did you mean rollout.turns?"),
+    ("train_rl", "--config.max_tasks=2", "did you mean tasks.max_tasks?"),
+    ("evaluate", "--config.max_tasks=abc", "max_tasks takes an integer, like its default 0"),
+    ("train_rl", "--config.grpo.lr=fast", "grpo.lr takes a number"),
+    ("evaluate", "--workdr=x", "Unknown command line flag 'workdr'"),
+    ("evaluate", "--config=experiments/configs/no_such.py", "does not exist"),
+])
+def test_a_bad_flag_is_one_line_and_exit_2(entry, arg, says):
+    proc, seconds = _run(entry, arg)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert seconds < 10
+
+
+def test_a_run_without_workdir_says_where_it_writes():
+    """The default run directory is kept, and named on stderr before anything is written (both a model and solutions
+    given: the run stops right after, before it opens the directory)."""
+    proc, _ = _run("evaluate", "--config.solutions=x", "--config.model=y")
+    assert proc.returncode == 2 and "exactly one of" in proc.stderr
+    assert f"no --workdir given: writing to {REPO}/runs/evaluate" in proc.stderr, proc.stderr[-2000:]
