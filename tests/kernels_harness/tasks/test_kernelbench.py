@@ -1,7 +1,6 @@
 """The KernelBench-layout importer: signature in ABI order, configs, entry names, one-line errors,
 agreement with the torch2cuda generator, and an imported task judged by the harness."""
 import shutil
-from pathlib import Path
 
 import pytest
 
