@@ -193,6 +193,8 @@ class Run:
         If none can be read, CheckpointDamaged says so and nothing is moved (the state may not match the code).
         """
         import orbax.checkpoint as ocp
+
+        from cudaperf_jax.experiment.orbax_loop import finishing_reads
         steps = self._steps()
         if not steps:
             return None
@@ -200,7 +202,8 @@ class Run:
         abstract_state = _placed(abstract_state)
         for step in steps:
             try:
-                state = self.checkpoints.restore(step, args=ocp.args.StandardRestore(abstract_state))
+                with finishing_reads():   # a damaged file leaves no read running behind the error
+                    state = self.checkpoints.restore(step, args=ocp.args.StandardRestore(abstract_state))
             except Exception as e:  # noqa: BLE001 - Orbax/TensorStore raise many kinds for a damaged file
                 errors.append((step, e))
                 continue

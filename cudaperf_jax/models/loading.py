@@ -286,8 +286,9 @@ def load_run_policy(path: str | Path, *, dtype=jnp.float32, param_dtype=jnp.floa
     # from the checkpoint's sharding file, which it warns is unsafe across topologies
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     target = {"params": jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), abstract)}
+    from cudaperf_jax.experiment.orbax_loop import finishing_reads
     try:
-        with ocp.PyTreeCheckpointer() as ckptr:
+        with finishing_reads(), ocp.PyTreeCheckpointer() as ckptr:
             restored = ckptr.restore(step_dir.resolve() / "default", args=ocp.args.PyTreeRestore(
                 item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target), partial_restore=True))
         params = restored["params"]
