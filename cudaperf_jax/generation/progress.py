@@ -52,12 +52,14 @@ class DecodeProgress:
     def update(self, step: int, tokens: int, active: int) -> None:
         self.tokens = tokens
         rate = tokens / max(time.perf_counter() - self.t0, 1e-9)
-        self.bar.update(max(0, step - self.bar.n))
         self.bar.set_postfix_str(f"{rate:.1f} tok/s, {active}/{self.batch} running", refresh=False)
+        self.bar.update(max(0, step - self.bar.n))
 
-    def finish(self, tokens: int) -> None:
-        """The final count (the loop's last steps fall between two reports)."""
-        self.update(self.bar.n, tokens, 0)
+    def finish(self, steps: int, tokens: int) -> None:
+        """The final count, drawn (the loop's last steps fall after the last report): `steps` decode steps ran (the
+        longest sample's length), `tokens` generated in all."""
+        self.update(steps, tokens, 0)
+        self.bar.refresh()
 
     def __exit__(self, *exc) -> None:
         _BARS.pop(self.id, None)

@@ -293,7 +293,8 @@ class Sampler:
         with progress_lib.DecodeProgress(progress, spec[0], tokens.shape[0]) as bar:
             decode = functools.partial(_decode, self.graphdef, spec=spec, kernels=kc, progress_every=self.progress_every)
             out = self._run(prefill, decode, prefill_args, (*decode_args, jnp.int32(bar.id)), spec, timings)
-            bar.finish(int(jnp.sum(out[2])))   # waits for the results: the bar ends with the call
+            lengths = np.asarray(out[2])   # waits for the results: the bar ends with the call
+            bar.finish(int(lengths.max()), int(lengths.sum()))
         return out
 
     def _program_inputs(self, tokens, mask, params: SamplingParams, keys):

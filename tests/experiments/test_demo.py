@@ -49,6 +49,13 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path):
     assert len(ev["tasks"]) == 1 and ev["tasks"][0].startswith(("scan", "nbody"))
     assert set(ev["per_turn"]) == {"start/turn0", "start/turn1", "rl/turn0", "rl/turn1"}
     assert (work / "sft").exists() and "SFT stage skipped" not in proc.stderr
+    held = [json.loads(x) for x in (work / "eval_candidates.jsonl").read_text().splitlines()]
+    assert len(held) == 2 * 2 * 2 and {h["policy"] for h in held} == {"start", "rl"}   # policies x turns x samples
+    assert all(h["source"] and h["status"] for h in held)
+    table = proc.stderr[proc.stderr.index("[demo] results"):]
+    assert "zero-shot, turn 1" in table and "held-out, rl policy, turn 1" in table and " n " in table
+    assert ("first correct model-written kernel" in proc.stderr) == (work / "first_correct.cu").exists()
+    assert "decode turn 0" in proc.stderr and "tok/s" in proc.stderr          # generation shows its progress
     # a second launch into the finished workdir resumes: no step is redone, outputs unchanged
     again = _demo(work, *args)
     assert again.returncode == 0, again.stderr[-3000:]
