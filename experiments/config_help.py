@@ -19,11 +19,16 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from cudaperf_jax.experiment.config import (ConfigFieldError, config_file_comments, field_docs, flat_fields,
-                                            unknown_field_message)
+from cudaperf_jax.experiment.config import (
+    ConfigFieldError,
+    config_file_comments,
+    field_docs,
+    flat_fields,
+    unknown_field_message,
+)
 
 HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-helpfull", "-?", "-h", "--h")
-_OVERRIDE = re.compile(r"^--?(no)?config\.([A-Za-z0-9_.]+)(?:=(.*))?$", re.S)
+_OVERRIDE = re.compile(r"^--?(no)?config\.([A-Za-z0-9_.]+)(?:=(.*))?$", re.DOTALL)
 
 
 def config_arg(argv: list[str], default: str) -> str:
