@@ -15,6 +15,7 @@ import ast
 import importlib.util
 import inspect
 import re
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ def load_config_file(spec: str, root: Path):
     name = "_cudaperf_config_" + re.sub(r"\W", "_", str(path.with_suffix("")))
     mod_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(mod_spec)
+    sys.modules[name] = module   # as an import would: dataclasses and inspect.getsource look the module up there
     mod_spec.loader.exec_module(module)
     config = module.get_config(arg) if arg is not None else module.get_config()
     return module, config

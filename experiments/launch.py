@@ -155,13 +155,13 @@ def run(main, name: str):
     def _main(argv):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments {argv[1:]}; settings go in --config.<field>=value")
+        _typed_check(FLAGS.config)
         workdir = FLAGS.workdir
         if workdir is None:
             workdir = str(REPO / "runs" / name)
             print(f"[{name}] no --workdir given: writing to {workdir}", file=sys.stderr)
         if not FLAGS["verbosity"].present:  # Orbax logs every checkpoint step at INFO
             logging.set_verbosity(logging.WARNING)
-        _typed_check(FLAGS.config)
         try:
             compilation_cache(FLAGS.compilation_cache)
             return main(FLAGS.config, workdir)
