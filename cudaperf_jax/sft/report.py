@@ -32,10 +32,12 @@ def plot_losses(rows: list[dict], path: Path) -> Path | None:
         ax.plot(*zip(*val), "s--", color="tab:orange", lw=1.5, ms=5, label="val loss")
     ax.set_xlabel("optimizer updates done")
     ax.set_ylabel("loss (nll per response token)")
-    ax.set_title(f"SFT warm start: {len(train)} steps")
+    ax.set_title(f"SFT warm start: {len(train)} step{'' if len(train) == 1 else 's'}")
     integer_ticks(ax)
     lr = [(r["step"], r["lr"]) for r in rows if "lr" in r]
-    if lr:
+    if len({v for _, v in lr}) == 1:   # a constant rate: said in the title, no second axis
+        ax.set_title(f"{ax.get_title()}, learning rate {lr[0][1]:.2g}")
+    elif lr:
         ax2 = ax.twinx()
         ax2.plot(*zip(*lr), color="tab:gray", lw=0.8, ls=":")
         ax2.set_ylabel("learning rate (dotted)", color="tab:gray")
