@@ -210,5 +210,6 @@ def finish(config, workdir, records: list[dict], summary: dict, backend: str) ->
     pngs = [str(p.relative_to(workdir)) for p in sorted(Path(workdir).rglob("*.png"))]
     print(f"[demo] wrote {workdir}: summary.json, {', '.join(files)}; plots {', '.join(pngs)}", file=sys.stderr)
 
+
 if __name__ == "__main__":
     launch.run(main, name="demo")

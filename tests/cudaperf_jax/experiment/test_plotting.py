@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 matplotlib.use("Agg")
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.figure import Figure
 
 
 @pytest.fixture()
