@@ -27,6 +27,9 @@ def sft_stage(config, workdir, model_path: str) -> str:
         if k in c:
             c[k] = v
     c.data.seq_len = max(c.data.seq_len, config.max_prompt_tokens + config.max_new_tokens)   # a whole turn fits
+    # rows past 1,024 tokens recompute activations in the backward pass: SmolLM2's step at 2,304 tokens without
+    # passed 13 GB of host memory (2026-12-07)
+    c.remat = c.remat or c.data.seq_len > 1024
     out = Path(workdir) / "sft"
     sft_train(c, out)
     print(f"[demo] SFT: {config.sft_steps} steps into {out}", file=sys.stderr)

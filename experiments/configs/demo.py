@@ -20,7 +20,7 @@ def get_config():
     c.samples_per_task = 2         # candidates the policy writes per task and turn
     c.turns = 2                    # refinement turns (the second sees the harness feedback)
     c.max_new_tokens = 256          # 320 took the demo past 10 minutes on 2 cores (2026-12-06)
-    c.max_prompt_tokens = 1024
+    c.max_prompt_tokens = 2048     # the worked_example prompt of a demo task is 1,100-1,300 SmolLM2 tokens
     c.temperature = 0.7
     c.top_p = 0.95
     c.prompt = "worked_example"    # the prompt variant (cudaperf_jax.prompts.PROMPTS)
