@@ -6,6 +6,8 @@ STAMP := $(VENV)/.cudaperf-installed
 # PyTorch for the torch2cuda track; on CPU machines the 2.13.0 CPU build (a local file on our machines).
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
+# Config overrides for the demo, e.g. DEMO_ARGS='--config.model=PATH.gguf --config.rl_steps=0'
+DEMO_ARGS ?=
 
 .PHONY: install test test-slow test-gpu demo lint clean-venv
 
@@ -34,7 +36,7 @@ test-gpu: $(STAMP)
 
 ## The main job on the embedded defaults (SmolLM2-135M-Instruct, a small task suite, cpu backend without a GPU).
 demo: $(STAMP)
-	$(VPY) -m experiments.demo --workdir=$${WORKDIR:-runs/demo}
+	$(VPY) -m experiments.demo --workdir=$${WORKDIR:-runs/demo} $(DEMO_ARGS)
 
 lint: $(STAMP)
 	$(VPY) -m ruff check cudaperf_jax kernels_harness experiments tests benchmarks

@@ -4,14 +4,16 @@ and the harness judges every candidate (correctness, speed on a GPU, structure).
     python -m experiments.demo [--config=experiments/configs/demo.py] [--config.field=value] [--workdir=DIR]
 
 The method in miniature. Stages: (1) the suite's own implementations through the harness (a health check of
-the backend); (2) zero-shot: the default policy (SmolLM2-135M-Instruct GGUF, fetched once) on every task at
-once (one sampler call per turn; metrics per task, one step each; a run killed inside the stage redoes it):
-`samples_per_task` candidates per task and turn, each turn seeing the harness feedback on its previous answer;
-metrics.jsonl, candidates.jsonl, summary.json, verdicts.png;
+the backend); (2) zero-shot: the policy (`model`: SmolLM2-135M-Instruct by default, fetched once) on every task at
+once (one sampler call per turn, with a progress bar; metrics per task, one step each; a run killed inside the stage
+redoes it): `samples_per_task` candidates per task and turn, each turn seeing the harness feedback on its previous
+answer; metrics.jsonl, candidates.jsonl, verdicts.png;
 (3) SFT: `sft_steps` steps of cudaperf_jax.sft.train into WORKDIR/sft (skipped, and said so, where that package is
 absent); (4) RL: `rl_steps` steps of multi-turn GRPO (cudaperf_jax.rl.trainer) into WORKDIR/rl (rl_curves.png:
-reward and correctness per step and turn); (5) evaluation of the base and the RL policy on held-out tasks (the
-test split's families), per turn: eval.json, eval.png and a table.
+reward, compiled and correct per step and turn); (5) evaluation of the start and the RL policy on held-out tasks
+(the test split's families), per turn: eval.json, eval_candidates.jsonl, eval.png.
+It ends with one table (every stage's rows with n, the candidates each covers) and the first correct kernel the
+policy wrote, printed with its verdict and saved to WORKDIR/first_correct.cu; summary.json holds the numbers.
 """
 from __future__ import annotations
 
@@ -85,24 +87,35 @@ def step_metrics(records: list[dict], turns: int) -> dict:
     return m
 
 
+_COLORS = {"ok": "tab:green", "wrong": "tab:orange", "compile_error": "tab:red", "runtime_error": "tab:purple",
+           "timeout": "tab:brown", "hack": "black", "unchecked": "tab:gray"}
+
+
 def plot_statuses(records: list[dict], turns: int, path: Path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
+    """The harness's verdicts on the zero-shot candidates, stacked per turn, each segment's count written on it."""
+    from cudaperf_jax.experiment.plotting import empty_note, integer_ticks, pyplot
     from kernels_harness.result import STATUSES
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    labels = [f"turn {t}" for t in range(turns)]
     bottom = np.zeros(turns)
     for status in STATUSES:
         counts = np.array([sum(r["status"] == status and r["turn"] == t for r in records) for t in range(turns)])
         if counts.any():
-            ax.bar([f"turn {t}" for t in range(turns)], counts, bottom=bottom, label=status)
+            ax.bar(labels, counts, bottom=bottom, label=status, color=_COLORS.get(status, "tab:gray"))
+            for x, (c, b) in enumerate(zip(counts, bottom)):
+                if c:
+                    ax.text(x, b + c / 2, str(int(c)), ha="center", va="center", fontsize=8, color="white")
             bottom += counts
+    if not records:
+        empty_note(ax, "no candidates (the zero-shot stage was off)")
     ax.set_ylabel("candidates")
-    ax.set_title("Harness verdicts of the policy's candidates")
-    ax.legend(fontsize=8, loc="upper right")
+    integer_ticks(ax, "y")
+    per_turn = len(records) // max(turns, 1)
+    ax.set_title(f"Harness verdicts of the policy's zero-shot candidates ({per_turn} per turn)", fontsize=9)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -127,7 +140,8 @@ def main(config, workdir):
           + (f"; resuming at task {done}" if done else ""), file=sys.stderr)
 
     with HarnessPool(backend=config.backend, workers=config.workers, progress=True) as pool:
-        print(f"[demo] harness backend: {pool.backend}", file=sys.stderr)
+        backend = pool.backend
+        print(f"[demo] harness backend: {backend}", file=sys.stderr)
         if config.check_references and not (Path(workdir) / "references.json").exists():
             check_references(pool, tasks, run)
         model_path = resolve_path(config.model)   # a registered name: its cached GGUF, fetched once
@@ -148,7 +162,8 @@ def main(config, workdir):
             # every task's samples in one sampler call: on 2 CPU cores a batch of 6 decodes about as fast as 2
             msgs = [prompts.messages(t, h, prompt=config.prompt) for t, h in zip(owner, history)]
             t0 = time.perf_counter()
-            out = sampler.generate(msgs, params, seed=config.seed * 100003 + done * 101 + turn, chat=True)
+            out = sampler.generate(msgs, params, seed=config.seed * 100003 + done * 101 + turn, chat=True,
+                                   progress=f"zero-shot turn {turn}")
             gen_s = time.perf_counter() - t0
             sources = [prompts.extract_solution(t) for t in out.texts]
             results = pool.evaluate(list(zip(owner, sources)))
@@ -171,14 +186,29 @@ def main(config, workdir):
     evaluation = demo_stages.eval_stage(config, workdir, policy)
 
     records = [json.loads(ln) for ln in cand_path.read_text().splitlines() if ln] if cand_path.exists() else []
-    summary = {"rl": rl_summary, "eval": evaluation,"tasks": len(tasks), "candidates": len(records),
+    summary = {"rl": rl_summary, "eval": evaluation, "tasks": len(tasks), "candidates": len(records),
                "statuses": dict(collections.Counter(r["status"] for r in records)),
                **{k: v for k, v in step_metrics(records, config.turns).items()}}
-    run.write_json("summary.json", summary)
     plot_statuses(records, config.turns, Path(workdir) / "verdicts.png")
+    finish(config, workdir, records, summary, backend)
+    run.write_json("summary.json", summary)
     run.close()
-    print("\n[demo] summary: " + json.dumps(summary), file=sys.stderr)
-    print(f"[demo] wrote {workdir}/summary.json, candidates.jsonl, metrics.jsonl, verdicts.png", file=sys.stderr)
+
+
+def finish(config, workdir, records: list[dict], summary: dict, backend: str) -> None:
+    """The last lines of the demo: the table of every stage's candidates and the first correct kernel."""
+    from experiments import demo_report
+    held = Path(workdir) / "eval_candidates.jsonl"
+    held_out = [json.loads(ln) for ln in held.read_text().splitlines() if ln] if held.exists() else []
+    rows = demo_report.table_rows(records, config.turns, summary["rl"], config.samples_per_task, summary["eval"])
+    print(f"\n[demo] results ({backend} backend; n: candidates a row covers; compiled and correct: fractions of "
+          f"them; reward: the unified reward's mean)\n" + demo_report.format_table(rows), file=sys.stderr)
+    first = demo_report.report_first_correct([("zero-shot", records), ("held-out evaluation", held_out)], workdir,
+                                             backend)
+    summary["first_correct"] = str(first) if first else None
+    files = [n for n in ("candidates.jsonl", "eval_candidates.jsonl", "metrics.jsonl") if (Path(workdir) / n).exists()]
+    pngs = [str(p.relative_to(workdir)) for p in sorted(Path(workdir).rglob("*.png"))]
+    print(f"[demo] wrote {workdir}: summary.json, {', '.join(files)}; plots {', '.join(pngs)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,9 @@ def sft_stage(config, workdir, model_path: str) -> str:
         if k in c:
             c[k] = v
     c.data.seq_len = max(c.data.seq_len, config.max_prompt_tokens + config.max_new_tokens)   # a whole turn fits
+    # rows past 1,024 tokens recompute activations in the backward pass: SmolLM2's step at 2,304 tokens without
+    # passed 13 GB of host memory (2026-12-07)
+    c.remat = c.remat or c.data.seq_len > 1024
     out = Path(workdir) / "sft"
     sft_train(c, out)
     print(f"[demo] SFT: {config.sft_steps} steps into {out}", file=sys.stderr)
@@ -65,7 +68,9 @@ def held_out_tasks(config) -> list:
 
 
 def eval_stage(config, workdir, policy: str) -> dict:
-    """Multi-turn rollouts of the base (SFT) policy and the RL policy on held-out tasks, per turn."""
+    """Multi-turn rollouts of the base (SFT) policy and the RL policy on held-out tasks, per turn: eval.json
+    ({"tasks", "per_turn": {"start/turn0": {n, compiled, correct, reward}, ...}}), eval_candidates.jsonl (every
+    judged candidate, experiments.evaluate's record format plus "policy") and eval.png."""
     if not config.eval_tasks:
         return {}
     from cudaperf_jax.generation.sampler import Sampler
@@ -92,37 +97,48 @@ def eval_stage(config, workdir, policy: str) -> dict:
     policies = {"start": lambda: load_policy(policy, dtype=config.dtype)}
     if config.rl_steps:
         policies["rl"] = lambda: trained_policy(rl_config(config, policy), Path(workdir) / "rl")
+    from cudaperf_jax.eval.report import record
     reward = UnifiedReward(RewardConfig())
-    table = {}
+    table, records = {}, []
     with HarnessPool(backend=config.backend, workers=config.workers, seed=config.seed) as pool:
         for name, load in policies.items():
             model, tok = load()
             client = HarnessClient(pool, tasks, tok, reward, prompt=config.prompt)
-            ro = rollout(Sampler(model, tok), client, tasks, rcfg, seed=config.seed + 7)
+            ro = rollout(Sampler(model, tok), client, tasks, rcfg, seed=config.seed + 7, progress=True,
+                         log=lambda line, n=name: print(f"[demo] held-out {n} {line}", file=sys.stderr, flush=True))
+            records += [{"policy": name, **record(tasks[c.task_index], c.turn, c.sample, c.result, text=c.text,
+                                                  source=c.source, truncated=not c.stopped)} for c in ro.candidates]
             for t in range(rcfg.turns):
                 rs = [c.result for c in ro.turn(t)]
                 table[f"{name}/turn{t}"] = {
-                    "compiled": float(np.mean([r.compiled for r in rs])),
+                    "n": len(rs), "compiled": float(np.mean([r.compiled for r in rs])),
                     "correct": float(np.mean([r.status == "ok" for r in rs])),
                     "reward": float(ro.rewards()[t].mean())}
     out = {"tasks": [t.id for t in tasks], "per_turn": table}
+    with open(Path(workdir) / "eval_candidates.jsonl", "w") as f:   # before eval.json, which marks the stage done
+        f.writelines(json.dumps(r) + "\n" for r in records)
     path.write_text(json.dumps(out, indent=2))
-    print(f"\n{'held-out eval':<16} {'compiled':>8} {'correct':>8} {'reward':>8}", file=sys.stderr)
-    for k, v in table.items():
-        print(f"{k:<16} {v['compiled']:>8.2f} {v['correct']:>8.2f} {v['reward']:>8.3f}", file=sys.stderr)
     _plot(table, Path(workdir) / "eval.png")
     return out
 
 
 def _plot(table: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
-    for j, key in enumerate(("reward", "correct")):
-        axes[j].bar(list(table), [v[key] for v in table.values()])
-        axes[j].set_title(f"held-out {key} per policy and turn")
-        axes[j].tick_params(axis="x", labelsize=7, rotation=30)
+    """Held-out reward and fraction correct per policy and turn, each bar's value written (0 shows as 0.00)."""
+    from cudaperf_jax.experiment.plotting import bars, empty_note, pyplot
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.4))
+    names = list(table)
+    n = sorted({v.get("n", 0) for v in table.values()})
+    bars(axes[0], names, [v["reward"] for v in table.values()], ylabel="mean reward", fmt="{:.3f}")
+    axes[0].set_title("held-out mean reward", fontsize=9)
+    bars(axes[1], names, [v["correct"] for v in table.values()], ylabel="fraction correct", ylim=(0.0, 1.0),
+         color="tab:green")
+    axes[1].set_title("held-out fraction correct", fontsize=9)
+    if not any(v["correct"] for v in table.values()):
+        empty_note(axes[1], "no held-out candidate was correct")
+    fig.suptitle(f"Held-out tasks: policy/turn, {'/'.join(map(str, n))} candidates per bar", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

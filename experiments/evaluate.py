@@ -44,7 +44,8 @@ def policy_records(pool, tasks, cfg) -> tuple[list[dict], list]:
     from experiments import policy_eval
     sampler = policy_eval.load_sampler(cfg.model, dtype=cfg.dtype, kernels=cfg.decode_kernels)
     ev = policy_eval.evaluate_policy(sampler, pool, tasks, cfg.rollout, seed=cfg.seed, dedupe=cfg.dedupe,
-                                     progress=True)
+                                     progress=True, log=lambda line: print(f"[evaluate] {line}", file=sys.stderr,
+                                                                           flush=True))
     print(f"[evaluate] {len(ev.records)} answers, {ev.judged} judged by the harness, {ev.deduplicated} repeats "
           "given their first verdict", file=sys.stderr)
     print(f"[evaluate] {policy_eval.time_line(ev)}", file=sys.stderr)

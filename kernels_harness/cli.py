@@ -102,6 +102,8 @@ def _eval(args) -> int:
     from kernels_harness.tasks.schema import load_task
     task = load_task(args.task)
     sol = Path(args.solution)
+    if sol.is_dir():
+        raise UsageError(f"{str(sol)!r} is a directory; --solution needs one .cu file")
     if not sol.is_file():
         raise UsageError(f"solution file {str(sol)!r} does not exist")
     try:

@@ -1,4 +1,4 @@
-"""EvalResult: one record per evaluated candidate (see ../shared/DESIGN.md, "EvalResult").
+"""EvalResult: one record per evaluated candidate (see docs/design.md, "The harness").
 
 Failures are values: `status` is one of STATUSES and never an exception that reaches the trainer.
 Plain data only (JSON-serialisable via `to_dict`), so it crosses process boundaries unchanged.

@@ -110,21 +110,28 @@ def markdown(summary: dict) -> str:
 
 
 def plot_turns(summary: dict, path: Path) -> Path | None:
+    """Correctness and fast_p per refinement turn (fractions of all tasks), as a PNG; None without turns or
+    matplotlib."""
+    from cudaperf_jax.experiment.plotting import empty_note, integer_ticks, pyplot
     rows = summary["per_turn"]
-    if not rows:
+    plt = pyplot()
+    if not rows or plt is None:
         return None
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 3.5))
     turns = [r["turn"] for r in rows]
-    for k in ["correct"] + [k for k in rows[0] if k.startswith("fast_")]:
-        ax.plot(turns, [r.get(k, 0.0) for r in rows], marker="o", label=k)
+    keys = ["correct"] + [k for k in rows[0] if k.startswith("fast_")]
+    for k in keys:
+        ax.plot(turns, [r.get(k) or 0.0 for r in rows], marker="o", label=k)
+    if not any(r.get(k) for r in rows for k in keys):
+        empty_note(ax, "no task had a correct candidate at any turn")
     ax.set_xlabel("turn")
     ax.set_ylabel("fraction of tasks")
-    ax.set_ylim(0, 1)
+    ax.set_ylim(-0.04, 1.04)
+    ax.axhline(0.0, color="black", lw=0.5)
     ax.set_xticks(turns)
-    ax.set_title("Correctness and fast_p by refinement turn")
+    integer_ticks(ax)
+    ax.set_title(f"Correctness and fast_p by turn ({summary['tasks']} tasks, {summary['candidates']} candidates)",
+                 fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -160,9 +160,12 @@ class Run:
     def checkpoints(self):
         if self._manager is None:
             import orbax.checkpoint as ocp  # imported lazily: harness-only jobs never load JAX
+            # synchronous saves: a run checkpoints between steps and goes on only once the step is on disk (an async
+            # save followed by a wait was reported by the next save as "Waiting for previous save", a false alarm)
             self._manager = ocp.CheckpointManager(
                 self.ckpt_dir.resolve(),
-                options=ocp.CheckpointManagerOptions(max_to_keep=self._max_to_keep, create=True))
+                options=ocp.CheckpointManagerOptions(max_to_keep=self._max_to_keep, create=True,
+                                                     enable_async_checkpointing=False))
         return self._manager
 
     def latest_checkpoint(self) -> int | None:
@@ -176,12 +179,10 @@ class Run:
         last = self.latest_checkpoint()
         return 0 if last is None else last + 1
 
-    def save(self, step: int, state, wait: bool = True):
-        """Saves a pytree of arrays (and Python scalars) as the checkpoint of `step`."""
+    def save(self, step: int, state):
+        """Saves a pytree of arrays (and Python scalars) as the checkpoint of `step`; returns once it is on disk."""
         import orbax.checkpoint as ocp
         self.checkpoints.save(step, args=ocp.args.StandardSave(state))
-        if wait:
-            self.checkpoints.wait_until_finished()
 
     def restore(self, abstract_state):
         """The newest readable checkpointed state shaped like `abstract_state`, or None on a fresh run.
@@ -192,13 +193,17 @@ class Run:
         If none can be read, CheckpointDamaged says so and nothing is moved (the state may not match the code).
         """
         import orbax.checkpoint as ocp
+
+        from cudaperf_jax.experiment.orbax_loop import finishing_reads
         steps = self._steps()
         if not steps:
             return None
         errors = []
+        abstract_state = _placed(abstract_state)
         for step in steps:
             try:
-                state = self.checkpoints.restore(step, args=ocp.args.StandardRestore(abstract_state))
+                with finishing_reads():   # a damaged file leaves no read running behind the error
+                    state = self.checkpoints.restore(step, args=ocp.args.StandardRestore(abstract_state))
             except Exception as e:  # noqa: BLE001 - Orbax/TensorStore raise many kinds for a damaged file
                 errors.append((step, e))
                 continue
@@ -237,6 +242,16 @@ class Run:
             self._manager.wait_until_finished()
             self._manager.close()
         self._summaries.close()
+
+
+def _placed(abstract_state):
+    """The restore target with a sharding on every abstract leaf (jax.ShapeDtypeStruct without one: the default
+    device), so that Orbax places each array as the caller wants instead of reading the sharding the checkpoint was
+    saved with (which it warns is unsafe on another topology). Concrete arrays carry their own sharding."""
+    import jax
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device)
+                        if isinstance(x, jax.ShapeDtypeStruct) and x.sharding is None else x, abstract_state)
 
 
 def _jsonable(v):

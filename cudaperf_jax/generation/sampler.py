@@ -13,6 +13,10 @@ forward pass computes), and the length (the stop token is included).
 
 The decode kernels are chosen by one DecodeKernels (cudaperf_jax.kernels), a static argument of the programs; when
 its path is auto and a kernel fails to build or run, the Sampler warns and goes on with XLA's dots (its `kernels`).
+
+Progress: `generate(..., progress="label")` (and generate_tokens) shows a tqdm bar of the decode steps with tokens/s
+and an ETA, fed by a host callback from inside the loop every `progress_every` steps (cudaperf_jax.generation.progress);
+a static argument of the decode program, so calls without progress run the same programs as before.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from cudaperf_jax.generation import progress as progress_lib
 from cudaperf_jax.generation import stops
 from cudaperf_jax.generation.sampling import choose_with_logprobs
 from cudaperf_jax.kernels import DecodeKernels
@@ -70,11 +75,14 @@ def _prefill(graphdef, state, cache: KVCache, tokens, kv_mask, positions, *, ker
     return cache, model.logits(h[:, -1], kernels)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "spec", "kernels"), donate_argnames=("cache",))
+@functools.partial(jax.jit, static_argnames=("graphdef", "spec", "kernels", "progress_every"),
+                   donate_argnames=("cache",))
 def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys, temperature, top_p,
-            stop_ids, stop_seqs, layouts=(), *, spec, kernels: DecodeKernels):
+            stop_ids, stop_seqs, layouts=(), progress_id=None, *, spec, kernels: DecodeKernels, progress_every: int = 0):
     """Samples N tokens; spec = (N, prompt_slots, top_k, greedy, use_top_p, pad_id, unroll, use_stop_seqs);
     kernels: the resolved decode kernels. layouts: Decoder.kernel_layouts of these weights, or ().
+    progress_every > 0: every that many steps the loop calls progress.report(progress_id (int32), step, tokens so far,
+    samples running) on the host (jax.debug.callback, unordered); 0 (the default): no callback in the program.
 
     unroll > 1: the loop runs `unroll` steps an iteration while that many remain, then single steps, so the device waits
     for the host's loop test (XLA's while loop copies its predicate to the host) once per `unroll` tokens; a batch
@@ -122,7 +130,13 @@ def _decode(graphdef, state, cache: KVCache, logits0, kv_mask, prompt_lens, keys
         h, cache = model.hidden(last[:, None], pos, kv_mask=kv_mask, cache=cache, cache_index=p_slots + step - 1,
                                 kernels=kernels, layouts=layouts)
         tok, lp = pick(model.logits(h[:, 0], kernels), step)
-        return step + 1, record((cache, last, out_t, out_lp, done, lengths), step, tok, lp)
+        carry = record((cache, last, out_t, out_lp, done, lengths), step, tok, lp)
+        if progress_every:
+            jax.lax.cond((step + 1) % progress_every == 0,
+                         lambda: jax.debug.callback(progress_lib.report, progress_id, step + 1, jnp.sum(carry[5]),
+                                                    jnp.sum(~carry[4]), ordered=False),
+                         lambda: None)
+        return step + 1, carry
 
     state_ = (jnp.int32(1), carry)
     if unroll > 1 and n > unroll:
@@ -158,9 +172,10 @@ class Sampler:
     """Generates continuations for batches of prompts with one Decoder (and optionally its tokenizer)."""
 
     def __init__(self, model: Decoder, tokenizer=None, *, mesh=None, cache_dtype=None, prompt_bucket: int = 64,
-                 pad_id: int | None = None, kernels: DecodeKernels | None = None):
+                 pad_id: int | None = None, kernels: DecodeKernels | None = None, progress_every: int = 16):
         """kernels: the decode kernels (default DecodeKernels(): auto); after a kernel failure in auto mode the Sampler
-        holds path xla instead (its `kernels` attribute)."""
+        holds path xla instead (its `kernels` attribute). progress_every: decode steps between two progress reports of
+        a call with `progress` on."""
         self.cfg = model.cfg
         self.kernels = kernels or DecodeKernels()
         self.graphdef, self.state = nnx.split(model)
@@ -169,6 +184,7 @@ class Sampler:
         self.mesh = mesh
         self.cache_dtype = cache_dtype or model.dtype
         self.prompt_bucket = max(1, int(prompt_bucket))
+        self.progress_every = max(1, int(progress_every))
         if pad_id is None:
             pad_id = getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None
         if pad_id is None:
@@ -239,19 +255,22 @@ class Sampler:
         return cache
 
     def generate_tokens(self, tokens: np.ndarray, mask: np.ndarray, params: SamplingParams, keys,
-                        timings: dict | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+                        timings: dict | None = None, progress: str | None = None
+                        ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Device arrays (tokens int32[B, N], logprobs float32[B, N], lengths int32[B]) for left-padded
         prompts tokens int32[B, P] with mask bool[B, P] and per-sample keys (uint32[B, 2]).
 
         timings: if a dict is given, the call waits for each phase and stores prefill_s and decode_s.
+        progress: a label: a tqdm bar (stderr) of the decode steps with tokens/s and an ETA, until the call's results
+        are ready (the call then waits for them); None: no bar, and the decode program has no host callback.
         """
         try:
-            return self._generate_tokens(tokens, mask, params, keys, timings)
+            return self._generate_tokens(tokens, mask, params, keys, timings, progress)
         except Exception as e:
             if not self._fall_back(e, tokens.shape[0]):
                 raise
             self._cache.clear()
-            return self._generate_tokens(tokens, mask, params, keys, timings)
+            return self._generate_tokens(tokens, mask, params, keys, timings, progress)
 
     def _fall_back(self, error: BaseException, batch: int) -> bool:
         """After a failed compile or run: in auto mode, if a decode kernel was in the failed programs, use XLA's dots
@@ -265,11 +284,18 @@ class Sampler:
         self.kernels = dataclasses.replace(self.kernels, path="xla", top_k="xla")
         return True
 
-    def _generate_tokens(self, tokens, mask, params: SamplingParams, keys, timings):
+    def _generate_tokens(self, tokens, mask, params: SamplingParams, keys, timings, progress: str | None = None):
         prefill_args, decode_args, spec, kc = self._program_inputs(tokens, mask, params, keys)
-        return self._run(functools.partial(_prefill, self.graphdef, kernels=kc),
-                         functools.partial(_decode, self.graphdef, spec=spec, kernels=kc), prefill_args, decode_args,
-                         spec, timings)
+        prefill = functools.partial(_prefill, self.graphdef, kernels=kc)
+        if progress is None:
+            return self._run(prefill, functools.partial(_decode, self.graphdef, spec=spec, kernels=kc), prefill_args,
+                             decode_args, spec, timings)
+        with progress_lib.DecodeProgress(progress, spec[0], tokens.shape[0]) as bar:
+            decode = functools.partial(_decode, self.graphdef, spec=spec, kernels=kc, progress_every=self.progress_every)
+            out = self._run(prefill, decode, prefill_args, (*decode_args, jnp.int32(bar.id)), spec, timings)
+            lengths = np.asarray(out[2])   # waits for the results: the bar ends with the call
+            bar.finish(int(lengths.max()), int(lengths.sum()))
+        return out
 
     def _program_inputs(self, tokens, mask, params: SamplingParams, keys):
         """(prefill's arguments after graphdef, decode's after graphdef, state, cache and logits0, decode's spec, the
@@ -342,16 +368,17 @@ class Sampler:
         return run
 
     def generate(self, prompts: Sequence, params: SamplingParams = SamplingParams(), *, seed: int = 0,
-                 keys=None, chat: bool = False) -> SampleOutput:
+                 keys=None, chat: bool = False, progress: str | None = None) -> SampleOutput:
         """Samples continuations of `prompts` (strings, chat message lists, or token-id lists).
 
-        keys: uint32[B, 2] per-sample PRNG keys (default: split from `seed`).
+        keys: uint32[B, 2] per-sample PRNG keys (default: split from `seed`). progress: a label for a tqdm bar of the
+        decode steps (tokens/s, ETA); None: none (see generate_tokens).
         """
         token_lists = self.encode(prompts, chat=chat)
         toks, mask = self.pad(token_lists)
         if keys is None:
             keys = jax.random.split(jax.random.PRNGKey(seed), len(token_lists))
-        out_t, out_lp, lengths = self.generate_tokens(toks, mask, params, keys)
+        out_t, out_lp, lengths = self.generate_tokens(toks, mask, params, keys, progress=progress)
         out_t, out_lp, lengths = (np.asarray(x) for x in jax.device_get((out_t, out_lp, lengths)))
         texts = None
         if self.tokenizer is not None:

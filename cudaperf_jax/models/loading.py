@@ -282,10 +282,15 @@ def load_run_policy(path: str | Path, *, dtype=jnp.float32, param_dtype=jnp.floa
         model = add_adapters(_load_base(run, meta, dtype, param_dtype), lora, nnx.Rngs(0))
         trained = ADAPTERS
     abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), nnx.state(model, trained))
+    # read onto the default device (a mesh reshards below): with the target's sharding given, Orbax need not read it
+    # from the checkpoint's sharding file, which it warns is unsafe across topologies
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    target = {"params": jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), abstract)}
+    from cudaperf_jax.experiment.orbax_loop import finishing_reads
     try:
-        with ocp.PyTreeCheckpointer() as ckptr:
-            restored = ckptr.restore(step_dir.resolve() / "default",
-                                     args=ocp.args.PyTreeRestore(item={"params": abstract}, partial_restore=True))
+        with finishing_reads(), ocp.PyTreeCheckpointer() as ckptr:
+            restored = ckptr.restore(step_dir.resolve() / "default", args=ocp.args.PyTreeRestore(
+                item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target), partial_restore=True))
         params = restored["params"]
         _check_params(abstract, params)
     except Exception as e:  # noqa: BLE001 - Orbax/tensorstore raise many types for a damaged checkpoint

@@ -1,1 +1,1 @@
-"""Rewards: the unified reward of DESIGN.md and the host-callback bridge to the harness."""
+"""Rewards: the unified reward of docs/design.md and the host-callback bridge to the harness."""

@@ -1,4 +1,4 @@
-"""The unified reward of DESIGN.md, per candidate, from its EvalResult (and the ranker's score):
+"""The unified reward of docs/design.md, per candidate, from its EvalResult (and the ranker's score):
 
     r = w_c*correct + correct*w_p*clip(log2(speedup)) + g*w_s*structure + g*w_r*(ranker - 0.5) - penalty
 

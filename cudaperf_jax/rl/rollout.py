@@ -155,7 +155,9 @@ def rollout(sampler, client, tasks: Sequence, cfg: RolloutConfig, seed: int, *,
     (its `evaluate([(task, source)]) -> [EvalResult]` runs in a thread while `on_generated` runs; its
     `reward_rows(results, tasks, sources) -> float32[n, C]` and `names` (with "total") give the rewards). Keys: sample g of task k in turn t draws from
     fold_in(fold_in(PRNGKey(seed), t), k * G + g), so a rollout is a function of its seed. log: called with one
-    line per turn (samples, tokens and seconds of generation, harness seconds, verdicts).
+    line per turn (samples, tokens and seconds of generation, harness seconds, verdicts). progress: a bar over the
+    turns, a bar over each sampler call's decode steps (tokens/s, ETA) and a line per sampler call and per turn on
+    stderr (through `log` when given).
     """
     tasks = list(tasks)
     if not tasks:
@@ -178,6 +180,8 @@ def rollout(sampler, client, tasks: Sequence, cfg: RolloutConfig, seed: int, *,
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=cfg.turns, desc="rollout turns", leave=False)
+        if log is None:
+            log = _stderr_line
     with ThreadPoolExecutor(1) as harness_thread:
         for turn in range(cfg.turns):
             prompts_, modes = [], []
@@ -189,7 +193,9 @@ def rollout(sampler, client, tasks: Sequence, cfg: RolloutConfig, seed: int, *,
             keys = jax.vmap(lambda i, t=turn: jax.random.fold_in(jax.random.fold_in(base, t), i))(np.arange(k_n * g_n))
             t0 = time.perf_counter()
             gen_before = seconds["generation"]
-            out_t, out_lp, lengths = _generate(sampler, prompts_, params, keys, cfg.gen_batch)
+            out_t, out_lp, lengths = _generate(sampler, prompts_, params, keys, cfg.gen_batch,
+                                               label=f"decode turn {turn}" if progress else None,
+                                               log=log if progress else None)
             seconds["generation"] += time.perf_counter() - t0
             cands = []
             for i, ids in enumerate(prompts_):
@@ -267,21 +273,38 @@ def _chunks(sampler, prompts_: list, gen_batch: int) -> list[list[int]]:
     return out + ([cur] if cur else [])
 
 
-def _generate(sampler, prompts_: list, params, keys, gen_batch: int):
+def _stderr_line(line: str) -> None:
+    import sys
+    print(f"[rollout] {line}", file=sys.stderr, flush=True)
+
+
+def _generate(sampler, prompts_: list, params, keys, gen_batch: int, label: str | None = None,
+              log: Callable[[str], None] | None = None):
     """(tokens int32[n, N], logprobs float32[n, N], lengths int32[n]) of the prompts in sampler calls of
     `_chunks` (gen_batch 0: one call). A short chunk is padded with copies of its first prompt to its size's batch
-    (so that the programs of a batch shape compile once); each sample's key is its own, whatever its chunk."""
+    (so that the programs of a batch shape compile once); each sample's key is its own, whatever its chunk.
+    label: a decode progress bar per sampler call (None: none); log: a line per sampler call when there are several."""
     n = len(prompts_)
     tokens, logprobs, lengths = [None] * n, [None] * n, np.zeros(n, np.int32)
-    for idx in _chunks(sampler, prompts_, gen_batch):
+    chunks = _chunks(sampler, prompts_, gen_batch)
+    done = 0
+    for c, idx in enumerate(chunks):
+        t0 = time.perf_counter()
+        which = (f"{label}, call {c + 1}/{len(chunks)}: {len(idx)} sequences" if len(chunks) > 1 else label) \
+            if label else None
         size = len(idx) if not gen_batch else chunk_size(
             gen_batch, max(_padded(sampler, len(prompts_[i])) for i in idx))
         rows = idx + [idx[0]] * (size - len(idx))
         toks, mask = sampler.pad([prompts_[i] for i in rows])
-        out = sampler.generate_tokens(toks, mask, params, keys[np.asarray(rows)])
+        out = sampler.generate_tokens(toks, mask, params, keys[np.asarray(rows)], **({"progress": which} if which else {}))
         t, lp, ln = (np.asarray(x) for x in jax.device_get(out))
         for r, i in enumerate(idx):
             tokens[i], logprobs[i], lengths[i] = t[r], lp[r], ln[r]
+        done += len(idx)
+        if log is not None and len(chunks) > 1:
+            n_tok, sec = int(ln[:len(idx)].sum()), time.perf_counter() - t0
+            log(f"{which}: {n_tok} tokens in {sec:.1f} s ({n_tok / max(sec, 1e-9):.1f} tokens/s); {done}/{n} "
+                "sequences of the turn done")
     width = max(t.shape[0] for t in tokens)
     pad = lambda a, v: np.pad(a, (0, width - a.shape[0]), constant_values=v)  # noqa: E731
     return (np.stack([pad(t, sampler.pad_id) for t in tokens]), np.stack([pad(x, 0.0) for x in logprobs]), lengths)

@@ -36,6 +36,7 @@ from cudaperf_jax.rl import grpo
 from cudaperf_jax.rl.batch import micro_batches
 from cudaperf_jax.rl.config import RLConfig, TasksConfig
 from cudaperf_jax.rl.objective import TRAIN_KEYS, grpo_objective, make_logprob_fn
+from cudaperf_jax.rl.plots import plot_metrics
 from cudaperf_jax.rl.rollout import rollout
 from cudaperf_jax.training import (
     init_train_state,
@@ -194,7 +195,7 @@ class Trainer:
         seed = int(jax.random.randint(rollout_key, (), 0, 2**31 - 1))
         tasks = self.tasks_of(step)
         ro = rollout(self.sampler, client, tasks, c.rollout, seed, on_generated=self._ref_hook if self.use_ref else None,
-                     log=lambda line: print(f"[rl] step {step} {line}", flush=True))
+                     log=lambda line: print(f"[rl] step {step} {line}", flush=True), progress=True)
         rewards = ro.rewards("total")
         judged = ro.judged()
         returns, adv, equal = grpo.multi_turn_advantages(rewards, c.grpo.gamma, c.grpo.advantage, judged)
@@ -259,28 +260,6 @@ def train(config, workdir) -> dict:
     plot_metrics(metrics, c.rollout.turns, Path(workdir) / "rl_curves.png")
     run.close()
     return summary
-
-
-def plot_metrics(metrics: list[dict], turns: int, path: Path) -> None:
-    """Reward and correctness per step and per turn, as a PNG."""
-    if not metrics:
-        return
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    steps = [m["step"] for m in metrics]
-    for t in range(turns):
-        axes[0].plot(steps, [m.get(f"turn{t}/reward/total", np.nan) for m in metrics], marker="o", label=f"turn {t}")
-        axes[1].plot(steps, [m.get(f"turn{t}/correct", np.nan) for m in metrics], marker="o", label=f"turn {t}")
-    axes[0].set_title("mean reward")
-    axes[1].set_title("fraction correct")
-    for ax in axes:
-        ax.set_xlabel("RL step")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def trained_policy(config, workdir):

@@ -7,39 +7,42 @@ import numpy as np
 
 
 def plot_losses(rows: list[dict], path: Path) -> Path | None:
-    """Train loss per step (and its running mean), val loss where evaluated, learning rate; None without matplotlib."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
+    """Train loss per step (and its running mean), val loss where evaluated, learning rate; None without matplotlib.
+
+    x is the number of optimizer updates done: step s's train loss is measured before its update (x = s), the val
+    loss evaluated after step s at x = s + 1, and the val loss before training (val_loss_initial) at x = 0."""
+    from cudaperf_jax.experiment.plotting import integer_ticks, pyplot
+    plt = pyplot()
     train = [(r["step"], r["loss"]) for r in rows if "loss" in r]
-    val = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
-    if not train:
+    if plt is None or not train:
         return None
+    val = [(r["step"] + 1, r["val_loss"]) for r in rows if "val_loss" in r]
+    initial = [r["val_loss_initial"] for r in rows if "val_loss_initial" in r]
+    if initial:
+        val = [(0, initial[0]), *val]
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     s, l = map(np.asarray, zip(*train))
-    ax.plot(s, l, color="tab:blue", alpha=0.35, lw=1, label="train loss")
+    ax.plot(s, l, "o-" if len(s) < 30 else "-", color="tab:blue", alpha=0.5 if len(s) >= 30 else 0.9, lw=1, ms=4,
+            label="train loss (step's batch, before its update)")
     k = max(1, len(l) // 20)
     if k > 1:
         ax.plot(s[k - 1:], np.convolve(l, np.ones(k) / k, mode="valid"), color="tab:blue", lw=1.8,
                 label=f"train (mean of {k})")
-    initial = [r["val_loss_initial"] for r in rows if "val_loss_initial" in r]
-    if val or initial:
-        vs, vl = (list(map(list, zip(*val))) if val else ([], []))
-        if initial:
-            vs, vl = [-1, *vs], [initial[0], *vl]
-        ax.plot(vs, vl, "o-", color="tab:orange", lw=1.5, ms=4, label="val loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("nll per response token")
-    ax.set_title("SFT warm start")
+    if val:
+        ax.plot(*zip(*val), "s--", color="tab:orange", lw=1.5, ms=5, label="val loss")
+    ax.set_xlabel("optimizer updates done")
+    ax.set_ylabel("loss (nll per response token)")
+    ax.set_title(f"SFT warm start: {len(train)} step{'' if len(train) == 1 else 's'}")
+    integer_ticks(ax)
     lr = [(r["step"], r["lr"]) for r in rows if "lr" in r]
-    if lr:
+    if len({v for _, v in lr}) == 1:   # a constant rate: said in the title, no second axis
+        ax.set_title(f"{ax.get_title()}, learning rate {lr[0][1]:.2g}")
+    elif lr:
         ax2 = ax.twinx()
-        ax2.plot(*zip(*lr), color="tab:gray", lw=0.8, ls="--")
-        ax2.set_ylabel("learning rate", color="tab:gray")
-    ax.legend(fontsize=8, loc="upper right")
+        ax2.plot(*zip(*lr), color="tab:gray", lw=0.8, ls=":")
+        ax2.set_ylabel("learning rate (dotted)", color="tab:gray")
+        ax2.tick_params(axis="y", colors="tab:gray", labelsize=7)
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -1,4 +1,4 @@
-"""Structural features of CUDA kernels and the structural score (see ../shared/DESIGN.md).
+"""Structural features of CUDA kernels and the structural score (see docs/design.md, "The harness").
 
     from kernels_harness import features
     f = features.analyse(task, source, result)   # -> Features (.score in [0, 1], .feedback, .to_dict())

@@ -349,6 +349,10 @@ def _parse_task(d: Any) -> Task:
 def load_task(path: str | Path) -> Task:
     """Reads and validates a task file; raises TaskError with a one-sentence reason."""
     p = Path(path)
+    if p.is_dir():
+        some = sorted(p.glob("*.json"))[:1]
+        raise TaskError(f"{str(p)!r} is a directory, not a task file; pass one task file"
+                        + (f", such as {str(some[0])!r}" if some else " (a .json file)"))
     if not p.is_file():
         raise TaskError(f"task file {str(p)!r} does not exist")
     try:

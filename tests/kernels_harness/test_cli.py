@@ -48,6 +48,8 @@ def test_hack_verdict_exits_zero():
 
 @pytest.mark.parametrize("args,needle", [
     (["eval", "--task", "/nonexistent/task.json", "--solution", "x.cu"], "does not exist"),
+    (["eval", "--task", str(TASK.parent), "--solution", "x.cu"], "is a directory, not a task file; pass one task file"),
+    (["eval", "--task", str(TASK), "--solution", str(TASK.parent), "--backend", "cpu"], "--solution needs one .cu file"),
     (["eval", "--task", str(TASK), "--solution", "/nonexistent/s.cu", "--backend", "cpu"], "does not exist"),
     (["eval", "--task", str(TASK)], "--solution"),
     (["eval", "--task", str(TASK), "--solution", str(ADV / "good_naive.cu"), "--backend", "tpu"], "invalid choice"),

@@ -114,6 +114,8 @@ def test_damaged_gguf(sources, tmp_path_factory, seed, mode):
     rejected_in_one_line(read_checkpoint, f)
 
 
+# a damaged file must not leave Orbax reads running into a closed event loop (cudaperf_jax/experiment/orbax_loop.py)
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 @SMALL
 @given(seed=st.integers(0, 10**6), value=JSON, delete=st.booleans(),
        damage=st.sampled_from(["policy", "truncate", "delete", "garbage", "none"]))
@@ -146,3 +148,20 @@ def test_not_a_checkpoint_at_all(tmp_path):
     for p in (tmp_path / "x.bin", tmp_path / "empty", tmp_path / "bad.gguf", tmp_path / "missing"):
         with pytest.raises(CheckpointError):
             load_policy(p, tokenizer=False)
+
+
+def test_run_directory_loads_without_warnings(sources):
+    """The restore gives Orbax each array's sharding: no "Sharding info not provided" (read from the checkpoint's
+    sharding file, which Orbax calls unsafe on another topology), and the same parameters as the source."""
+    import warnings
+
+    import jax
+    from flax import nnx
+    root, _ = sources
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model, _ = load_policy(root / "run", tokenizer=False)
+    assert not [w for w in caught if "Sharding" in str(w.message)], [str(w.message)[:100] for w in caught]
+    want, _ = load_policy(root / "hf", tokenizer=False)
+    for a, b in zip(jax.tree.leaves(nnx.state(model, nnx.Param)), jax.tree.leaves(nnx.state(want, nnx.Param))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -24,7 +24,7 @@ def test_queue_gives_every_id_to_exactly_one_process_in_order(tmp_path):
     ids = [f"t{i}" for i in range(40)]
     WorkQueue(tmp_path / "queue", ids)
     out = tmp_path / "r.jsonl"
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("spawn")   # not fork: this pytest process may have started JAX, which fork would copy mid-flight
     start = ctx.Barrier(3)
     procs = [ctx.Process(target=_drain, args=(tmp_path / "queue", out, 0.01, start)) for _ in range(3)]
     for p in procs:

@@ -1,7 +1,6 @@
 """The KernelBench-layout importer: signature in ABI order, configs, entry names, one-line errors,
 agreement with the torch2cuda generator, and an imported task judged by the harness."""
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -11,7 +10,6 @@ from kernels_harness.tasks import kernelbench as kb
 from kernels_harness.tasks.errors import TaskError
 from kernels_harness.tasks.schema import Task, config_env
 
-EXAMPLE = Path("/work/shared/examples/level_example/3_Scaled_GELU_RowSum.py")
 EXAMPLE_TEXT = '''import torch
 import torch.nn as nn
 
@@ -47,7 +45,7 @@ def example(tmp_path):
     d = tmp_path / "level1"
     d.mkdir()
     p = d / "3_Scaled_GELU_RowSum.py"
-    p.write_text(EXAMPLE.read_text() if EXAMPLE.is_file() else EXAMPLE_TEXT)
+    p.write_text(EXAMPLE_TEXT)
     return p
 
 
