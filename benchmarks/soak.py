@@ -107,10 +107,13 @@ class Probe:
         self.sessions: set[int] = set()
         self.seen: set[int] = set()  # every process of the pool seen so far
         self.tmp_before = set(os.listdir(tempfile.gettempdir()))
+        # children this process had before the pool (a test runner's, multiprocessing's resource tracker) are
+        # not the pool's to leave behind
+        self.before = descendants(proc_table(), self.me)
 
     def __call__(self, pool=None) -> dict:
         table = proc_table()
-        mine = descendants(table, self.me)
+        mine = descendants(table, self.me) - self.before
         own_sid = table.get(self.me, {}).get("sid")
         self.sessions |= {table[p]["sid"] for p in mine if table[p]["sid"] != own_sid}
         self.seen |= mine

@@ -60,4 +60,4 @@ def main(config, workdir):
 
 
 if __name__ == "__main__":
-    launch.run(main, name="build_dataset")
+    launch.run(main, name="build_dataset", uses_workdir=False)

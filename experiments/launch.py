@@ -150,14 +150,15 @@ def _typed_check(config) -> None:
         _fail(str(e))
 
 
-def run(main, name: str):
-    """Runs `main(config, workdir)` as an absl app."""
+def run(main, name: str, uses_workdir: bool = True):
+    """Runs `main(config, workdir)` as an absl app; `uses_workdir=False` for an entry point that writes only where
+    its own config says (build_dataset's --out), which is then not told about a default workdir."""
     def _main(argv):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments {argv[1:]}; settings go in --config.<field>=value")
         _typed_check(FLAGS.config)
         workdir = FLAGS.workdir
-        if workdir is None:
+        if workdir is None and uses_workdir:
             workdir = str(REPO / "runs" / name)
             print(f"[{name}] no --workdir given: writing to {workdir}", file=sys.stderr)
         if not FLAGS["verbosity"].present:  # Orbax logs every checkpoint step at INFO
