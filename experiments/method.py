@@ -1,0 +1,380 @@
+"""The method's experiment (issue 45) as a chain of stretches on machines that keep nothing: zero-shot, SFT, RL on the
+full reward (two seeds) and without the structural and ranker terms, each policy evaluated per turn on KernelBench
+level 1, the test split and val.
+
+    python experiments/method.py run --root ROOT --budget_minutes M [--stages a,b] [--model NAME] [--size dev|full]
+    python experiments/method.py pack --root ROOT --out DIR        # what must come back from the machine
+    python experiments/method.py restore --root ROOT --from DIR [DIR ...]   # packed files, the chain dir, cells.tgz
+    python experiments/method.py collect --from DIR [--chain benchmarks/results/method_chain]
+    python experiments/method.py report (--root ROOT | --from DIR ...) --out benchmarks/results/method_<date>
+    python experiments/method.py publish (--root ROOT | --from DIR ...) --out adapters
+
+`run` runs the next unfinished stages in order (experiments/method_plan.py) until the budget: each stage is a
+subprocess in ROOT, killed (with everything it started) when the budget ends, and resumes from its run directory or
+its evaluation cells the next time; a finished stage is stamped (ROOT/stamps/). One line per stage says what it did.
+A stretch on a fresh machine: `restore` from the chain directory, `run` until the call's time is nearly spent,
+`pack` into the call's output folder; the next call `run`s again while the machine is warm, or `restore`s on the next
+machine. `collect` puts what came back into the chain directory kept in the repository (one file per policy,
+replaced). `report` writes the results table, intervals, gaps, goals and plots; `publish` the final adapters.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from experiments import method_chain as chain  # noqa: E402
+from experiments.method_plan import Plan, PlanError, Stage  # noqa: E402
+
+CHAIN_DIR = REPO / "benchmarks" / "results" / "method_chain"
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# ---- processes --------------------------------------------------------------------------------------
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (by parent id, from /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL to a stage and every process it started (its session, and its descendants that left it)."""
+    for pid in [*_descendants(proc.pid), proc.pid]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _die_with_parent() -> None:
+    """In the stage's process: SIGKILL when the driver dies (PR_SET_PDEATHSIG), whatever kills it."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def launch(cmd: list[str], root: Path, logfile: Path, seconds: float) -> tuple[int | None, float]:
+    """Runs cmd in root, output appended to logfile; (exit status or None when killed at `seconds`, seconds run)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    env.update(PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL=env.get("TF_CPP_MIN_LOG_LEVEL", "3"))
+    logfile.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    with open(logfile, "ab") as out:
+        out.write(f"\n== {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC: {' '.join(cmd)}\n".encode())
+        out.flush()
+        proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+        previous = {s: signal.signal(s, lambda *_, s=s: (kill_tree(proc), sys.exit(128 + s)))
+                    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        try:
+            rc = proc.wait(timeout=max(seconds, 0.1))
+        except subprocess.TimeoutExpired:
+            kill_tree(proc)
+            rc = None
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+    return rc, time.monotonic() - t0
+
+
+# ---- progress of a stage ----------------------------------------------------------------------------
+def _rows(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def progress(root: Path, plan: Plan, st: Stage) -> str:
+    """A few words on how far a stage is."""
+    run = root / "runs" / st.policy
+    if st.kind in ("sft", "rl", "ranker"):
+        rows = _rows(run / "metrics.jsonl")
+        cfg = json.loads((run / "config.json").read_text()).get("config", {}) if (run / "config.json").is_file() else {}
+        step = chain.latest_step(run)
+        text = f"checkpoint at step {step}" if step is not None else "no checkpoint yet"
+        if cfg.get("steps"):
+            text += f" of {cfg['steps']}"
+        last = rows[-1] if rows else {}
+        if st.kind == "sft":
+            vals = [r["val_loss"] for r in rows if "val_loss" in r]
+            text += f", loss {last['loss']:.3f}" if "loss" in last else ""
+            text += f", val loss {vals[-1]:.3f}" if vals else ""
+        elif st.kind == "rl" and last:
+            turns = [last.get(f"turn{t}/correct") for t in range(8) if f"turn{t}/correct" in last]
+            text += (f", reward {last.get('reward/total', 0):.3f}, correct per turn "
+                     + "/".join(f"{c:.2f}" for c in turns)
+                     + f", equal groups {last.get('equal_groups', 0)}/{last.get('groups', 0)}")
+        return text
+    if st.kind == "eval":
+        dirs = plan.cell_dirs(st, root)
+        done = sum((d / "cell.json").is_file() for d in dirs)
+        parts = sum(len(list(d.glob("part_*.json"))) for d in dirs if not (d / "cell.json").is_file())
+        return f"cells {done}/{len(dirs)} complete" + (f", {parts} part(s) of the others" if parts else "")
+    return ""
+
+
+def _log_tail(path: Path, n: int = 6) -> str:
+    if not path.is_file():
+        return ""
+    lines = [x for x in path.read_text(errors="replace").replace("\r", "\n").splitlines() if x.strip()]
+    return "\n    ".join(lines[-n:])
+
+
+# ---- run ----------------------------------------------------------------------------------------------
+def check_plan(root: Path, plan: Plan) -> None:
+    """Writes ROOT/plan.json, or refuses a root that holds another model's or size's chain."""
+    path = root / "plan.json"
+    mine = json.loads(json.dumps({**plan.to_json(), "policies": plan.policies(),
+                                  "local_stages": [s.name for s in plan.stages() if s.local]}))
+    if path.is_file():
+        old = json.loads(path.read_text())
+        diff = [k for k in ("model", "size", "evals") if old.get(k) != mine[k]]
+        if diff:
+            raise PlanError(f"{root} holds the chain of {old.get('model')} at size {old.get('size')} ({', '.join(diff)} "
+                            "differ); pass the same --model and --size, or another --root")
+    chain._atomic(path, json.dumps(mine, indent=1))
+
+
+class Lock:
+    """ROOT/.lock: one driver per root."""
+
+    def __init__(self, root: Path):
+        self.path = root / ".lock"
+
+    def __enter__(self):
+        if self.path.is_file():
+            pid = int(self.path.read_text().strip() or 0)
+            if pid and pid != os.getpid() and Path(f"/proc/{pid}").exists():
+                raise PlanError(f"another driver (pid {pid}) runs in {self.path.parent}; wait for it or end it")
+        self.path.write_text(str(os.getpid()))
+        return self
+
+    def __exit__(self, *exc):
+        self.path.unlink(missing_ok=True)
+
+
+def _model_missing(plan: Plan) -> str | None:
+    from cudaperf_jax import assets
+    if assets.is_model_name(plan.model):
+        return None if assets.cached_path(assets.get_spec(plan.model)) else (
+            f"{plan.model} is not in the model cache; fill it first: python -m cudaperf_jax.assets fetch "
+            f"{plan.model} [--file PATH | --wheels DIR]")
+    return None if Path(plan.model).exists() else f"no model at {plan.model}; pass a registered name or a path"
+
+
+def run(root: Path, plan: Plan, names: list[str], budget_s: float, suites: tuple[str, ...] | None = None) -> int:
+    """Runs the selected (default: all) stages in order until `budget_s`; 0 unless a stage failed."""
+    root.mkdir(parents=True, exist_ok=True)
+    t_start = time.monotonic()
+    deadline = t_start + budget_s
+    with Lock(root):
+        check_plan(root, plan)
+        stages = plan.select(names) if names else plan.stages()
+        todo = [s for s in stages if not chain.is_done(root, s.name)]
+        if any(s.kind in ("base", "eval") for s in todo) and (why := _model_missing(plan)):
+            log(f"[method] error: {why}")
+            return 2
+        status = 0
+        for st in stages:
+            line, stop, failed = run_stage(root, plan, st, deadline, suites)
+            log(f"[method] {st.name}: {line}")
+            with open(root / "history.jsonl", "a") as f:
+                f.write(json.dumps({"stage": st.name, "line": line, "utc": time.strftime(
+                    "%Y-%m-%d %H:%M:%S", time.gmtime())}) + "\n")
+            if failed:
+                status = 1
+            if stop:
+                break
+        log(f"[method] {(time.monotonic() - t_start) / 60:.1f} of {budget_s / 60:.1f} min used")
+        return status
+
+
+def run_stage(root: Path, plan: Plan, st: Stage, deadline: float, suites) -> tuple[str, bool, bool]:
+    """(the stage's line, whether the chain stops here, whether it failed)."""
+    if chain.is_done(root, st.name):
+        return "finished earlier", False, False
+    if st.kind == "eval" and _cells_complete(root, plan, st):
+        chain.write_stamp(root, st.name, {"seconds": 0, "cells": "restored"})
+        return "finished (its cells were complete already)", False, False
+    if st.kind == "eval" and suites is not None and _cells_complete(root, plan, st, suites):
+        return f"suites {','.join(suites)} finished earlier", False, False
+    waits = [n for n in st.needs if not chain.is_done(root, n)]
+    if waits:
+        return f"waits for {', '.join(waits)}", False, False
+    left = deadline - time.monotonic()
+    if left < max(st.min_seconds, 1.0):
+        return (f"not started: {left / 60:.1f} min left, it needs {st.min_seconds / 60:.1f} to be worth "
+                "starting"), True, False
+    cmd = plan.command(st, REPO, (left - 20.0) / 60.0, suites if st.kind == "eval" else None)
+    logfile = root / "logs" / f"{st.name}.log"
+    rc, secs = launch(cmd, root, logfile, left)
+    took = f"{secs / 60:.1f} min"
+    if rc is None:
+        return f"stopped at the budget after {took} ({progress(root, plan, st)})", True, False
+    if rc != 0:
+        return f"failed (exit {rc}) after {took}; {logfile}:\n    {_log_tail(logfile)}", True, True
+    if st.kind == "eval" and not _cells_complete(root, plan, st):
+        part = suites is not None and set(suites) != set(plan.evals.suites)
+        if part and _cells_complete(root, plan, st, suites):
+            return f"suites {','.join(suites)} done in {took} ({progress(root, plan, st)})", False, False
+        return f"stopped between parts at the budget after {took} ({progress(root, plan, st)})", True, False
+    chain.write_stamp(root, st.name, {"seconds": round(secs, 1)})
+    return f"finished in {took} ({progress(root, plan, st)})", False, False
+
+
+def _cells_complete(root: Path, plan: Plan, st: Stage, suites=None) -> bool:
+    return all((d / "cell.json").is_file() for d in plan.cell_dirs(st, root, suites))
+
+
+# ---- report / publish sources -----------------------------------------------------------------------
+def _source_root(args) -> tuple[Path, object]:
+    """(a root to read, a TemporaryDirectory to keep alive or None): --root as is, --from restored into a temp root."""
+    if args.root:
+        return Path(args.root), None
+    import tempfile
+    tmp = tempfile.TemporaryDirectory(prefix="method_report_")
+    chain.restore(Path(tmp.name), [Path(p) for p in args.source], echo=lambda m: None)
+    return Path(tmp.name), tmp
+
+
+def _plan_of(root: Path) -> Plan:
+    path = root / "plan.json"
+    if not path.is_file():
+        raise PlanError(f"{root} holds no chain (no plan.json); run `method.py run` there or restore a pack")
+    meta = json.loads(path.read_text())
+    return Plan.of(meta["model"], meta["size"])
+
+
+def publish(root: Path, out: Path, max_bytes: int = 20_000_000) -> list[Path]:
+    """out/<policy>/: each finished policy's adapter in PEFT format on the base model (an RL adapter combined with
+    the SFT adapter under it, so BASE+out/<policy> is the whole policy), and out/README.md with the commands."""
+    from cudaperf_jax import assets
+    from cudaperf_jax.models.peft_io import combine_peft_dirs
+    plan = _plan_of(root)
+    base_id = assets.hf_id(plan.model) if assets.is_model_name(plan.model) else None
+    sft = root / "runs" / f"sft-{plan.tag}" / "adapter"
+    written = []
+    for policy in plan.policies():
+        if policy == "ranker" or not chain.is_done(root, policy):
+            continue
+        dirs = [sft] if policy == f"sft-{plan.tag}" else [sft, root / "runs" / policy / "adapter"]
+        dest = combine_peft_dirs(dirs, out / policy, base_model_name_or_path=base_id)
+        size = sum(f.stat().st_size for f in dest.iterdir())
+        if size > max_bytes:
+            raise chain.ChainError(f"{dest} is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.0f} MB the repository "
+                                   "holds per adapter; publish it in bfloat16 or with a lower rank")
+        written.append(dest)
+        log(f"[method] publish: {dest} ({size / 1e6:.2f} MB)")
+    from experiments.method_report import adapters_readme
+    (out / "README.md").write_text(adapters_readme(root, plan, written))
+    return written
+
+
+# ---- command line ---------------------------------------------------------------------------------------
+def parse(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="experiments/method.py", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run the next unfinished stages until the budget")
+    r.add_argument("--root", required=True)
+    r.add_argument("--budget_minutes", type=float, required=True)
+    r.add_argument("--stages", default="", help="comma-separated stages (default: all, in order)")
+    r.add_argument("--model", default="qwen2.5-coder-1.5b", help="a registered model name or a path")
+    r.add_argument("--size", default="full", choices=["full", "dev"])
+    r.add_argument("--suites", default="", help="evaluate only these suites now (default: all of the plan)")
+    p = sub.add_parser("pack", help="write what must come back from this machine")
+    p.add_argument("--root", required=True)
+    p.add_argument("--out", required=True)
+    s = sub.add_parser("restore", help="seed a root from packed files, the chain directory or a ladder's cells.tgz")
+    s.add_argument("--root", required=True)
+    s.add_argument("--from", dest="source", nargs="+", required=True)
+    c = sub.add_parser("collect", help="put a pack into the chain directory of the repository")
+    c.add_argument("--from", dest="source", required=True)
+    c.add_argument("--chain", default=str(CHAIN_DIR))
+    for name in ("report", "publish"):
+        q = sub.add_parser(name, help="the results table and plots" if name == "report" else "the final adapters")
+        src = q.add_mutually_exclusive_group(required=True)
+        src.add_argument("--root")
+        src.add_argument("--from", dest="source", nargs="+")
+        q.add_argument("--out", required=True)
+    return ap.parse_args(argv)
+
+
+def _model_arg(model: str) -> str:
+    from cudaperf_jax import assets
+    if assets.is_model_name(model):
+        return model
+    p = Path(model).expanduser()
+    if not p.exists():
+        raise PlanError(f"no model at {model}; pass a registered name ({', '.join(assets.names())}) or a path")
+    return str(p.resolve())
+
+
+def main(argv=None) -> int:
+    a = parse(argv)
+    try:
+        if a.cmd == "run":
+            plan = Plan.of(_model_arg(a.model), a.size)
+            names = [x for x in a.stages.split(",") if x]
+            suites = tuple(x for x in a.suites.split(",") if x) or None
+            bad = [x for x in suites or () if x not in plan.evals.suites]
+            if bad:
+                raise PlanError(f"--suites {','.join(bad)}: choose among {','.join(plan.evals.suites)}")
+            return run(Path(a.root), plan, names, 60.0 * a.budget_minutes, suites)
+        if a.cmd == "pack":
+            chain.pack(Path(a.root), Path(a.out), echo=log)
+        elif a.cmd == "restore":
+            chain.restore(Path(a.root), [Path(x) for x in a.source], echo=log)
+        elif a.cmd == "collect":
+            chain.collect(Path(a.source), Path(a.chain), echo=log)
+        else:
+            root, keep = _source_root(a)
+            try:
+                if a.cmd == "report":
+                    from experiments.method_report import report
+                    report(root, _plan_of(root), Path(a.out), echo=log)
+                else:
+                    publish(root, Path(a.out))
+            finally:
+                if keep is not None:
+                    keep.cleanup()
+    except (PlanError, chain.ChainError, OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
