@@ -209,17 +209,37 @@ def run(root: Path, plan: Plan, names: list[str], budget_s: float, suites: tuple
             return 2
         status = 0
         for st in stages:
-            line, stop, failed = run_stage(root, plan, st, deadline, suites)
+            try:
+                line, stop, failed = run_stage(root, plan, st, deadline, suites)
+            except SystemExit:                  # a signal: the stage and what it started are gone already
+                _history(root, st.name, f"interrupted by a signal ({progress(root, plan, st)})")
+                raise
             log(f"[method] {st.name}: {line}")
-            with open(root / "history.jsonl", "a") as f:
-                f.write(json.dumps({"stage": st.name, "line": line, "utc": time.strftime(
-                    "%Y-%m-%d %H:%M:%S", time.gmtime())}) + "\n")
+            _history(root, st.name, line)
             if failed:
                 status = 1
             if stop:
                 break
         log(f"[method] {(time.monotonic() - t_start) / 60:.1f} of {budget_s / 60:.1f} min used")
         return status
+
+
+def _history(root: Path, stage: str, line: str) -> None:
+    with open(root / "history.jsonl", "a") as f:
+        f.write(json.dumps({"stage": stage, "line": line, "utc": time.strftime("%Y-%m-%d %H:%M:%S",
+                                                                                time.gmtime())}) + "\n")
+
+
+def expected_part_seconds(root: Path) -> float:
+    """The mean seconds of an evaluation part on this chain so far (0 when none is known): an evaluation starts only
+    when one part (and the model's load) still fits, since the ladder always runs its first part."""
+    secs = []
+    for d in (root / "cells").glob("*") if (root / "cells").is_dir() else []:
+        if (d / "cell.json").is_file():
+            secs += json.loads((d / "cell.json").read_text()).get("part_seconds", [])
+        else:
+            secs += [json.loads(p.read_text())["seconds"]["total"] for p in d.glob("part_*.json")]
+    return sum(secs) / len(secs) if secs else 0.0
 
 
 def run_stage(root: Path, plan: Plan, st: Stage, deadline: float, suites) -> tuple[str, bool, bool]:
@@ -235,9 +255,11 @@ def run_stage(root: Path, plan: Plan, st: Stage, deadline: float, suites) -> tup
     if waits:
         return f"waits for {', '.join(waits)}", False, False
     left = deadline - time.monotonic()
-    if left < max(st.min_seconds, 1.0):
-        return (f"not started: {left / 60:.1f} min left, it needs {st.min_seconds / 60:.1f} to be worth "
-                "starting"), True, False
+    need = max(st.min_seconds, 1.0)
+    if st.kind == "eval" and st.min_seconds:
+        need = max(need, 90.0 + expected_part_seconds(root))
+    if left < need:
+        return f"not started: {left / 60:.1f} min left, it needs {need / 60:.1f} to be worth starting", True, False
     cmd = plan.command(st, REPO, (left - 20.0) / 60.0, suites if st.kind == "eval" else None)
     logfile = root / "logs" / f"{st.name}.log"
     rc, secs = launch(cmd, root, logfile, left)
