@@ -32,8 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from experiments import method_chain as chain  # noqa: E402
-from experiments.method_plan import Plan, PlanError, Stage  # noqa: E402
+from experiments import method_chain as chain
+from experiments.method_plan import Plan, PlanError, Stage
 
 CHAIN_DIR = REPO / "benchmarks" / "results" / "method_chain"
 
@@ -96,7 +96,7 @@ def launch(cmd: list[str], root: Path, logfile: Path, seconds: float) -> tuple[i
         out.write(f"\n== {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC: {' '.join(cmd)}\n".encode())
         out.flush()
         proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True, preexec_fn=_die_with_parent)
+                                start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509 (no threads)
         previous = {s: signal.signal(s, lambda *_, s=s: (kill_tree(proc), sys.exit(128 + s)))
                     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
         try:

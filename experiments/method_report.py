@@ -186,15 +186,15 @@ def goals(results: dict, plan: Plan) -> list[dict]:
             return None
         a, b = g1["correct"], g2["correct"]
         return (a["low"] > 0 and b["low"] > 0,
-                f"RL-SFT {a['value']:+.2f} [{a['low']:+.2f}, {a['high']:+.2f}], SFT-zero-shot {b['value']:+.2f} "
-                f"[{b['low']:+.2f}, {b['high']:+.2f}]")
+                (f"RL-SFT {a['value']:+.2f} [{a['low']:+.2f}, {a['high']:+.2f}], SFT-zero-shot {b['value']:+.2f} "
+                f"[{b['low']:+.2f}, {b['high']:+.2f}]"))
     add("RL-full > SFT > zero-shot in correct, the paired gaps' 95% intervals above 0", {s: chain_gap(s)
                                                                                         for s in seeds or [0]})
 
     def abl(s):
         g = _gap(results, kb, f"rl_full_s{s}-{t}", f"rl_abl_s0-{t}")
-        return None if g is None else (g["fast_1"]["value"] >= 0, f"fast_1 gap {g['fast_1']['value']:+.2f} "
-                                       f"[{g['fast_1']['low']:+.2f}, {g['fast_1']['high']:+.2f}]")
+        return None if g is None else (g["fast_1"]["value"] >= 0, (f"fast_1 gap {g['fast_1']['value']:+.2f} "
+                                       f"[{g['fast_1']['low']:+.2f}, {g['fast_1']['high']:+.2f}]"))
     add("RL-full >= RL-ablation in fast_1", {s: abl(s) for s in seeds or [0]})
 
     def turns_gain(s):
@@ -222,7 +222,7 @@ def rl_summaries(root: Path, plan: Plan) -> dict:
             root / "runs" / policy / "config.json").is_file() else {}
         turns = sorted({int(k[4:k.index("/")]) for k in rows[0] if k.startswith("turn") and "/" in k})
         head, tail = rows[:10], rows[-10:]
-        mean = lambda rs, k: sum(r.get(k, 0.0) for r in rs) / len(rs)  # noqa: E731
+        mean = lambda rs, k: sum(r.get(k, 0.0) for r in rs) / len(rs)
         out[policy] = {"steps_done": len(rows), "steps": cfg.get("steps"), "terms": cfg.get("reward", {}).get("terms"),
                        "reward_first10": mean(head, "reward/total"), "reward_last10": mean(tail, "reward/total"),
                        "equal_share_last10": sum(r.get("equal_groups", 0) for r in tail) / max(
@@ -259,7 +259,7 @@ def report(root: Path, plan: Plan, out: Path, echo=print) -> dict:
     pngs = plot_all(results, plan, out)
     (out / "summary.md").write_text(summary_markdown(results, plan, [p.name for p in pngs]))
     echo(f"[method] report: {len(results['cells'])} cells, {len(results['gaps'])} gaps, goals "
-         + ", ".join(g["status"] for g in results["goals"]) + f"; wrote results.json, summary.md, "
+         + ", ".join(g["status"] for g in results["goals"]) + "; wrote results.json, summary.md, "
          + ", ".join(p.name for p in pngs) + f" in {out}")
     return results
 

@@ -57,7 +57,11 @@ def test_the_exact_state_of_a_stage_fits_one_chain_file(stage):
 
 
 def test_method_configs_are_typed_and_agree_with_the_evaluation():
-    from cudaperf_jax.experiment.config import flat_fields, from_configdict, to_configdict
+    from cudaperf_jax.experiment.config import (
+        flat_fields,
+        from_configdict,
+        to_configdict,
+    )
     from experiments.configs import method_rl, method_sft, rl_lora, sft_lora
     for size in ("full", "dev"):
         s = from_configdict(method_sft.TYPED, method_sft.get_config(size))
@@ -127,7 +131,11 @@ def test_combined_adapters_are_the_adapters_applied_one_after_the_other(tmp_path
 
     from cudaperf_jax.models.loading import load_policy
     from cudaperf_jax.models.lora import ADAPTERS, LoRAConfig, add_adapters
-    from cudaperf_jax.models.peft_io import combine_peft_dirs, read_peft_dir, save_peft_dir
+    from cudaperf_jax.models.peft_io import (
+        combine_peft_dirs,
+        read_peft_dir,
+        save_peft_dir,
+    )
     from tests.cudaperf_jax.models import tiny
     base = tmp_path / "base"
     tiny.hf_model("qwen2", seed=1).save_pretrained(base)
@@ -141,7 +149,7 @@ def test_combined_adapters_are_the_adapters_applied_one_after_the_other(tmp_path
         nnx.update(model, jax.tree.unflatten(tree, [0.05 * jax.random.normal(k, x.shape) for k, x in zip(keys, leaves)]))
         save_peft_dir(model, tmp_path / name)
     combine_peft_dirs([tmp_path / "a", tmp_path / "b"], tmp_path / "ab", base_model_name_or_path="Org/Base")
-    cfg, tensors = read_peft_dir(tmp_path / "ab")
+    cfg, _ = read_peft_dir(tmp_path / "ab")
     assert (cfg.rank, cfg.alpha, cfg.targets) == (3, 3.0, "q,k,v,o,gate,up,down")
     assert json.loads((tmp_path / "ab" / "adapter_config.json").read_text())["base_model_name_or_path"] == "Org/Base"
     toks = np.random.RandomState(0).randint(3, 320, (2, 10)).astype(np.int32)
