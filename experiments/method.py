@@ -1,30 +1,38 @@
-"""The method's experiment (issue 45) as a chain of stretches on machines that keep nothing: zero-shot, SFT, RL on the
-full reward (two seeds) and without the structural and ranker terms, each policy evaluated per turn on KernelBench
-level 1, the test split and val.
+"""The method's experiment (issue 45) as a resumable chain for GPU machines that keep nothing: zero-shot, SFT with a
+LoRA adapter, multi-turn GRPO with a LoRA adapter on the full reward (seeds 0 and 1) and without the structural and
+ranker terms, each policy evaluated per turn on KernelBench level 1, the test split and val; then the report and the
+published adapters.
 
-    python experiments/method.py run --root ROOT --budget_minutes M [--stages a,b] [--model NAME] [--size dev|full]
-    python experiments/method.py pack --root ROOT --out DIR        # what must come back from the machine
+    python experiments/method.py run --root ROOT --budget_minutes M [--model NAME|PATH] [--size full|dev]
+                                     [--stages a,b] [--suites kernelbench,test,val]
+    python experiments/method.py pack --root ROOT --out DIR                 # what must come back from the machine
     python experiments/method.py restore --root ROOT --from DIR [DIR ...]   # packed files, the chain dir, cells.tgz
     python experiments/method.py collect --from DIR [--chain benchmarks/results/method_chain]
     python experiments/method.py report (--root ROOT | --from DIR ...) --out benchmarks/results/method_<date>
     python experiments/method.py publish (--root ROOT | --from DIR ...) --out adapters
 
 `run` runs the next unfinished stages in order (experiments/method_plan.py) until the budget: each stage is a
-subprocess in ROOT, killed (with everything it started) when the budget ends, and resumes from its run directory or
-its evaluation cells the next time; a finished stage is stamped (ROOT/stamps/). One line per stage says what it did.
-A stretch on a fresh machine: `restore` from the chain directory, `run` until the call's time is nearly spent,
-`pack` into the call's output folder; the next call `run`s again while the machine is warm, or `restore`s on the next
-machine. `collect` puts what came back into the chain directory kept in the repository (one file per policy,
-replaced). `report` writes the results table, intervals, gaps, goals and plots; `publish` the final adapters.
+subprocess in ROOT, killed with everything it started when the budget ends, and resumes the next time from its run
+directory's checkpoint (SFT every 10 steps, RL every step) or its evaluation's finished parts; a finished stage is
+stamped (ROOT/stamps/). It prints one line per stage: finished, stopped at the budget (with its step or cells), not
+started, waiting for another stage, or failed (with its log's tail).
+
+One device call (at most 10 minutes), in the repository's root on the GPU machine, the model already in its cache:
+
+    python3 experiments/method.py restore --root /root/method --from benchmarks/results/method_chain
+    python3 experiments/method.py run --root /root/method --budget_minutes 8
+    python3 experiments/method.py pack --root /root/method --out $OUT
+
+`restore` never goes back (a policy further along in ROOT is kept), so every call may begin with it, on a fresh
+machine or a warm one. Back here, `collect --from DIR` (DIR: the files the call brought back) replaces the files of
+the chain directory, one per policy, each under 20 MB; commit that directory. README.md, "The method's chain", gives
+the whole procedure, the model's transfer to a fresh machine included.
 """
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,81 +41,14 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 from experiments import method_chain as chain
-from experiments.method_plan import Plan, PlanError, Stage
+from experiments.method_launch import launch
+from experiments.method_plan import ORDER, Plan, PlanError, Stage
 
 CHAIN_DIR = REPO / "benchmarks" / "results" / "method_chain"
 
 
 def log(msg: str) -> None:
     print(msg, flush=True)
-
-
-# ---- processes --------------------------------------------------------------------------------------
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (by parent id, from /proc)."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def kill_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL to a stage and every process it started (its session, and its descendants that left it)."""
-    for pid in [*_descendants(proc.pid), proc.pid]:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-
-
-def _die_with_parent() -> None:
-    """In the stage's process: SIGKILL when the driver dies (PR_SET_PDEATHSIG), whatever kills it."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-
-
-def launch(cmd: list[str], root: Path, logfile: Path, seconds: float) -> tuple[int | None, float]:
-    """Runs cmd in root, output appended to logfile; (exit status or None when killed at `seconds`, seconds run)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    env.update(PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL=env.get("TF_CPP_MIN_LOG_LEVEL", "3"))
-    logfile.parent.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    with open(logfile, "ab") as out:
-        out.write(f"\n== {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC: {' '.join(cmd)}\n".encode())
-        out.flush()
-        proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509 (no threads)
-        previous = {s: signal.signal(s, lambda *_, s=s: (kill_tree(proc), sys.exit(128 + s)))
-                    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-        try:
-            rc = proc.wait(timeout=max(seconds, 0.1))
-        except subprocess.TimeoutExpired:
-            kill_tree(proc)
-            rc = None
-        finally:
-            for s, h in previous.items():
-                signal.signal(s, h)
-    return rc, time.monotonic() - t0
 
 
 # ---- progress of a stage ----------------------------------------------------------------------------
@@ -197,12 +138,12 @@ def _model_missing(plan: Plan) -> str | None:
 
 def run(root: Path, plan: Plan, names: list[str], budget_s: float, suites: tuple[str, ...] | None = None) -> int:
     """Runs the selected (default: all) stages in order until `budget_s`; 0 unless a stage failed."""
+    stages = plan.select(names) if names else plan.stages()
     root.mkdir(parents=True, exist_ok=True)
     t_start = time.monotonic()
     deadline = t_start + budget_s
     with Lock(root):
         check_plan(root, plan)
-        stages = plan.select(names) if names else plan.stages()
         todo = [s for s in stages if not chain.is_done(root, s.name)]
         if any(s.kind in ("base", "eval") for s in todo) and (why := _model_missing(plan)):
             log(f"[method] error: {why}")
@@ -327,30 +268,43 @@ def publish(root: Path, out: Path, max_bytes: int = 20_000_000) -> list[Path]:
 
 # ---- command line ---------------------------------------------------------------------------------------
 def parse(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="experiments/method.py", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="run the next unfinished stages until the budget")
-    r.add_argument("--root", required=True)
-    r.add_argument("--budget_minutes", type=float, required=True)
-    r.add_argument("--stages", default="", help="comma-separated stages (default: all, in order)")
-    r.add_argument("--model", default="qwen2.5-coder-1.5b", help="a registered model name or a path")
-    r.add_argument("--size", default="full", choices=["full", "dev"])
-    r.add_argument("--suites", default="", help="evaluate only these suites now (default: all of the plan)")
-    p = sub.add_parser("pack", help="write what must come back from this machine")
-    p.add_argument("--root", required=True)
-    p.add_argument("--out", required=True)
+    fmt = argparse.RawDescriptionHelpFormatter
+    ap = argparse.ArgumentParser(prog="experiments/method.py", description=__doc__, formatter_class=fmt)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{run,pack,restore,collect,report,publish}")
+    stages = ", ".join(ORDER)
+    r = sub.add_parser("run", help="run the next unfinished stages until the budget",
+                       description=f"Runs the next unfinished stages in order ({stages}) until the budget; each "
+                       "resumes where the last run of it stopped. One line per stage says what it did.")
+    r.add_argument("--root", required=True, help="the chain's directory on this machine (created if missing)")
+    r.add_argument("--budget_minutes", type=float, required=True,
+                   help="stop every stage after this many minutes (a device call: 8 of its 10)")
+    r.add_argument("--stages", default="", help=f"comma-separated, of {stages} (default: all, in order)")
+    r.add_argument("--model", default="qwen2.5-coder-1.5b", help="the policy model: a registered name (in the "
+                   "model cache: python -m cudaperf_jax.assets fetch NAME) or a path (default: %(default)s)")
+    r.add_argument("--size", default="full", choices=["full", "dev"],
+                   help="full: the experiment; dev: a CPU smoke run of every stage in minutes (default: %(default)s)")
+    r.add_argument("--suites", default="", help="evaluate only these suites now, of kernelbench,test,val "
+                   "(default: all)")
+    p = sub.add_parser("pack", help="write what must come back from this machine (at most 8 files, 64 MB)")
+    p.add_argument("--root", required=True, help="the chain's directory")
+    p.add_argument("--out", required=True, help="where to write the files (on a device machine: $OUT)")
     s = sub.add_parser("restore", help="seed a root from packed files, the chain directory or a ladder's cells.tgz")
-    s.add_argument("--root", required=True)
-    s.add_argument("--from", dest="source", nargs="+", required=True)
+    s.add_argument("--root", required=True, help="the chain's directory (created if missing)")
+    s.add_argument("--from", dest="source", nargs="+", required=True,
+                   help="packed files or directories of them (e.g. benchmarks/results/method_chain)")
     c = sub.add_parser("collect", help="put a pack into the chain directory of the repository")
-    c.add_argument("--from", dest="source", required=True)
-    c.add_argument("--chain", default=str(CHAIN_DIR))
+    c.add_argument("--from", dest="source", required=True, help="the directory of files `pack` wrote")
+    c.add_argument("--chain", default=str(CHAIN_DIR), help="the chain directory (default: this repository's "
+                   "benchmarks/results/method_chain)")
     for name in ("report", "publish"):
-        q = sub.add_parser(name, help="the results table and plots" if name == "report" else "the final adapters")
+        q = sub.add_parser(name, help="the results table and plots" if name == "report" else
+                           "the finished adapters in PEFT format, each under 20 MB")
         src = q.add_mutually_exclusive_group(required=True)
-        src.add_argument("--root")
-        src.add_argument("--from", dest="source", nargs="+")
-        q.add_argument("--out", required=True)
+        src.add_argument("--root", help="a chain's directory")
+        src.add_argument("--from", dest="source", nargs="+", help="packed files or directories of them (the chain "
+                         "directory and any later packs)")
+        q.add_argument("--out", required=True, help="results.json, summary.md and plots" if name == "report" else
+                       "one PEFT directory per policy, and README.md with the commands that load them")
     return ap.parse_args(argv)
 
 

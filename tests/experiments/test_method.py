@@ -1,8 +1,10 @@
-"""experiments/method.py end to end on the CPU with a tiny random policy at --size dev: a run whose budget ends
-mid-stage, a run killed (SIGTERM) once the SFT stage has checkpointed, `pack` within the limits of a device call,
-`restore` into a fresh root that resumes the SFT run from the packed checkpoint (the same bytes) and finishes it, an
-evaluation there, and `report` (tables, bootstrap intervals, plots). The whole chain, RL and the ablation included,
-killed inside an RL stage and resumed on another root to the metrics of an uninterrupted run, is the slow test."""
+"""experiments/method.py: the driver's processes and lines (fast: a stage killed with what it started at its budget
+or with the driver, stages that wait or do not fit the budget, a root of another plan or driver refused), and end to
+end on the CPU with a tiny random policy at --size dev (slow): a run whose budget ends mid-stage, a run killed
+(SIGTERM) once the SFT stage has checkpointed, `pack` within the limits of a device call, `restore` into a fresh
+root that resumes the SFT run from the packed checkpoint (the same bytes) and finishes it, an evaluation there, and
+`report` (tables, bootstrap intervals, plots); the whole chain, RL and the ablation included, killed inside an RL
+stage and resumed on another root to the metrics of an uninterrupted run."""
 import hashlib
 import json
 import os
@@ -36,9 +38,9 @@ def _method(tmp, *args, timeout=900, check=True):
 
 
 def _lines(proc) -> dict:
-    """{stage: its line} of a `run`'s output."""
+    """{stage: its line} of a `run`'s output (a finished process, or the text it printed)."""
     out = {}
-    for line in proc.stdout.splitlines():
+    for line in (proc if isinstance(proc, str) else proc.stdout).splitlines():
         if line.startswith("[method] ") and ": " in line:
             name, _, rest = line[len("[method] "):].partition(": ")
             out[name] = rest
@@ -55,6 +57,92 @@ def _steps(run: Path) -> list[int]:
     return [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
 
 
+# A stage that starts a grandchild in a session of its own (out of the stage's process group), writes its pid, sleeps.
+STAGE = """
+import subprocess, sys, time
+g = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+open("grandchild.pid", "w").write(str(g.pid))
+print("stage started", flush=True)
+time.sleep(120)
+"""
+
+
+def _wait_for(path: Path, seconds: float = 30.0) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline and not (path.is_file() and path.read_text()):
+        time.sleep(0.05)
+    assert path.is_file(), f"{path} never appeared"
+
+
+def _gone(pid: int, seconds: float = 10.0) -> bool:
+    """Whether pid is dead (or a zombie nobody reaped yet) within `seconds`."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_stage_and_what_it_started_are_killed_at_the_budget(tmp_path):
+    from experiments.method_launch import launch
+    log = tmp_path / "logs" / "stage.log"
+    rc, secs = launch([sys.executable, "-c", STAGE], tmp_path, log, 2.0)
+    assert rc is None and 2.0 <= secs < 15.0
+    assert _gone(int((tmp_path / "grandchild.pid").read_text())), "the stage's grandchild outlived the budget"
+    text = log.read_text()
+    assert " UTC: " in text.splitlines()[1] and "stage started" in text
+    rc, _ = launch([sys.executable, "-c", "import sys; print('second'); sys.exit(3)"], tmp_path, log, 30.0)
+    assert rc == 3 and "stage started" in log.read_text() and "second" in log.read_text()   # appended
+
+
+def test_a_signal_to_the_driver_takes_the_stage_down_with_it(tmp_path):
+    driver = ("import sys; from pathlib import Path; from experiments.method_launch import launch; "
+              f"launch([sys.executable, '-c', {STAGE!r}], Path({str(tmp_path)!r}), Path({str(tmp_path / 'l.log')!r}), "
+              "300)")
+    proc = subprocess.Popen([sys.executable, "-c", driver], cwd=REPO, env={**ENV, "PYTHONPATH": str(REPO)})
+    _wait_for(tmp_path / "grandchild.pid")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert _gone(int((tmp_path / "grandchild.pid").read_text())), "the stage's grandchild outlived the driver"
+    assert not _alive_in(tmp_path)
+
+
+def test_run_says_which_stages_wait_or_do_not_fit_and_refuses_another_plan(tmp_path, capsys):
+    from experiments import method
+    from experiments.method_chain import write_stamp
+    from experiments.method_plan import Plan, PlanError
+    (tmp_path / "tiny").mkdir()
+    root, plan = tmp_path / "root", Plan.of(str(tmp_path / "tiny"), "full")
+    assert method.run(root, plan, ["sft", "eval_sft"], 60.0) == 0
+    said = _lines(capsys.readouterr().out)
+    assert said["sft-tiny"] == "waits for base-tiny" and said["eval_sft-tiny"] == "waits for tasks, base-tiny, sft-tiny"
+    write_stamp(root, "base-tiny", {})
+    assert method.run(root, plan, ["sft", "eval_sft"], 60.0) == 0
+    said = _lines(capsys.readouterr().out)
+    assert said["sft-tiny"].startswith("not started: 1.0 min left, it needs 4.0") and "eval_sft-tiny" not in said
+    assert not (root / "runs").exists()                                      # nothing was launched
+    history = [json.loads(x) for x in (root / "history.jsonl").read_text().splitlines()]
+    assert [h["stage"] for h in history] == ["sft-tiny", "eval_sft-tiny", "sft-tiny"]
+    with pytest.raises(PlanError, match="holds the chain of .* at size full"):
+        method.run(root, Plan.of(str(tmp_path / "tiny"), "dev"), ["sft"], 60.0)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (root / ".lock").write_text(str(holder.pid))
+        with pytest.raises(PlanError, match=f"another driver \\(pid {holder.pid}\\) runs in"):
+            method.run(root, plan, ["sft"], 60.0)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert method.main(["run", "--root", str(root), "--budget_minutes", "1", "--stages", "nope"]) == 2
+    assert "unknown stage(s) nope" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_run_stops_resumes_packs_restores_and_reports(tmp_path):
     model = _policy(tmp_path / "tiny")
     a, b = tmp_path / "a", tmp_path / "b"

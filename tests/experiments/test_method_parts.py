@@ -113,6 +113,22 @@ def test_the_plan_names_stages_in_order_and_commands_with_root_relative_paths(tm
     assert Plan.of("qwen2.5-coder-0.5b").tag == "0.5b" and Plan.of(str(tmp_path / "m.gguf")).tag == "m"
 
 
+def test_the_zero_shot_cells_are_named_as_the_ladder_names_them(tmp_path):
+    """The plan's copy of benchmarks/zero_shot.py's `label` (the zero-shot stage reuses the ladder's cells by name)."""
+    import importlib.util
+
+    from experiments.method_plan import _ladder_label
+    spec = importlib.util.spec_from_file_location("zero_shot_for_test", Path(__file__).resolve().parents[2]
+                                                  / "benchmarks" / "zero_shot.py")
+    ladder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ladder)
+    (tmp_path / "runs" / "sft" / "export").mkdir(parents=True)
+    (tmp_path / "q.gguf").write_bytes(b"")
+    for model in ("qwen2.5-coder-1.5b", str(tmp_path / "q.gguf"), str(tmp_path / "runs" / "sft" / "export"),
+                  str(tmp_path / "runs"), "a b+c"):
+        assert _ladder_label(model) == ladder.label(model), model
+
+
 def test_sft_early_stop_is_a_function_of_the_metric_rows():
     from cudaperf_jax.sft.train import early_stop_step
     rows = [{"step": 0, "val_loss_initial": 2.0}, {"step": 9, "val_loss": 1.0}, {"step": 19, "val_loss": 0.999},
