@@ -87,6 +87,12 @@ def progress(root: Path, plan: Plan, st: Stage) -> str:
     return ""
 
 
+def _how_far(root: Path, plan: Plan, st: Stage) -> str:
+    """' (progress)' of a stage, or '' for stages that report none (tasks, base)."""
+    text = progress(root, plan, st)
+    return f" ({text})" if text else ""
+
+
 def _log_tail(path: Path, n: int = 6) -> str:
     if not path.is_file():
         return ""
@@ -153,7 +159,7 @@ def run(root: Path, plan: Plan, names: list[str], budget_s: float, suites: tuple
             try:
                 line, stop, failed = run_stage(root, plan, st, deadline, suites)
             except SystemExit:                  # a signal: the stage and what it started are gone already
-                _history(root, st.name, f"interrupted by a signal ({progress(root, plan, st)})")
+                _history(root, st.name, f"interrupted by a signal{_how_far(root, plan, st)}")
                 raise
             log(f"[method] {st.name}: {line}")
             _history(root, st.name, line)
@@ -206,16 +212,16 @@ def run_stage(root: Path, plan: Plan, st: Stage, deadline: float, suites) -> tup
     rc, secs = launch(cmd, root, logfile, left)
     took = f"{secs / 60:.1f} min"
     if rc is None:
-        return f"stopped at the budget after {took} ({progress(root, plan, st)})", True, False
+        return f"stopped at the budget after {took}{_how_far(root, plan, st)}", True, False
     if rc != 0:
         return f"failed (exit {rc}) after {took}; {logfile}:\n    {_log_tail(logfile)}", True, True
     if st.kind == "eval" and not _cells_complete(root, plan, st):
         part = suites is not None and set(suites) != set(plan.evals.suites)
         if part and _cells_complete(root, plan, st, suites):
-            return f"suites {','.join(suites)} done in {took} ({progress(root, plan, st)})", False, False
-        return f"stopped between parts at the budget after {took} ({progress(root, plan, st)})", True, False
+            return f"suites {','.join(suites)} done in {took}{_how_far(root, plan, st)}", False, False
+        return f"stopped between parts at the budget after {took}{_how_far(root, plan, st)}", True, False
     chain.write_stamp(root, st.name, {"seconds": round(secs, 1)})
-    return f"finished in {took} ({progress(root, plan, st)})", False, False
+    return f"finished in {took}{_how_far(root, plan, st)}", False, False
 
 
 def _cells_complete(root: Path, plan: Plan, st: Stage, suites=None) -> bool:
