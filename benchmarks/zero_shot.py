@@ -6,7 +6,8 @@ of the samples), pass@1, fast_1 against PyTorch eager (KernelBench; dataset task
 torch.compile, the geometric-mean speedup over correct, and the share of answers failing on the solution ABI by
 category (cudaperf_jax/eval/abi.py); every `hack` verdict is listed with its rule and line, so honest code judged a
 hack shows. Suites: `kernelbench` (the 100 level-1 problems), `test` (--test_tasks tasks of the dataset's test split,
-family-balanced, the same for every cell), `smoke` (experiments/suites/smoke).
+family-balanced, the same for every cell), `val` (--val_tasks of the val split, likewise), `smoke`
+(experiments/suites/smoke). A cell directory is named after the model (its file or directory name, or --labels).
 
 It is resumable: a cell runs in parts of --chunk_tasks tasks, each written to WORK/<model>__<prompt>__<suite>/ when it
 ends; a complete cell holds candidates.jsonl, eval.json and cell.json (benchmarks/zero_shot_cells.py). A rerun skips
@@ -40,7 +41,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zero_shot_cells as cells_lib  # noqa: E402
 
-SUITES = ("kernelbench", "test", "smoke")
+SUITES = ("kernelbench", "test", "val", "smoke")
 # Qwen2.5-1.5B, bf16, a 4,096-token prompt + 1,024 new tokens: 16 sequences peak at 38.1 GB of JAX's 42.5 GB at
 # fraction 0.5 of an 80 GB H100 (32 run out: the prefill's fp32 scores [B, 12, P, P+N] alone are 30 GiB), leaving
 # ~38 GB to the harness's workers (benchmarks/gen_memory.py; benchmarks/results/gen_memory_h100_2026-12-07)
@@ -54,6 +55,8 @@ CHUNK_TASKS = 16
 def parse(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", required=True, help="comma-separated policies: names load_policy knows, or paths")
+    ap.add_argument("--labels", default="", help="comma-separated cell names, one per model (default: the model's "
+                    "file or directory name)")
     ap.add_argument("--prompts", default="", help="comma-separated prompt variants (default: every registered one)")
     ap.add_argument("--suites", default="kernelbench,test", help=f"comma-separated, of {', '.join(SUITES)}")
     ap.add_argument("--kernelbench", default=str(REPO / "data/kernelbench/level1"))
@@ -62,6 +65,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--tasks", default="", help="a built dataset (python -m experiments.build_dataset) for `test`")
     ap.add_argument("--test_split", default="test")
     ap.add_argument("--test_tasks", type=int, default=96, help="family-balanced (select=spread)")
+    ap.add_argument("--val_split", default="val")
+    ap.add_argument("--val_tasks", type=int, default=48, help="family-balanced (select=spread)")
     ap.add_argument("--smoke", default=str(REPO / "experiments/suites/smoke"))
     ap.add_argument("--smoke_tasks", type=int, default=0, help="0: all")
     ap.add_argument("--samples", type=int, default=4)
@@ -107,9 +112,12 @@ def parse(argv=None) -> argparse.Namespace:
     bad = [s for s in a.suites if s not in SUITES]
     if bad or not a.suites or not a.models:
         ap.error(f"give --models and --suites from {', '.join(SUITES)} (got suites {a.suites})")
-    if "test" in a.suites and not a.tasks:
-        ap.error("the `test` suite needs --tasks DIR, a dataset built by `python -m experiments.build_dataset "
-                 "--out=DIR`; or leave `test` out of --suites")
+    if {"test", "val"} & set(a.suites) and not a.tasks:
+        ap.error("the `test` and `val` suites need --tasks DIR, a dataset built by `python -m experiments.build_dataset "
+                 "--out=DIR`; or leave them out of --suites")
+    a.labels = [x for x in a.labels.split(",") if x]
+    if a.labels and len(a.labels) != len(a.models):
+        ap.error(f"give one label per model ({len(a.models)} models, {len(a.labels)} labels)")
     a.work = Path(a.work or Path(a.out) / "cells")
     from cudaperf_jax.eval.config import EvalConfig
     from kernels_harness.run.timing import TimingParams
@@ -145,8 +153,9 @@ def load_suites(a) -> dict:
     for s in a.suites:
         if s == "kernelbench":
             out[s] = load_suite(a.kernelbench, max_tasks=a.kernelbench_tasks, kernelbench_cache=a.kernelbench_cache)
-        elif s == "test":
-            out[s] = load_suite(a.tasks, split=a.test_split, max_tasks=a.test_tasks, select="spread")
+        elif s in ("test", "val"):
+            split, n = (a.test_split, a.test_tasks) if s == "test" else (a.val_split, a.val_tasks)
+            out[s] = load_suite(a.tasks, split=split, max_tasks=n, select="spread")
         else:
             out[s] = load_suite(a.smoke, max_tasks=a.smoke_tasks)
     return out
@@ -214,12 +223,12 @@ def _run(a, frac: float, compilation_cache) -> int:
     backend = resolve_backend(a.backend)
     if a.dtype == "auto":
         a.dtype = "bfloat16" if backend == "cuda" else "float32"
-    labels = [label(m) for m in a.models]
-    if len(set(labels)) < len(labels):
-        raise ValueError(f"two models share a cell name ({', '.join(labels)}); give them distinct file or directory "
-                         "names")
+    labels = dict(zip(a.models, a.labels or [label(m) for m in a.models]))
+    if len(set(labels.values())) < len(labels):
+        raise ValueError(f"two models share a cell name ({', '.join(labels.values())}); give them distinct file or "
+                         "directory names, or --labels")
     cells = [(m, p, s) for m in a.models for p in prompt_names for s in a.suites]
-    dirs = {c: a.work / f"{label(c[0])}__{c[1]}__{c[2]}" for c in cells}
+    dirs = {c: a.work / f"{labels[c[0]]}__{c[1]}__{c[2]}" for c in cells}
     keys = {c: cell_key(a, *c, suites[c[2]]) for c in cells}
     done = {c: meta for c in cells if (meta := cells_lib.finished(dirs[c], keys[c])) is not None}
     todo = [c for c in cells if c not in done]
@@ -237,8 +246,14 @@ def _run(a, frac: float, compilation_cache) -> int:
             cells_lib.reclassify(dirs[c], suites[c[2]])
     ran, stopped = 0, False
     if todo:
-        from cudaperf_jax.models.loading import resolve_path
+        from cudaperf_jax.models.hf_io import CheckpointError
+        from cudaperf_jax.models.loading import resolve_path, split_adapter
         for m in dict.fromkeys(c[0] for c in todo):   # a missing model is reported before any cell runs
+            while (parts := split_adapter(m)) is not None:   # BASE+ADAPTER: the adapter directories, then BASE
+                if not parts[1].is_dir():
+                    raise CheckpointError(f"no adapter directory at {parts[1]} (in --models {m}); BASE+ADAPTER needs "
+                                          "a PEFT LoRA directory after each '+'")
+                m = parts[0]
             resolve_path(m)
         compilation_cache(a.compilation_cache)
         secs = cells_lib.part_seconds(list(dirs.values()))

@@ -39,15 +39,17 @@ def _write_dir(final: str | Path, write: Callable[[Path], object], replace: bool
     return final
 
 
-def export_policy(model: Decoder, out_dir: str | Path, *, tokenizer=None, dtype: str = "float32",
+def export_policy(model: Decoder, out_dir: str | Path | None, *, tokenizer=None, dtype: str = "float32",
                   adapter_dir: str | Path | None = None, adapter_dtype: str = "float32",
                   base_model_name_or_path: str | None = None, replace: bool = False) -> dict[str, Path]:
-    """Writes `model` (its adapters merged) as a Hugging Face directory in `dtype` to out_dir and, when it has
-    adapters and adapter_dir is given, the adapters alone as a PEFT directory (adapter_config.json naming
+    """Writes `model` (its adapters merged) as a Hugging Face directory in `dtype` to out_dir (None: not written) and,
+    when it has adapters and adapter_dir is given, the adapters alone as a PEFT directory (adapter_config.json naming
     base_model_name_or_path, adapter_model.safetensors in adapter_dtype: float32 or bfloat16). Returns the paths
-    written: {"hf": out_dir[, "adapter": adapter_dir]}."""
-    written = {"hf": _write_dir(out_dir, lambda d: save_hf_dir(merged_model(model), d, tokenizer=tokenizer,
-                                                               dtype=dtype), replace)}
+    written: {["hf": out_dir][, "adapter": adapter_dir]}."""
+    written = {}
+    if out_dir is not None:
+        written["hf"] = _write_dir(out_dir, lambda d: save_hf_dir(merged_model(model), d, tokenizer=tokenizer,
+                                                                  dtype=dtype), replace)
     if model.has_adapters and adapter_dir is not None:
         written["adapter"] = _write_dir(adapter_dir, lambda d: save_peft_dir(
             model, d, base_model_name_or_path=base_model_name_or_path, dtype=adapter_dtype), replace)

@@ -173,3 +173,48 @@ def load_peft_dir(model: Decoder, path: str | Path, *, rngs: nnx.Rngs | None = N
         lo.lora_a.value = jnp.asarray(arrays[_key(i, t, "A")], lo.lora_a.dtype)
         lo.lora_b.value = jnp.asarray(arrays[_key(i, t, "B")], lo.lora_b.dtype)
     return model
+
+
+def combine_peft_dirs(dirs, out_dir: str | Path, *, base_model_name_or_path: str | None = None,
+                      dtype: str = "float32") -> Path:
+    """Writes one PEFT LoRA directory equal to the adapters of `dirs` applied one after the other on the same base
+    (e.g. an RL adapter trained on the SFT adapter's merged policy): adapter i (rank r_i, scale s_i = alpha_i / r_i,
+    targets T_i) contributes s_i * A_i @ B_i, so the sum is one adapter of rank R = sum r_i on the union of the
+    targets with lora_alpha = R (scale 1), lora_A [R, in] the A_i stacked and lora_B [out, R] the s_i * B_i side by
+    side (zeros where adapter i has no such target). Exact in real arithmetic; applied in turn, each merge rounds to
+    the base's storage dtype once more. dtype: float32 | bfloat16 for the file. Returns out_dir."""
+    import re
+
+    import ml_dtypes
+    from safetensors.numpy import save_file
+    np_dtype = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}.get(dtype)
+    if np_dtype is None:
+        raise ValueError(f"dtype={dtype!r}: the adapter file is written in float32 or bfloat16")
+    parts = [read_peft_dir(d) for d in dirs]
+    if not parts:
+        raise ValueError("give at least one adapter directory to combine")
+    pattern = re.compile(r"base_model\.model\.model\.layers\.(\d+)\.")
+    layers = sorted({int(m.group(1)) for _, t in parts for k in t if (m := pattern.match(k))})
+    names = tuple(t for t in TARGETS if any(t in cfg.names for cfg, _ in parts))
+    rank = sum(cfg.rank for cfg, _ in parts)
+    out = {}
+    for i in layers:
+        for t in names:
+            shape = next((ts[_key(i, t, "A")].shape[1], ts[_key(i, t, "B")].shape[0]) for cfg, ts in parts
+                         if t in cfg.names)
+            a_blocks, b_blocks = [], []
+            for cfg, ts in parts:
+                if t in cfg.names:
+                    a_blocks.append(ts[_key(i, t, "A")])
+                    b_blocks.append(ts[_key(i, t, "B")] * np.float32(cfg.scaling))
+                else:
+                    a_blocks.append(np.zeros((cfg.rank, shape[0]), np.float32))
+                    b_blocks.append(np.zeros((shape[1], cfg.rank), np.float32))
+            out[_key(i, t, "A")] = np.ascontiguousarray(np.concatenate(a_blocks, 0).astype(np_dtype))
+            out[_key(i, t, "B")] = np.ascontiguousarray(np.concatenate(b_blocks, 1).astype(np_dtype))
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    save_file(out, str(d / WEIGHTS_FILE), metadata={"format": "pt"})
+    cfg = LoRAConfig(rank=rank, alpha=float(rank), targets=",".join(names))
+    (d / CONFIG_FILE).write_text(json.dumps(peft_config(cfg, base_model_name_or_path), indent=2, sort_keys=True))
+    return d

@@ -65,6 +65,7 @@ class RLConfig:
     save_every: int = 1              # checkpoint every N steps (and after the last)
     export_policy: bool = True       # the final policy as a HF directory, WORKDIR/policy (adapters merged), and
                                      # under LoRA the adapter alone, WORKDIR/adapter (PEFT)
+    export_merged: bool = True       # with LoRA and export_policy: False writes the adapter alone (no WORKDIR/policy)
     adapter_dtype: str = "float32"   # the PEFT adapter file's dtype (bfloat16 halves it)
     prompt_bucket: int = 64          # prompt and train lengths are padded to the sampler's ladder of this bucket
     decode_kernels: DecodeKernels = DecodeKernels()   # the rollout sampler's decode kernels

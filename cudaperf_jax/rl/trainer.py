@@ -251,7 +251,8 @@ def train(config, workdir) -> dict:
     if c.export_policy:   # WORKDIR/policy: a Hugging Face directory (experiments.evaluate loads it); WORKDIR/adapter
         from cudaperf_jax.models.export import export_policy
         from cudaperf_jax.models.loading import base_hf_id
-        export_policy(nnx.merge(tr.graphdef, tr.state["params"], tr.rest), Path(workdir) / "policy",
+        merged = Path(workdir) / "policy" if c.export_merged or not c.lora.on else None
+        export_policy(nnx.merge(tr.graphdef, tr.state["params"], tr.rest), merged,
                       tokenizer=tr.sampler.tokenizer, dtype="float32", adapter_dir=Path(workdir) / "adapter",
                       adapter_dtype=c.adapter_dtype, base_model_name_or_path=base_hf_id(c.model), replace=True)
     metrics = run.metrics()

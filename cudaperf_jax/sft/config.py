@@ -83,6 +83,10 @@ class SFTConfig:
                                           # 0; with LoRA the frozen base is stored in `dtype`, the adapters in float32
     steps: int = 300                      # ~2/3 of an epoch of the train split's ~3,400 fastest implementations
     eval_every: int = 50                  # validation loss every N steps (and after the last)
+    early_stop_patience: int = 0          # stop after this many validations in a row that do not lower the best
+                                          # val loss by early_stop_min_delta (the stop is checkpointed; a rerun
+                                          # stays stopped); 0 = run every step
+    early_stop_min_delta: float = 0.0     # the smallest val-loss decrease that counts as an improvement
     checkpoint_every: int = 25            # Orbax checkpoint every N steps (and after the last)
     keep_checkpoints: int = 2
     remat: bool = True                    # recompute layer activations in the backward pass
@@ -90,6 +94,7 @@ class SFTConfig:
                                           # the Pallas flash kernel on one GPU (causal + segment ids), XLA elsewhere
     export: bool = True                   # write a Hugging Face directory to <workdir>/export at the end (adapters
                                           # merged) and, with LoRA, the adapter alone to <workdir>/adapter (PEFT)
+    export_merged: bool = True            # with LoRA and export: False writes the adapter alone (no merged copy)
     export_dtype: str = "bfloat16"
     adapter_dtype: str = "float32"        # the PEFT adapter file's dtype (bfloat16 halves it)
     progress: bool = True                 # tqdm bar
@@ -106,3 +111,5 @@ class SFTConfig:
                "eval_every, checkpoint_every and keep_checkpoints must be >= 1")
         _check(not (self.attention.implementation == "pallas" and self.mesh.devices > 1),
                "attention.implementation='pallas' runs on one device; on a mesh use cudnn, xla or auto")
+        _check(self.early_stop_patience >= 0 and self.early_stop_min_delta >= 0,
+               "early_stop_patience and early_stop_min_delta must be >= 0 (patience 0: no early stop)")

@@ -159,9 +159,31 @@ def export(model, tokenizer, workdir: Path, cfg: SFTConfig) -> dict[str, Path]:
     see models.export.export_policy."""
     from cudaperf_jax.models.export import export_policy
     from cudaperf_jax.models.loading import base_hf_id
-    return export_policy(model, workdir / "export", tokenizer=tokenizer, dtype=cfg.export_dtype,
+    merged = workdir / "export" if cfg.export_merged or not cfg.lora.on else None
+    return export_policy(model, merged, tokenizer=tokenizer, dtype=cfg.export_dtype,
                          adapter_dir=workdir / "adapter", adapter_dtype=cfg.adapter_dtype,
                          base_model_name_or_path=base_hf_id(cfg.model), replace=True)
+
+
+def early_stop_step(rows: list[dict], patience: int, min_delta: float = 0.0) -> int | None:
+    """The step whose validation stops the run: the `patience`-th validation in a row whose val_loss is not below
+    the best so far (val_loss_initial included) by at least min_delta; None while the run goes on (or patience 0).
+    A function of the metric rows alone, so a resumed run decides as the uninterrupted one did."""
+    if patience <= 0:
+        return None
+    best, worse = None, 0
+    for r in rows:
+        for key in ("val_loss_initial", "val_loss"):
+            if key not in r:
+                continue
+            v = float(r[key])
+            if best is None or v < best - min_delta:
+                best, worse = v, 0
+            else:
+                worse += 1
+                if worse >= patience:
+                    return int(r["step"])
+    return None
 
 
 def train(config, workdir: str | Path) -> dict:
@@ -203,13 +225,16 @@ def _train(cfg: SFTConfig, run, workdir: Path) -> dict:
     if start:
         log(f"resuming at step {start} of {cfg.steps}")
 
+    stopped = early_stop_step(run.metrics(), cfg.early_stop_patience, cfg.early_stop_min_delta)
+    if stopped is not None:
+        log(f"stopped early at step {stopped} (val loss flat for {cfg.early_stop_patience} validations)")
     initial = {}
     if start == 0 and val_rows.rows:
         initial = {f"{k}_initial": v for k, v in evaluate(eval_step, state["params"], rest, val_rows, cfg,
                                                           mesh).items()}
     bar = tqdm(total=cfg.steps, initial=min(start, cfg.steps), desc="sft", unit="step", disable=not cfg.progress,
                dynamic_ncols=True)
-    for s in range(start, cfg.steps):
+    for s in range(start, cfg.steps if stopped is None else start):
         idx = packing.batch_rows(train_rows.rows, s, cfg.data.batch_rows, cfg.data.shuffle_seed)
         batch = train_rows.take(idx)
         t0 = time.perf_counter()
@@ -227,11 +252,18 @@ def _train(cfg: SFTConfig, run, workdir: Path) -> dict:
             row.update(initial)
         if val_rows.rows and ((s + 1) % cfg.eval_every == 0 or s == cfg.steps - 1):
             row.update(evaluate(eval_step, state["params"], rest, val_rows, cfg, mesh))
+        if "val_loss" in row and early_stop_step([*run.metrics(), {"step": s, **row}], cfg.early_stop_patience,
+                                                 cfg.early_stop_min_delta) == s:
+            stopped = s
         run.log(s, row)
-        if (s + 1) % cfg.checkpoint_every == 0 or s == cfg.steps - 1:
+        if (s + 1) % cfg.checkpoint_every == 0 or s == cfg.steps - 1 or stopped is not None:
             run.save(s, state)
         bar.update(1)
         bar.set_postfix(loss=f"{row['loss']:.3f}", **({"val": f"{row['val_loss']:.3f}"} if "val_loss" in row else {}))
+        if stopped is not None:
+            log(f"stopped early at step {s}: the val loss did not fall by {cfg.early_stop_min_delta} for "
+                f"{cfg.early_stop_patience} validations")
+            break
     bar.close()
 
     rows = run.metrics()
@@ -241,9 +273,9 @@ def _train(cfg: SFTConfig, run, workdir: Path) -> dict:
     summary = report.summarize(rows, {"train": train_stats, "val": val_stats}, {
         "workdir": str(workdir), "checkpoint_step": run.latest_checkpoint(),
         "checkpoint_mb": state_bytes(state) / 1e6,
-        "export": str(exported["hf"]) if exported else None,
+        "export": str(exported["hf"]) if "hf" in exported else None,
         "adapter": str(exported["adapter"]) if "adapter" in exported else None, "loss_png": str(png) if png else None,
-        "seconds_this_call": round(time.perf_counter() - t_start, 1), "resumed_at": start})
+        "seconds_this_call": round(time.perf_counter() - t_start, 1), "resumed_at": start, "stopped_early_at": stopped})
     run.write_json("summary.json", summary)
     log("summary: " + json.dumps({k: v for k, v in summary.items() if k != "data"}))
     return summary

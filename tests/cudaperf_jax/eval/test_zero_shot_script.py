@@ -95,3 +95,15 @@ def test_reclassify_recomputes_a_cells_abi_categories(tmp_path):
     s = json.loads((cell / "eval.json").read_text())
     assert s["abi"] == {"abi_failure": 1.0, "abi": {"kernel_named_like_export": 1}}
     assert s["per_turn"][0]["abi_failure"] == 1.0
+
+
+def test_a_missing_adapter_of_base_plus_adapter_is_named_before_any_cell_runs(tmp_path):
+    from tests.cudaperf_jax.models import tiny
+    model = tmp_path / "tinyllama"
+    tiny.hf_model("llama").save_pretrained(model)
+    tiny.tokenizer().save_pretrained(model)
+    out = _run(tmp_path, f"{model}+{tmp_path / 'no_such_adapter'}", "--labels=a")
+    assert out.returncode == 2 and "no adapter directory at" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "cells" / "a__plain__smoke" / "part_00.json").exists()
+    bad = _run(tmp_path, model, "--labels=a,b")
+    assert bad.returncode == 2 and "one label per model" in bad.stderr
