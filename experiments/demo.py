@@ -152,7 +152,7 @@ def main(config, workdir):
         print(f"[demo] policy {Path(str(model_path)).name} loaded in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)
         params = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
-                                top_p=config.top_p)
+                                top_p=config.top_p, top_k=config.top_k)
         todo = tasks[done:] if config.zero_shot else []
         n = config.samples_per_task
         owner = [t for t in todo for _ in range(n)]   # the task sample j answers
@@ -200,7 +200,8 @@ def finish(config, workdir, records: list[dict], summary: dict, backend: str) ->
     from experiments import demo_report
     held = Path(workdir) / "eval_candidates.jsonl"
     held_out = [json.loads(ln) for ln in held.read_text().splitlines() if ln] if held.exists() else []
-    rows = demo_report.table_rows(records, config.turns, summary["rl"], config.samples_per_task, summary["eval"])
+    rows = demo_report.table_rows(records, config.turns, summary["rl"],
+                                 config.samples_per_task * config.rl_tasks_per_step, summary["eval"])
     print(f"\n[demo] results ({backend} backend; n: candidates a row covers; compiled and correct: fractions of "
           f"them; reward: the unified reward's mean)\n" + demo_report.format_table(rows), file=sys.stderr)
     first = demo_report.report_first_correct([("zero-shot", records), ("held-out evaluation", held_out)], workdir,

@@ -26,7 +26,7 @@ def table_rows(zero_shot: list[dict], turns: int, rl_final: dict, rl_n: int, eva
         if rs:
             rows.append({"stage": f"zero-shot, turn {t}", "n": len(rs), "compiled": _fraction(rs, "compiled"),
                          "correct": _fraction(rs, "correct"), "reward": None})
-    for t in range(turns):
+    for t in range(len({k.split("/")[0] for k in rl_final if k.startswith("turn")})):   # the RL rollout's turns
         if f"turn{t}/correct" in rl_final:
             rows.append({"stage": f"RL last step, turn {t}", "n": rl_n, "compiled": rl_final.get(f"turn{t}/compiled"),
                          "correct": rl_final[f"turn{t}/correct"], "reward": rl_final.get(f"turn{t}/reward/total")})

@@ -30,6 +30,9 @@ def sft_stage(config, workdir, model_path: str) -> str:
     # rows past 1,024 tokens recompute activations in the backward pass: SmolLM2's step at 2,304 tokens without
     # passed 13 GB of host memory (2026-12-07)
     c.remat = c.remat or c.data.seq_len > 1024
+    c.lora.rank = config.lora_rank
+    if config.lora_rank:   # adapters move only through A @ B: LoRA's usual rate is ~10x a full fine-tune's
+        c.optim.learning_rate = 10 * c.optim.learning_rate
     out = Path(workdir) / "sft"
     sft_train(c, out)
     print(f"[demo] SFT: {config.sft_steps} steps into {out}", file=sys.stderr)
@@ -40,13 +43,14 @@ def rl_config(config, policy: str):
     from experiments.configs import rl_tiny
     c = rl_tiny.get_config()
     c.model, c.dtype, c.seed = policy, config.dtype, config.seed
-    c.steps, c.tasks_per_step, c.save_every = config.rl_steps, 1, 1
+    c.steps, c.tasks_per_step, c.save_every = config.rl_steps, config.rl_tasks_per_step, 1
     c.tasks.update(suite=config.suite, dataset="", split="", max_tasks=config.max_tasks)
-    c.rollout.update(samples_per_task=config.samples_per_task, turns=config.turns,
+    c.rollout.update(samples_per_task=config.samples_per_task, turns=config.rl_turns,
                      max_new_tokens=config.max_new_tokens, max_prompt_tokens=config.max_prompt_tokens,
-                     temperature=config.temperature, top_p=config.top_p, prompt=config.prompt)
-    c.grpo.update(lr=config.rl_lr, micro_batch=config.samples_per_task * config.turns, kl_beta=config.rl_kl_beta)
+                     temperature=config.temperature, top_p=config.top_p, top_k=config.top_k, prompt=config.prompt)
+    c.grpo.update(lr=config.rl_lr, micro_batch=config.samples_per_task * config.rl_turns, kl_beta=config.rl_kl_beta)
     c.harness.update(backend=config.backend, workers=config.workers, compile_workers=config.workers)
+    c.lora.rank = config.lora_rank
     return c
 
 
@@ -55,7 +59,7 @@ def rl_stage(config, workdir, policy: str) -> dict:
         return {}
     from cudaperf_jax.rl.trainer import train
     summary = train(rl_config(config, policy), Path(workdir) / "rl")
-    print(f"[demo] RL: {config.rl_steps} steps over {config.turns} turns into {Path(workdir) / 'rl'} "
+    print(f"[demo] RL: {config.rl_steps} steps over {config.rl_turns} turns into {Path(workdir) / 'rl'} "
           "(rl_curves.png)", file=sys.stderr)
     return {k: v for k, v in summary["final"].items() if k.startswith(("turn", "reward/"))}
 
@@ -93,7 +97,7 @@ def eval_stage(config, workdir, policy: str) -> dict:
         return {}
     rcfg = RolloutConfig(samples_per_task=config.samples_per_task, turns=config.turns,
                          max_new_tokens=config.max_new_tokens, max_prompt_tokens=config.max_prompt_tokens,
-                         temperature=config.temperature, top_p=config.top_p, prompt=config.prompt)
+                         temperature=config.temperature, top_p=config.top_p, top_k=config.top_k, prompt=config.prompt)
     policies = {"start": lambda: load_policy(policy, dtype=config.dtype)}
     if config.rl_steps:
         policies["rl"] = lambda: trained_policy(rl_config(config, policy), Path(workdir) / "rl")

@@ -20,6 +20,9 @@ token budget). Categories, checked in this order:
                            and width, the trailing stream) differ from the task's (const and names do not count)
   const_mismatch           a `const T*` input passed where a kernel or function takes `T*` (nvcc: argument of
                            type "const float *" is incompatible with parameter of type "float *")
+  example_name_copied      a name of the prompt's worked example (vec_add_kernel, add_kernel, ...) is undefined:
+                           the answer launches or calls the example's kernel beside a kernel of its own (nvcc:
+                           identifier "vec_add_kernel" is undefined; g++: 'vec_add_kernel' was not declared)
   undeclared_size          a size-like identifier is undefined (nvcc: identifier "N" is undefined; g++: 'N' was not
                            declared in this scope): a symbol of the task (config, scalar, module constant), an
                            ALL_CAPS name or a common size word, not called as a function
@@ -34,7 +37,7 @@ import re
 from kernels_harness.hacks import strip_comments_and_strings
 
 CATEGORIES = ("no_code", "echoed_prototype", "kernel_named_like_export", "missing_export", "misnamed_export",
-              "signature_mismatch", "const_mismatch", "undeclared_size")
+              "signature_mismatch", "const_mismatch", "example_name_copied", "undeclared_size")
 FAILED = ("compile_error", "runtime_error", "wrong", "timeout")
 
 _EXTERN_C = r'extern\s*"\s*"'      # extern "C" after strip_comments_and_strings blanked the literal
@@ -85,6 +88,8 @@ def classify(task, source: str, result, truncated: bool = False) -> str | None:
         return "signature_mismatch"
     if status == "compile_error" and any(p.search(log) for p in _CONST):
         return "const_mismatch"
+    if status == "compile_error" and _undefined(log) & (example_names() - {f["name"] for f in funcs if f["defined"]}):
+        return "example_name_copied"
     if status == "compile_error" and _undeclared_size(task, code, log):
         return "undeclared_size"
     if entry_defs and not _same_abi(entry_defs[-1]["params"], task):
@@ -146,6 +151,17 @@ def task_symbols(task) -> set[str]:
     names |= set(task.extra.get("constants") or [])
     names |= set(re.findall(r"(?m)^([A-Za-z_]\w*)\s*=\s*[-\d(]", task.source or ""))
     return {n for n in names if re.fullmatch(r"[A-Za-z_]\w*", n)}
+
+
+def _undefined(log: str) -> set[str]:
+    """The identifiers a compile log calls undefined (nvcc's and g++'s wordings)."""
+    return {m.group(1) for pat in _UNDEFINED for m in pat.finditer(log)}
+
+
+def example_names() -> set[str]:
+    """The functions and kernels the prompts' worked examples define (cudaperf_jax.prompts.variants.EXAMPLES)."""
+    from cudaperf_jax.prompts.variants import EXAMPLES
+    return {f["name"] for *_, answer in EXAMPLES.values() for f in functions(_plain(answer)) if f["defined"]}
 
 
 def _undeclared_size(task, code: str, log: str) -> bool:

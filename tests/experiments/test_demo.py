@@ -1,4 +1,4 @@
-"""The main job end to end on a tiny random policy (the real SmolLM2 run is `make demo` / the slow test)."""
+"""The main job end to end on a tiny random policy (the real Qwen2.5-Coder-0.5B run is `make demo` / the slow test)."""
 import json
 import subprocess
 import sys
@@ -27,6 +27,7 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path):
     model = _tiny_policy_dir(tmp_path / "policy")
     args = [f"--config.model={model}", "--config.max_tasks=1", "--config.samples_per_task=2",
             "--config.turns=2", "--config.max_new_tokens=24", "--config.backend=cpu", "--config.rl_steps=1",
+            "--config.rl_turns=2", "--config.sft_steps=1",
             "--config.eval_tasks=1", "--config.max_prompt_tokens=4096"]
     proc = _demo(tmp_path / "run", *args)
     assert proc.returncode == 0, proc.stderr[-4000:]

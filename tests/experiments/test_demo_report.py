@@ -25,6 +25,9 @@ def test_table_gives_the_candidates_of_each_row():
     assert text.splitlines()[0].split()[:2] == ["stage", "n"]
     assert "held-out, start policy, turn 0" in text and " -" in text   # a value not computed shows as -
     assert math.isnan(demo_report._fraction([], "correct"))
+    # an RL rollout of one turn beside a zero-shot stage of two: one RL row
+    rows = demo_report.table_rows(ZERO_SHOT, 2, {"turn0/correct": 0.5, "turn0/compiled": 1.0}, 4, {})
+    assert [(r["stage"], r["n"]) for r in rows if r["stage"].startswith("RL")] == [("RL last step, turn 0", 4)]
 
 
 def test_first_correct_kernel_is_printed_and_saved(tmp_path, capsys):

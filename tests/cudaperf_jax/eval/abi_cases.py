@@ -72,6 +72,10 @@ CASES: dict[str, tuple[str, str, str | None]] = {
     "qwen05_kernel_named_like_export": ("saxpy", QWEN05_SAXPY, "kernel_named_like_export"),
     "const_mismatch": ("saxpy", GOOD.replace("const float* x, float* y) {", "float* x, float* y) {"),
                        "const_mismatch"),
+    # Qwen2.5-Coder-0.5B's usual fault with the worked_example prompt (demo suite, 2026-12-07): its own kernel,
+    # the example's launch line
+    "example_kernel_launched": ("saxpy", GOOD.replace("  saxpy_kernel<<<", "  vec_add_kernel<<<"),
+                                "example_name_copied"),
     "undeclared_N": ("saxpy", GOOD.replace("(n + 255)", "(N + 255)").replace(">>>(n,", ">>>(N,"), "undeclared_size"),
     "undeclared_BLOCK_SIZE": ("saxpy", GOOD.replace("256, 0, stream", "BLOCK_SIZE, 0, stream"), "undeclared_size"),
     "signature_order": ("saxpy", GOOD.replace(PROTO, 'extern "C" int saxpy(float* y, const float* x, float a, int n, '

@@ -50,10 +50,12 @@ def test_the_recorded_logs_hold_the_compilers_wording():
     assert 'more than one instance of overloaded function "saxpy" has "C" linkage' in nv["signature_conflicts_with_echo"]
     assert 'argument of type "const float *" is incompatible with parameter of type "float *"' in nv["const_mismatch"]
     assert 'identifier "N" is undefined' in nv["undeclared_N"]
+    assert 'identifier "vec_add_kernel" is undefined' in nv["example_kernel_launched"]
     assert 'identifier "batch_size" is undefined' in nv["relu_undeclared_module_constants"]
     gcc = {n: r["cpu"]["compile_log"] for n, r in RECORDED.items()}
     assert "invalid conversion from 'const float*' to 'float*'" in gcc["const_mismatch"]
     assert "'N' was not declared in this scope" in gcc["undeclared_N"]
+    assert "'vec_add_kernel' was not declared in this scope" in gcc["example_kernel_launched"]
     assert "does not export `saxpy`" in RECORDED["misnamed"]["cpu"]["error"]
 
 
