@@ -31,6 +31,7 @@ def sft_stage(config, workdir, model_path: str) -> str:
     # passed 13 GB of host memory (2026-12-07)
     c.remat = c.remat or c.data.seq_len > 1024
     c.lora.rank = config.lora_rank
+    c.export_merged = False   # with LoRA the adapter alone; the RL stage loads the SFT run from its checkpoint
     if config.lora_rank:   # adapters move only through A @ B: LoRA's usual rate is ~10x a full fine-tune's
         c.optim.learning_rate = 10 * c.optim.learning_rate
     out = Path(workdir) / "sft"
@@ -51,6 +52,7 @@ def rl_config(config, policy: str):
     c.grpo.update(lr=config.rl_lr, micro_batch=config.samples_per_task * config.rl_turns, kl_beta=config.rl_kl_beta)
     c.harness.update(backend=config.backend, workers=config.workers, compile_workers=config.workers)
     c.lora.rank = config.lora_rank
+    c.export_merged = False   # the adapter alone (PEFT, a few MB): the merged 0.5B would be 2 GB of float32
     return c
 
 

@@ -10,7 +10,6 @@ driver exits with 128 + the signal's number.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -55,12 +54,13 @@ def kill_tree(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _die_with_parent() -> None:
-    """In the stage's process: SIGKILL when the driver dies (PR_SET_PDEATHSIG), whatever kills it."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
+# Runs first in the stage's process: SIGKILL when the driver dies (PR_SET_PDEATHSIG, whatever kills it), then execs
+# the stage. A shim rather than a preexec_fn: no Python runs between fork and exec in a driver that may hold threads.
+_DIE_WITH_PARENT = ("import ctypes, os, sys\n"
+                    "ctypes.CDLL(None, use_errno=True).prctl(1, 9)\n"
+                    "if os.getppid() != int(sys.argv[1]):\n"
+                    "    sys.exit(137)\n"
+                    "os.execvp(sys.argv[2], sys.argv[2:])\n")
 
 
 def launch(cmd: list[str], root: Path, logfile: Path, seconds: float) -> tuple[int | None, float]:
@@ -74,8 +74,8 @@ def launch(cmd: list[str], root: Path, logfile: Path, seconds: float) -> tuple[i
     with open(logfile, "ab") as out:
         out.write(f"\n== {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC: {' '.join(cmd)}\n".encode())
         out.flush()
-        proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509 (no threads)
+        proc = subprocess.Popen([sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd], cwd=root,
+                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         previous = {s: signal.signal(s, lambda *_, s=s: (kill_tree(proc), sys.exit(128 + s)))
                     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
         try:
