@@ -61,7 +61,7 @@ def rl_stage(config, workdir, policy: str) -> dict:
         return {}
     from cudaperf_jax.rl.trainer import train
     summary = train(rl_config(config, policy), Path(workdir) / "rl")
-    print(f"[demo] RL: {config.rl_steps} steps over {config.rl_turns} turns into {Path(workdir) / 'rl'} "
+    print(f"[demo] RL: {config.rl_steps} step(s) over {config.rl_turns} turn(s) into {Path(workdir) / 'rl'} "
           "(rl_curves.png)", file=sys.stderr)
     return {k: v for k, v in summary["final"].items() if k.startswith(("turn", "reward/"))}
 

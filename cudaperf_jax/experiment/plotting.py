@@ -25,7 +25,9 @@ def pyplot():
 def integer_ticks(ax, axis: str = "x") -> None:
     """Ticks only at whole numbers on `axis` ("x" or "y")."""
     from matplotlib.ticker import MaxNLocator
-    (ax.xaxis if axis == "x" else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
+    # min_n_ticks=1: a single step (one RL step of the demo) has the view [-0.05, 0.05], where asking for two
+    # ticks made the locator fall back to -0.045, -0.03, ...
+    (ax.xaxis if axis == "x" else ax.yaxis).set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
 
 
 def bars(ax, labels: list[str], values: list[float], *, ylabel: str, fmt: str = "{:.2f}", ylim=None,

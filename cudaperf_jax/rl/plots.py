@@ -39,7 +39,8 @@ def plot_metrics(metrics: list[dict], turns: int, path: Path) -> Path | None:
             empty_note(ax, f"{label}: 0 at every step and turn")
         ax.legend(fontsize=7, loc="upper left")
     n = metrics[-1].get("groups")
-    fig.suptitle(f"RL: {len(metrics)} steps" + (f", {n} (turn, task) groups a step" if n else ""), fontsize=10)
+    fig.suptitle(f"RL: {len(metrics)} step{'s' * (len(metrics) != 1)}" + (f", {n} (turn, task) groups a step" if n else ""),
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

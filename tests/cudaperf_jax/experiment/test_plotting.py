@@ -50,6 +50,8 @@ def test_rl_curves_say_when_nothing_was_correct(saved, tmp_path):
     axes = saved[-1].axes
     assert all(_whole_ticks(ax) and ax.get_ylabel() for ax in axes)
     assert not _texts(axes[0]) and "0 at every step" in _texts(axes[2])[0]
+    plot_metrics(m[:1], 1, tmp_path / "rl1.png")   # one step (the demo's RL stage): still whole-number ticks
+    assert all(_whole_ticks(ax) for ax in saved[-1].axes)
 
 
 def test_eval_turns_and_demo_bars(saved, tmp_path):
