@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import math
+import warnings
 from typing import Mapping
 
 from kernels_harness.tasks.errors import TaskError
@@ -39,7 +40,7 @@ def evaluate(expr: str | int | float, env: Mapping[str, int | float]) -> int | f
         raise TaskError(f"expression {expr!r} must be a string or a number")
     shown = expr if len(expr) <= 80 else expr[:77] + "..."
     try:
-        tree = ast.parse(expr.strip(), mode="eval")
+        tree = _parse(expr)
     except SyntaxError as e:
         raise TaskError(f"expression {shown!r} is not valid arithmetic ({e.msg})") from None
     except (ValueError, MemoryError, RecursionError) as e:  # NUL bytes, nesting deeper than the parser takes
@@ -73,13 +74,21 @@ def _eval(node: ast.AST, env: Mapping[str, int | float], text: str):
                     "(use numbers, config symbols, + - * / // % ** and min/max/ceil/floor/log2/sqrt)")
 
 
+def _parse(expr: str) -> ast.Expression:
+    """ast of `expr`; what Python only warns about (`2if`: "invalid decimal literal") is a SyntaxError here, so a
+    malformed task file gets its one-line TaskError rather than a SyntaxWarning on stderr."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SyntaxWarning)
+        return ast.parse(expr.strip(), mode="eval")
+
+
 def symbols(expr: str | int | float) -> set[str]:
     """The free symbols of an expression (function names excluded)."""
     if not isinstance(expr, str):
         return set()
     try:
-        tree = ast.parse(expr.strip(), mode="eval")
-    except SyntaxError:
+        tree = _parse(expr)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
         return set()
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     return names - set(_FUNCS)

@@ -1,6 +1,7 @@
 """Task files: the documented JSON form loads; malformed ones fail with a one-sentence TaskError."""
 import copy
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -84,6 +85,11 @@ def test_expressions_are_arithmetic_only():
     assert expr.evaluate("ceil(N / 32) * 32 + max(M, 2)", {"N": 33, "M": 1}) == 66
     with pytest.raises(TaskError):
         expr.evaluate("N.__class__", {"N": 1})
+    with warnings.catch_warnings():   # what Python only warns about is an error of the task file, not a warning
+        warnings.simplefilter("error")
+        with pytest.raises(TaskError, match="invalid decimal literal"):
+            expr.evaluate("2if N else 3", {"N": 1})
+        assert expr.symbols("2if N else 3") == set()
 
 
 def test_init_generators_draw_valid_structures():
