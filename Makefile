@@ -38,7 +38,7 @@ test-gpu: $(STAMP)
 demo: $(STAMP)
 	$(VPY) -m experiments.demo --workdir=$${WORKDIR:-runs/demo} $(DEMO_ARGS)
 
-## The whole miniature (SFT step, RL step over 2 turns, held-out evaluation of both policies): ~25 minutes on 2 cores.
+## The whole miniature (SFT step, RL step over 2 turns, held-out evaluation of both policies): ~19 minutes on 2 cores.
 demo-method: $(STAMP)
 	$(VPY) -m experiments.demo --workdir=$${WORKDIR:-runs/demo-method} --config.sft_steps=1 --config.rl_steps=1 \
 		--config.rl_turns=2 --config.eval_tasks=1 $(DEMO_ARGS)
