@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import tarfile
 import time
@@ -138,12 +137,9 @@ def parse(argv=None) -> argparse.Namespace:
 
 
 def label(model: str) -> str:
-    """A short file-name-safe name of a model argument (a path's file or directory name)."""
-    p = Path(model)
-    name = p.stem if p.suffix == ".gguf" else (p.name if p.exists() else model)
-    if p.exists() and p.is_dir() and p.name in ("export", "policy"):
-        name = f"{p.parent.name}-{p.name}"
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "model"
+    """A short file-name-safe name of a model argument (cudaperf_jax.eval.suites.model_label)."""
+    from cudaperf_jax.eval.suites import model_label
+    return model_label(model)
 
 
 def load_suites(a) -> dict:

@@ -28,6 +28,8 @@ import re
 import sys
 from pathlib import Path
 
+from cudaperf_jax.eval.suites import model_label
+
 SIZES = ("full", "dev")
 TAGS = {"qwen2.5-coder-1.5b": "1.5b", "qwen2.5-coder-0.5b": "0.5b"}
 RL_RUNS = (("rl_full_s0", "correct,speed,structure,ranker,penalty", 0),
@@ -139,7 +141,7 @@ class Plan:
     def cell_label(self, policy: str) -> str:
         """The ladder's cell name of a policy (zero-shot: the ladder's own, from the model's name)."""
         if policy == f"zero_shot-{self.tag}":
-            return _ladder_label(self.model)
+            return model_label(self.model)
         return policy
 
     def stages(self) -> list[Stage]:
@@ -210,12 +212,3 @@ class Plan:
         """The cell directories an eval stage fills."""
         label = self.cell_label(st.policy)
         return [root / "cells" / f"{label}__{self.evals.prompt}__{s}" for s in (suites or self.evals.suites)]
-
-
-def _ladder_label(model: str) -> str:
-    """benchmarks/zero_shot.py's default cell name of a model (its `label`), without importing the script."""
-    p = Path(model)
-    name = p.stem if p.suffix == ".gguf" else (p.name if p.exists() else model)
-    if p.exists() and p.is_dir() and p.name in ("export", "policy"):
-        name = f"{p.parent.name}-{p.name}"
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "model"

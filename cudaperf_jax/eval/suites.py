@@ -9,9 +9,20 @@ A solution directory holds `<task_id>.cu` (one sample) or `<task_id>/<name>.cu` 
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from kernels_harness.tasks.errors import TaskError
+
+
+def model_label(model: str) -> str:
+    """A short file-name-safe name of a model argument (a path's file or directory name; an SFT or RL run's export
+    or policy directory by its run): what names an evaluation cell (benchmarks/zero_shot.py, experiments/method.py)."""
+    p = Path(model)
+    name = p.stem if p.suffix == ".gguf" else (p.name if p.exists() else model)
+    if p.exists() and p.is_dir() and p.name in ("export", "policy"):
+        name = f"{p.parent.name}-{p.name}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "model"
 
 
 def suite_kind(path: str | Path) -> str:

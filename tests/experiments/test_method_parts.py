@@ -114,10 +114,11 @@ def test_the_plan_names_stages_in_order_and_commands_with_root_relative_paths(tm
 
 
 def test_the_zero_shot_cells_are_named_as_the_ladder_names_them(tmp_path):
-    """The plan's copy of benchmarks/zero_shot.py's `label` (the zero-shot stage reuses the ladder's cells by name)."""
+    """The plan names the zero-shot cells as benchmarks/zero_shot.py's `label` does (the zero-shot stage reuses the
+    ladder's cells by name)."""
     import importlib.util
 
-    from experiments.method_plan import _ladder_label
+    from experiments.method_plan import Plan
     spec = importlib.util.spec_from_file_location("zero_shot_for_test", Path(__file__).resolve().parents[2]
                                                   / "benchmarks" / "zero_shot.py")
     ladder = importlib.util.module_from_spec(spec)
@@ -126,7 +127,8 @@ def test_the_zero_shot_cells_are_named_as_the_ladder_names_them(tmp_path):
     (tmp_path / "q.gguf").write_bytes(b"")
     for model in ("qwen2.5-coder-1.5b", str(tmp_path / "q.gguf"), str(tmp_path / "runs" / "sft" / "export"),
                   str(tmp_path / "runs"), "a b+c"):
-        assert _ladder_label(model) == ladder.label(model), model
+        plan = Plan.of(model)
+        assert plan.cell_label(f"zero_shot-{plan.tag}") == ladder.label(model), model
 
 
 def test_sft_early_stop_is_a_function_of_the_metric_rows():
