@@ -32,6 +32,7 @@ The compile log is the harness's (EvalResult.compile_log): nvcc's on the cuda ba
 """
 from __future__ import annotations
 
+import functools
 import re
 
 from kernels_harness.hacks import strip_comments_and_strings
@@ -158,21 +159,20 @@ def _undefined(log: str) -> set[str]:
     return {m.group(1) for pat in _UNDEFINED for m in pat.finditer(log)}
 
 
-def example_names() -> set[str]:
+@functools.cache
+def example_names() -> frozenset[str]:
     """The functions and kernels the prompts' worked examples define (cudaperf_jax.prompts.variants.EXAMPLES)."""
     from cudaperf_jax.prompts.variants import EXAMPLES
-    return {f["name"] for *_, answer in EXAMPLES.values() for f in functions(_plain(answer)) if f["defined"]}
+    return frozenset(f["name"] for *_, answer in EXAMPLES.values() for f in functions(_plain(answer)) if f["defined"])
 
 
 def _undeclared_size(task, code: str, log: str) -> bool:
     symbols = task_symbols(task)
-    for pat in _UNDEFINED:
-        for m in pat.finditer(log):
-            name = m.group(1)
-            if re.search(r"\b" + re.escape(name) + r"\s*\(", code):   # called: an undefined function, not a size
-                continue
-            if name in symbols or (name.isupper() and len(name) > 0) or _SIZE_WORDS.match(name):
-                return True
+    for name in _undefined(log):
+        if re.search(r"\b" + re.escape(name) + r"\s*\(", code):   # called: an undefined function, not a size
+            continue
+        if name in symbols or (name.isupper() and len(name) > 0) or _SIZE_WORDS.match(name):
+            return True
     return False
 
 
