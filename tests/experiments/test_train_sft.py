@@ -42,14 +42,18 @@ def _metrics(workdir):
     return [{k: r[k] for k in ("step", *COMPARED) if k in r} for r in rows]
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def _train_tiny(tmp_path_factory, name: str, make_config):
+    """(root, tiny policy dir, summary) of an SFT run of make_config(policy) into root/run."""
     from cudaperf_jax.sft.train import train
     from tests.experiments.test_demo import _tiny_policy_dir
-    root = tmp_path_factory.mktemp("sft")
+    root = tmp_path_factory.mktemp(name)
     policy = _tiny_policy_dir(root / "policy")
-    summary = train(_config(policy), root / "run")
-    return root, policy, summary
+    return root, policy, train(make_config(policy), root / "run")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return _train_tiny(tmp_path_factory, "sft", _config)
 
 
 def test_loss_goes_down_and_outputs_are_written(run):
@@ -176,12 +180,7 @@ def _lora_config(policy):
 
 @pytest.fixture(scope="module")
 def lora_run(tmp_path_factory):
-    from cudaperf_jax.sft.train import train
-    from tests.experiments.test_demo import _tiny_policy_dir
-    root = tmp_path_factory.mktemp("sft_lora")
-    policy = _tiny_policy_dir(root / "policy")
-    summary = train(_lora_config(policy), root / "run")
-    return root, policy, summary
+    return _train_tiny(tmp_path_factory, "sft_lora", _lora_config)
 
 
 def test_lora_run_trains_the_adapters_and_exports_the_merged_model_and_the_adapter(lora_run):
