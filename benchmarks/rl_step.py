@@ -59,6 +59,7 @@ heads, head dim 128, 18944, vocabulary 152,064, untied), "tiny" a 2-layer, 64-wi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -210,6 +211,10 @@ def main():
     ap.add_argument("--lora_targets", default="q,k,v,o")
     ap.add_argument("--dtype", default=None, help="default: bfloat16 on a GPU, float32 on the CPU")
     ap.add_argument("--memory_fraction", type=float, default=0.55)
+    ap.add_argument("--call_timeout_s", type=float, default=None,
+                    help="the harness's limit on one call of a candidate (default: RLConfig.harness.call_timeout_s)")
+    ap.add_argument("--job_timeout_s", type=float, default=None,
+                    help="the harness's limit on one candidate in all (default: RLConfig.harness.job_timeout_s)")
     ap.add_argument("--est_seq_len", type=int, default=3072, help="the longest sequence (prompt + completion) for "
                     "the memory estimate")
     ap.add_argument("--compilation_cache", default="off", help="a directory for JAX's persistent compilation cache "
@@ -240,7 +245,11 @@ def main():
     rows, estimates = [], {}
     meta = {"device": str(device), "args": vars(args), "dtype": dtype, "lora": vars(lora) if lora.on else None,
             "compilation_cache": cache, "cache_entries_before": cached_before, "estimate": estimates}
-    with HarnessPool(backend=args.backend, seed=0) as pool:
+    from cudaperf_jax.rl.config import HarnessConfig
+    given = {k: getattr(args, k) for k in ("call_timeout_s", "job_timeout_s") if getattr(args, k) is not None}
+    harness = HarnessConfig(backend=args.backend, **given)
+    meta["harness"] = dataclasses.asdict(harness)
+    with HarnessPool(**harness.pool_kwargs()) as pool:
         for name in ([args.model] if args.model else [args.shape] if args.shape else args.models.split(",")):
             c = rl_tiny.get_config()
             c.dtype = dtype

@@ -69,9 +69,9 @@ def harness_breakdown(candidates: list) -> dict:
     first verdict): per verdict the count and the seconds of execution (checks and timing in a worker) and of
     compilation; how many torch.compile baselines were measured, reused or failed (per config); how many workers
     were replaced after a job (each costs a new worker's start); and the longest execution.
-    Returns {"verdicts": {status: {"n", "execute_s", "compile_s"}}, "compile_baseline": {...}, "workers_replaced",
-    "max_execute_s"}."""
-    seen, verdicts, compile_from = set(), {}, {}
+    Returns {"verdicts": {status: {"n", "execute_s", "compile_s"}}, "compile_baseline": {...},
+    "compile_baseline_errors": [up to 3 distinct reasons torch.compile failed], "workers_replaced", "max_execute_s"}."""
+    seen, verdicts, compile_from, compile_errors = set(), {}, {}, []
     replaced, longest = 0, 0.0
     for c in candidates:
         r = c.result
@@ -89,10 +89,12 @@ def harness_breakdown(candidates: list) -> dict:
             how = getattr(cfg, "compile_baseline_from", "")
             if how:
                 compile_from[how] = compile_from.get(how, 0) + 1
+            if how == "failed" and len(compile_errors) < 3 and (cfg.error or "") not in compile_errors:
+                compile_errors.append(cfg.error or "")
     for v in verdicts.values():
         v["execute_s"], v["compile_s"] = round(v["execute_s"], 2), round(v["compile_s"], 2)
     return {"verdicts": dict(sorted(verdicts.items())), "compile_baseline": compile_from,
-            "workers_replaced": replaced, "max_execute_s": round(longest, 2)}
+            "compile_baseline_errors": compile_errors, "workers_replaced": replaced, "max_execute_s": round(longest, 2)}
 
 
 def time_line(ev: PolicyEval) -> str:
@@ -104,6 +106,8 @@ def time_line(ev: PolicyEval) -> str:
     b = harness_breakdown(ev.candidates)
     verdicts = ", ".join(f"{k} {v['n']} ({v['execute_s'] / max(v['n'], 1):.1f} s)" for k, v in b["verdicts"].items())
     comp = ", ".join(f"{k} {v}" for k, v in sorted(b["compile_baseline"].items())) or "none"
+    if b["compile_baseline_errors"]:   # why torch.compile failed (up to 3 distinct messages): fast_1 compile needs it
+        comp += " (" + "; ".join(b["compile_baseline_errors"]) + ")"
     return (f"generation {gen:.0f} s ({ev.generated_tokens} tokens, {tps:.0f} tok/s); harness {harness:.0f} s for "
             f"{ev.judged} judged ({ev.deduplicated} repeats): {verdicts or 'nothing'} [verdict n (mean execution)]; "
             f"longest {b['max_execute_s']:.0f} s; torch.compile baselines (configs): {comp}; workers replaced "

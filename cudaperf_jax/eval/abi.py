@@ -161,9 +161,10 @@ def _undefined(log: str) -> set[str]:
 
 @functools.cache
 def example_names() -> frozenset[str]:
-    """The functions and kernels the prompts' worked examples define (cudaperf_jax.prompts.variants.EXAMPLES)."""
-    from cudaperf_jax.prompts.variants import EXAMPLES
-    return frozenset(f["name"] for *_, answer in EXAMPLES.values() for f in functions(_plain(answer)) if f["defined"])
+    """The functions and kernels the prompts' worked examples define (cudaperf_jax.prompts.variants.ALL_EXAMPLES)."""
+    from cudaperf_jax.prompts.variants import ALL_EXAMPLES
+    return frozenset(f["name"] for examples in ALL_EXAMPLES for *_, answer in examples.values()
+                     for f in functions(_plain(answer)) if f["defined"])
 
 
 def _undeclared_size(task, code: str, log: str) -> bool:

@@ -16,6 +16,7 @@ are sizes, every kernel is launched on `stream`, the function returns cudaGetLas
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 
 from kernels_harness.tasks.schema import Task
@@ -109,14 +110,83 @@ EXAMPLES = {  # track -> (what the example task is, its source, its exported fun
                    _TORCH_EXAMPLE),
 }
 
+# worked_args's examples: kernels that receive every size and scalar they use as their own parameters. On the H100
+# ladder (2026-12-07) most ABI failures of worked_example's answers were kernels copied from its one-size example
+# that then used the export's parameters (A_d1, eps2, features) without receiving them.
+_C_ARGS_TASK = ("void saxpy(int n, float alpha, const float* x, const float* y, float* out) {\n"
+                "  for (int i = 0; i < n; i++) out[i] = alpha * x[i] + y[i];\n}")
+_C_ARGS_PROTO = ('extern "C" int saxpy(int n, float alpha, const float* x, const float* y, float* out, '
+                 'cudaStream_t stream)')
+_C_ARGS = '''#include <cuda_runtime.h>
+
+// A kernel sees only its own parameters: n and alpha are passed to it.
+__global__ void saxpy_kernel(long long n, float alpha, const float* __restrict__ x, const float* __restrict__ y,
+                             float* __restrict__ out) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        out[i] = alpha * x[i] + y[i];
+    }
+}
+
+extern "C" int saxpy(int n, float alpha, const float* x, const float* y, float* out, cudaStream_t stream) {
+    const int threads = 256;
+    long long blocks = ((long long)n + threads - 1) / threads;
+    if (blocks > 65535) blocks = 65535;
+    if (blocks < 1) blocks = 1;
+    saxpy_kernel<<<(int)blocks, threads, 0, stream>>>(n, alpha, x, y, out);
+    return (int)cudaGetLastError();
+}'''
+
+_TORCH_ARGS_TASK = ("class Model(nn.Module):\n    def forward(self, x: torch.Tensor, s: torch.Tensor, b: torch.Tensor) "
+                    "-> torch.Tensor:\n        return x * s[:, None] + b")
+_TORCH_ARGS_PROTO = ('extern "C" int scale_rows_add(const float* x, const float* s, const float* b, float* out, '
+                     'int x_d0, int x_d1, int s_d0, int b_d0, int out_d0, int out_d1, cudaStream_t stream)')
+_TORCH_ARGS = '''#include <cuda_runtime.h>
+
+// A kernel sees only its own parameters: rows and cols are passed to it.
+__global__ void scale_rows_add_kernel(int rows, int cols, const float* __restrict__ x, const float* __restrict__ s,
+                                      const float* __restrict__ b, float* __restrict__ out) {
+    long long n = (long long)rows * cols;
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        int r = (int)(i / cols);
+        int c = (int)(i % cols);
+        out[i] = x[i] * s[r] + b[c];
+    }
+}
+
+extern "C" int scale_rows_add(const float* x, const float* s, const float* b, float* out, int x_d0, int x_d1,
+                              int s_d0, int b_d0, int out_d0, int out_d1, cudaStream_t stream) {
+    const int rows = out_d0, cols = out_d1;
+    const int threads = 256;
+    long long blocks = ((long long)rows * cols + threads - 1) / threads;
+    if (blocks > 65535) blocks = 65535;
+    if (blocks < 1) blocks = 1;
+    scale_rows_add_kernel<<<(int)blocks, threads, 0, stream>>>(rows, cols, x, s, b, out);
+    return (int)cudaGetLastError();
+}'''
+
+ARGS_EXAMPLES = {
+    "c2cuda": ("C function", _C_ARGS_TASK, _C_ARGS_PROTO, _C_ARGS),
+    "torch2cuda": ("PyTorch module with x of shape [x_d0 x x_d1], s of shape [x_d0] and b of shape [x_d1]",
+                   _TORCH_ARGS_TASK, _TORCH_ARGS_PROTO, _TORCH_ARGS),
+}
+ALL_EXAMPLES = (EXAMPLES, ARGS_EXAMPLES)    # every worked example a variant shows (eval.abi: example_name_copied)
+
 ABI = ("Your answer is one complete .cu file. The harness compiles it with nvcc and calls the exported host "
        "function with device pointers that are already allocated (input arrays hold the data, output arrays are "
        "yours to fill) and with the sizes as integer arguments. The function launches your kernels on `stream` "
        "and returns cudaGetLastError().")
 
 
-def rules(task: Task) -> str:
-    """The rules of the ABI, one per line (the same for every task but for the names in them)."""
+_KERNEL_ARGS_RULE = ("- A kernel sees only its own parameters: pass it every size and scalar it uses (`n`, `eps`, the "
+                     "`x_d0`, `x_d1`, ... dimensions) as kernel arguments. The exported function's parameters are "
+                     "not visible inside a kernel.")
+
+
+def rules(task: Task, kernel_args: bool = False) -> str:
+    """The rules of the ABI, one per line (the same for every task but for the names in them); kernel_args adds
+    the rule that kernels receive every size and scalar they use (worked_args)."""
     return "\n".join([
         "- Launch every kernel on the given stream: `kernel<<<blocks, threads, shared_bytes, stream>>>(...)`. Never "
         "use another stream, cudaDeviceSynchronize, cudaMalloc, host memory or a library (cuBLAS, cuDNN, CUTLASS, "
@@ -127,12 +197,13 @@ def rules(task: Task) -> str:
         "the kernel parameters that receive them `const` too.",
         "- Every size you use comes from the integer arguments: declare each variable you use; there are no "
         "predefined macros or globals.",
+        *([_KERNEL_ARGS_RULE] if kernel_args else []),
         "- Index with `long long` when sizes multiply past 2^31.",
     ])
 
 
-def example_block(task: Task) -> str:
-    what, src, proto, answer = EXAMPLES[task.track]
+def example_block(task: Task, examples: dict = EXAMPLES) -> str:
+    what, src, proto, answer = examples[task.track]
     lang = _LANG[task.track][1]
     return (f"Example. For the {what}\n\n```{lang}\n{src}\n```\n\nexporting `{proto};`, a complete answer is:\n\n"
             f"```cuda\n{answer}\n```")
@@ -194,9 +265,10 @@ def _plain_feedback(task: Task | None, feedback: str, status: str | None = None)
             "in one ```cuda code block.")
 
 
-def _example_task(task: Task) -> str:
+def _example_task(task: Task, kernel_args: bool = False) -> str:
     kind, _ = _LANG[task.track]
-    return (f"{ABI}\n\nRules:\n{rules(task)}\n\n{example_block(task)}\n\n"
+    example = example_block(task, ARGS_EXAMPLES if kernel_args else EXAMPLES)
+    return (f"{ABI}\n\nRules:\n{rules(task, kernel_args)}\n\n{example}\n\n"
             f"Now the task. Write a fast CUDA implementation of this {kind}:\n\n{source_block(task)}\n\n"
             f"Arguments of the exported function:\n{describe_signature(task)}\n\n"
             f"Typical sizes: {sizes_line(task)}.\n\n"
@@ -226,6 +298,10 @@ register(PromptVariant(
     "worked_example", SYSTEM, _example_task, _example_feedback,
     "the ABI stated once, its rules, a complete worked example of the task's track, then the task and the exact "
     "prototype; refinement turns name what failed and ask for the whole file"))
+register(PromptVariant(
+    "worked_args", SYSTEM, functools.partial(_example_task, kernel_args=True), _example_feedback,
+    "worked_example whose examples pass every size and scalar to the kernel (a 2-D torch example, a C example with "
+    "a scalar), with a rule saying a kernel sees only its own parameters"))
 
 
 # ---- module-level shortcuts for the default variant ---------------------------------------------------------

@@ -44,12 +44,27 @@ class HarnessConfig:
     workers: int = 0                 # execution worker processes (0 = the pool's default)
     compile_workers: int = 0         # parallel compilations (0 = the pool's default)
     seed: int = 0                    # seed of the harness's input generation
+    call_timeout_s: float = 10.0     # the longest one call of a candidate may take (a correctness trial, a timing
+                                     # repetition), else `timeout`. The dataset's CUDA baselines take milliseconds,
+                                     # so 10 s still judges a kernel thousands of times slower; a step waits for its
+                                     # slowest candidate (H100 2026-12-07, 1.5B: one step's harness 142 s, the rest
+                                     # of the step 40 s, under the pool's 20 s / 600 s)
+    job_timeout_s: float = 60.0      # the longest a candidate may take in all (every config's checks and timing)
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
             raise ValueError(f"backend={self.backend!r}: choose one of {', '.join(BACKENDS)}")
         if self.workers < 0 or self.compile_workers < 0:
             raise ValueError("workers and compile_workers must be >= 0 (0: the pool's default)")
+        if not 0 < self.call_timeout_s <= self.job_timeout_s:
+            raise ValueError(f"call_timeout_s={self.call_timeout_s} and job_timeout_s={self.job_timeout_s}: give "
+                             "0 < call_timeout_s <= job_timeout_s")
+
+    def pool_kwargs(self) -> dict:
+        """HarnessPool(**kwargs) of this config (0 workers: the pool's default)."""
+        return {"backend": self.backend, "workers": self.workers or None,
+                "compile_workers": self.compile_workers or None, "seed": self.seed,
+                "call_timeout_s": self.call_timeout_s, "job_timeout_s": self.job_timeout_s}
 
 
 @dataclasses.dataclass(frozen=True)

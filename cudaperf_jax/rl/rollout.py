@@ -231,15 +231,22 @@ def rollout(sampler, client, tasks: Sequence, cfg: RolloutConfig, seed: int, *,
             if log is not None:
                 verdicts = collections.Counter(r.status for r in results)
                 toks, gen_s = sum(len(c.completion_ids) for c in cands), seconds["generation"] - gen_before
+                slow = max(results, key=_execute_s)   # a step waits for its slowest candidate
                 log(f"turn {turn}: {len(cands)} samples, {toks} tokens in {gen_s:.1f} s ({toks / max(gen_s, 1e-9):.0f} "
                     f"tokens/s); harness {spent:.1f} s: "
-                    + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
+                    + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
+                    + f"; slowest {slow.task_id} ({slow.status}) {_execute_s(slow):.1f} s")
             if bar:
                 bar.update(1)
     if bar:
         bar.close()
     return Rollout(tasks=tasks, cfg=cfg, candidates=out, reward_names=names, seconds=seconds,
                    generated_tokens=generated)
+
+
+def _execute_s(result) -> float:
+    """Seconds a judged candidate spent executing in a worker (checks and timing)."""
+    return float((result.seconds or {}).get("execute", 0.0))
 
 
 GEN_BATCH_AT = 4096   # gen_batch is the chunk size at prompts of this many (padded) tokens

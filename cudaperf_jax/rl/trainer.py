@@ -237,8 +237,7 @@ def train(config, workdir) -> dict:
     if restored is not None:
         tr.state = dict(restored)
     start = run.restore_step()
-    with HarnessPool(backend=c.harness.backend, workers=c.harness.workers or None,
-                     compile_workers=c.harness.compile_workers or None, seed=c.harness.seed) as pool:
+    with HarnessPool(**c.harness.pool_kwargs()) as pool:
         client = tr.client(pool)
         bar = tqdm(range(start, c.steps), desc="rl steps", initial=start, total=c.steps)
         for step in bar:

@@ -74,6 +74,16 @@ def test_errors_name_the_field():
         from_configdict(rl.TYPED, {"grpo": {"advantage": "rloo"}, "rollout": {"samples_per_task": 1}})
     with pytest.raises(ConfigFieldError, match=r"lora.targets must name distinct projections among .*, not 'q,x'"):
         from_configdict(rl.TYPED, {"lora": {"targets": "q,x"}})
+    with pytest.raises(ConfigFieldError, match=r"call_timeout_s=90.0 and job_timeout_s=60.0: give 0 < call_timeout_s "
+                                               r"<= job_timeout_s"):
+        from_configdict(rl.TYPED, {"harness": {"call_timeout_s": 90.0}})
+
+
+def test_rl_harness_section_reaches_the_pool():
+    from experiments.configs import rl
+    c = from_configdict(rl.TYPED, {"harness": {"call_timeout_s": 5.0, "workers": 3}})
+    assert c.harness.pool_kwargs() == {"backend": "auto", "workers": 3, "compile_workers": None, "seed": 0,
+                                       "call_timeout_s": 5.0, "job_timeout_s": 60.0}
 
 
 def test_a_partial_section_keeps_its_parents_defaults():

@@ -17,20 +17,33 @@ VEC_ADD = {"id": "vec_add", "track": "c2cuda", "entry": "vec_add", "source": var
                          {"name": "out", "role": "out", "dtype": "float32", "shape": ["N"]}],
            "configs": [{"N": 1000}, {"N": 65537}], "tolerance": {"atol": 1e-6, "rtol": 1e-6}}
 
+SAXPY = {"id": "saxpy_ex", "track": "c2cuda", "entry": "saxpy", "source": variants._C_ARGS_TASK,
+         "signature": [{"name": "n", "role": "scalar", "dtype": "int32", "value": "N"},
+                       {"name": "alpha", "role": "scalar", "dtype": "float32", "value": "1.5"},
+                       {"name": "x", "role": "in", "dtype": "float32", "shape": ["N"]},
+                       {"name": "y", "role": "in", "dtype": "float32", "shape": ["N"]},
+                       {"name": "out", "role": "out", "dtype": "float32", "shape": ["N"]}],
+         "configs": [{"N": 1000}, {"N": 65537}], "tolerance": {"atol": 1e-5, "rtol": 1e-5}}
+
 TORCH_ADD = ("import torch\nimport torch.nn as nn\n\n" + variants._TORCH_EXAMPLE_TASK.replace(
     "class Model(nn.Module):", "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n") +
     "\n\nbatch = 64\ndim = 1000\n\ndef get_inputs():\n    return [torch.rand(batch, dim), torch.rand(batch, dim)]\n\n"
     "def get_init_inputs():\n    return []\n")
 
+TORCH_SCALE_ROWS = ("import torch\nimport torch.nn as nn\n\n" + variants._TORCH_ARGS_TASK.replace(
+    "class Model(nn.Module):", "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n") +
+    "\n\nrows = 67\ncols = 1003\n\ndef get_inputs():\n    return [torch.rand(rows, cols), torch.rand(rows), "
+    "torch.rand(cols)]\n\ndef get_init_inputs():\n    return []\n")
+
 
 def test_registry_and_the_default():
-    assert set(prompts.PROMPTS) >= {"plain", "worked_example"}
+    assert set(prompts.PROMPTS) >= {"plain", "worked_example", "worked_args"}
     assert prompts.DEFAULT == "worked_example" and prompts.get().name == "worked_example"
-    with pytest.raises(ValueError, match="unknown prompt 'nope'; registered prompts: plain, worked_example"):
+    with pytest.raises(ValueError, match="unknown prompt 'nope'; registered prompts: plain, worked_args, worked_example"):
         prompts.get("nope")
 
 
-@pytest.mark.parametrize("name", ["plain", "worked_example"])
+@pytest.mark.parametrize("name", ["plain", "worked_example", "worked_args"])
 def test_every_variant_states_the_task_and_the_exact_prototype(name):
     task = load_task(SMOKE / "smoke_saxpy.json")
     text = prompts.task_prompt(task, name)
@@ -49,6 +62,17 @@ def test_worked_example_prompt_states_abi_rules_example_then_task():
     assert order == sorted(order)
     assert "`row_sum_kernel`" in text and "stream>>>" in text and "cudaDeviceSynchronize" in text
     assert variants._C_EXAMPLE in text   # the complete example file, verbatim
+    assert "sees only its own parameters" not in text
+
+
+def test_worked_args_prompt_shows_kernels_receiving_their_sizes():
+    """worked_args: the rule that a kernel sees only its own parameters, and examples whose kernels receive every
+    size and scalar they use (a C example with a scalar, a 2-D torch example)."""
+    c = prompts.task_prompt(load_task(SMOKE / "smoke_row_sum.json"), "worked_args")
+    assert "sees only its own parameters" in c and variants._C_ARGS in c and variants._C_EXAMPLE not in c
+    assert "saxpy_kernel<<<(int)blocks, threads, 0, stream>>>(n, alpha, x, y, out)" in c
+    order = [c.index(s) for s in ("device pointers", "Rules:", "Example.", "Now the task", "Export exactly")]
+    assert order == sorted(order)
 
 
 def test_refinement_prompt_names_the_failure_asks_for_the_whole_file_and_repeats_the_export():
@@ -61,24 +85,31 @@ def test_refinement_prompt_names_the_failure_asks_for_the_whole_file_and_repeats
     assert "compilation errors" in v.feedback_prompt(task, "Compilation failed:", "compile_error")
 
 
-def test_c2cuda_worked_example_is_a_correct_solution(tmp_path):
+@pytest.mark.parametrize("spec, proto, answer", [(VEC_ADD, variants._C_EXAMPLE_PROTO, variants._C_EXAMPLE),
+                                                  (SAXPY, variants._C_ARGS_PROTO, variants._C_ARGS)],
+                         ids=["worked_example", "worked_args"])
+def test_c2cuda_worked_examples_are_correct_solutions(spec, proto, answer):
     """The example's task, posed as a real task, has exactly the example's prototype; the example passes the harness."""
     from kernels_harness.run.pool import HarnessPool
-    task = Task.from_dict(json.loads(json.dumps(VEC_ADD)))
-    assert task.c_prototype() == variants._C_EXAMPLE_PROTO
+    task = Task.from_dict(json.loads(json.dumps(spec)))
+    assert task.c_prototype() == proto
     with HarnessPool(backend="cpu", workers=1) as pool:
-        (r,) = pool.evaluate([(task, variants._C_EXAMPLE)])
+        (r,) = pool.evaluate([(task, answer)])
     assert r.status == "ok", (r.status, r.error, r.compile_log[:500])
 
 
-def test_torch2cuda_worked_example_is_a_correct_solution(tmp_path):
+@pytest.mark.parametrize("source, name, proto, answer", [
+    (TORCH_ADD, "1_Add.py", variants._TORCH_EXAMPLE_PROTO, variants._TORCH_EXAMPLE),
+    (TORCH_SCALE_ROWS, "1_Scale_rows_add.py", variants._TORCH_ARGS_PROTO, variants._TORCH_ARGS)],
+    ids=["worked_example", "worked_args"])
+def test_torch2cuda_worked_examples_are_correct_solutions(source, name, proto, answer):
     pytest.importorskip("torch")
     from kernels_harness.run.pool import HarnessPool
     from kernels_harness.tasks.kernelbench import import_source
-    task = import_source(TORCH_ADD, "1_Add.py")
-    assert task.c_prototype() == variants._TORCH_EXAMPLE_PROTO
+    task = import_source(source, name)
+    assert task.c_prototype() == proto
     with HarnessPool(backend="cpu", workers=1) as pool:
-        (r,) = pool.evaluate([(task, variants._TORCH_EXAMPLE)])
+        (r,) = pool.evaluate([(task, answer)])
     assert r.status == "ok", (r.status, r.error, r.compile_log[:500])
 
 
