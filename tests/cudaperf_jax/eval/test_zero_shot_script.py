@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[3]
 def _run(tmp_path, model, *extra):
     cmd = [sys.executable, "benchmarks/zero_shot.py", f"--models={model}", "--suites=smoke", "--smoke_tasks=2",
            "--samples=2", "--temperature=0", "--turns=2", "--max_new_tokens=8", "--backend=cpu", "--workers=1",
+           "--prompts=plain,worked_example",
            "--chunk_tasks=1",
            f"--out={tmp_path / 'out'}", f"--work={tmp_path / 'cells'}", f"--compilation_cache={tmp_path / 'jax'}",
            *extra]
