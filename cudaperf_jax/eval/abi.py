@@ -144,12 +144,16 @@ def _linkage_conflict(log: str, entry: str) -> bool:
 
 
 def task_symbols(task) -> set[str]:
-    """Names that stand for sizes in the task: config keys, scalar arguments, shape symbols and a Python source's
-    module-level constants (KernelBench's `batch_size = 16`)."""
+    """Names that stand for sizes in the task: config keys, scalar arguments, shape symbols, a Python source's
+    module-level constants (KernelBench's `batch_size = 16`) and the exported function's non-pointer parameters
+    (a torch2cuda export's `out_d1`)."""
     names = {k for c in task.configs for k in c if k != "name"}
     for a in task.signature:
         names.add(a.name) if not a.is_array else names.update(str(s) for s in a.shape)
     names |= set(task.extra.get("constants") or [])
+    for param in _split_params(task.c_prototype().split("(", 1)[1].rsplit(")", 1)[0]):   # the export's scalars and
+        if "*" not in param and "cudaStream_t" not in param:                            # dims (out_d1): a kernel
+            names.add(re.findall(r"\w+", param)[-1])                                    # using them unpassed
     names |= set(re.findall(r"(?m)^([A-Za-z_]\w*)\s*=\s*[-\d(]", task.source or ""))
     return {n for n in names if re.fullmatch(r"[A-Za-z_]\w*", n)}
 

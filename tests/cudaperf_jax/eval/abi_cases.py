@@ -97,6 +97,10 @@ CASES: dict[str, tuple[str, str, str | None]] = {
                    None),
     "relu_undeclared_module_constants": ("relu", RELU_KERNEL + "\n" + RELU_PROTO + RELU_BODY.replace(
         "(long long)x_d0 * x_d1", "(long long)batch_size * dim"), "undeclared_size"),
+    # Qwen2.5-Coder-1.5B/0.5B's commonest fault (ladder, 2026-12-07): a kernel using the export's dimensions
+    # (out_d1, A_d1) or scalars (eps2) without receiving them
+    "relu_kernel_uses_export_dims": ("relu", RELU_KERNEL.replace("if (i < n)", "if (i < (long long)out_d0 * out_d1)")
+                                     + "\n" + RELU_PROTO + RELU_BODY, "undeclared_size"),
     "relu_const_mismatch": ("relu", RELU_KERNEL.replace("const float* x", "float* x") + "\n" + RELU_PROTO + RELU_BODY,
                             "const_mismatch"),
 }
