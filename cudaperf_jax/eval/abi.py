@@ -151,9 +151,9 @@ def task_symbols(task) -> set[str]:
     for a in task.signature:
         names.add(a.name) if not a.is_array else names.update(str(s) for s in a.shape)
     names |= set(task.extra.get("constants") or [])
-    for param in _split_params(task.c_prototype().split("(", 1)[1].rsplit(")", 1)[0]):   # the export's scalars and
-        if "*" not in param and "cudaStream_t" not in param:                            # dims (out_d1): a kernel
-            names.add(re.findall(r"\w+", param)[-1])                                    # using them unpassed
+    for param in _prototype_params(task):   # the export's scalars and dims (out_d1): a kernel using them unpassed
+        if "*" not in param and "cudaStream_t" not in param:
+            names.add(re.findall(r"\w+", param)[-1])
     names |= set(re.findall(r"(?m)^([A-Za-z_]\w*)\s*=\s*[-\d(]", task.source or ""))
     return {n for n in names if re.fullmatch(r"[A-Za-z_]\w*", n)}
 
@@ -214,7 +214,7 @@ def abi_type(param: str) -> str:
 def _same_abi(params: str, task) -> bool:
     """Whether a definition's parameter list passes the task's arguments the way the harness calls it."""
     got = [abi_type(p) for p in _split_params(params)]
-    want = [abi_type(p) for p in _split_params(task.c_prototype().split("(", 1)[1].rsplit(")", 1)[0])]
+    want = [abi_type(p) for p in _prototype_params(task)]
     if got == ["void"]:
         got = []
     if len(got) != len(want):
@@ -224,6 +224,11 @@ def _same_abi(params: str, task) -> bool:
             continue   # a type this reader does not know (a typedef, a template) is given the benefit of the doubt
         return False
     return True
+
+
+def _prototype_params(task) -> list[str]:
+    """The parameters of the task's exported prototype (the solution ABI), one declaration each."""
+    return _split_params(task.c_prototype().split("(", 1)[1].rsplit(")", 1)[0])
 
 
 def _split_params(params: str) -> list[str]:
