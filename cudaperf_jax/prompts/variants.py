@@ -171,7 +171,56 @@ ARGS_EXAMPLES = {
     "torch2cuda": ("PyTorch module with x of shape [x_d0 x x_d1], s of shape [x_d0] and b of shape [x_d1]",
                    _TORCH_ARGS_TASK, _TORCH_ARGS_PROTO, _TORCH_ARGS),
 }
-ALL_EXAMPLES = (EXAMPLES, ARGS_EXAMPLES)    # every worked example a variant shows (eval.abi: example_name_copied)
+# scaffold's examples: the skeleton the variant hands out for the task, filled in for the example. The kernel takes
+# every parameter of the exported function but the stream, in the same order, so no size can be left behind.
+_C_SCAFFOLD = '''#include <cuda_runtime.h>
+
+__global__ void saxpy_kernel(int n, float alpha, const float* __restrict__ x, const float* __restrict__ y,
+                             float* __restrict__ out) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        out[i] = alpha * x[i] + y[i];
+    }
+}
+
+extern "C" int saxpy(int n, float alpha, const float* x, const float* y, float* out, cudaStream_t stream) {
+    const int threads = 256;
+    long long work = (long long)n;  // one thread per output element
+    long long blocks = (work + threads - 1) / threads;
+    if (blocks > 65535) blocks = 65535;
+    if (blocks < 1) blocks = 1;
+    saxpy_kernel<<<(int)blocks, threads, 0, stream>>>(n, alpha, x, y, out);
+    return (int)cudaGetLastError();
+}'''
+
+_TORCH_SCAFFOLD = '''#include <cuda_runtime.h>
+
+__global__ void scale_rows_add_kernel(const float* __restrict__ x, const float* __restrict__ s,
+                                      const float* __restrict__ b, float* __restrict__ out, int x_d0, int x_d1,
+                                      int s_d0, int b_d0, int out_d0, int out_d1) {
+    long long n = (long long)out_d0 * out_d1;
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        int r = (int)(i / out_d1);
+        int c = (int)(i % out_d1);
+        out[i] = x[i] * s[r] + b[c];
+    }
+}
+
+extern "C" int scale_rows_add(const float* x, const float* s, const float* b, float* out, int x_d0, int x_d1,
+                              int s_d0, int b_d0, int out_d0, int out_d1, cudaStream_t stream) {
+    const int threads = 256;
+    long long work = (long long)out_d0 * out_d1;  // one thread per output element
+    long long blocks = (work + threads - 1) / threads;
+    if (blocks > 65535) blocks = 65535;
+    if (blocks < 1) blocks = 1;
+    scale_rows_add_kernel<<<(int)blocks, threads, 0, stream>>>(x, s, b, out, x_d0, x_d1, s_d0, b_d0, out_d0, out_d1);
+    return (int)cudaGetLastError();
+}'''
+
+SCAFFOLD_EXAMPLES = {track: ex[:3] + (answer,) for (track, ex), answer in
+                     zip(ARGS_EXAMPLES.items(), (_C_SCAFFOLD, _TORCH_SCAFFOLD))}
+ALL_EXAMPLES = (EXAMPLES, ARGS_EXAMPLES, SCAFFOLD_EXAMPLES)   # every worked example a variant shows (eval.abi)
 
 ABI = ("Your answer is one complete .cu file. The harness compiles it with nvcc and calls the exported host "
        "function with device pointers that are already allocated (input arrays hold the data, output arrays are "
@@ -276,6 +325,36 @@ def _example_task(task: Task, kernel_args: bool = False) -> str:
             "Answer with the complete .cu file in one ```cuda code block.")
 
 
+def skeleton(task: Task) -> str:
+    """scaffold's starting file for `task`: a kernel `ENTRY_kernel` taking every parameter of the exported function
+    but the stream (same names, same order), and the exported function launching it on `stream` with all of them;
+    the kernel body and the amount of work are left as TODOs."""
+    kernel_params = [(f"{'const ' if a.role == 'in' else ''}{a.c_type}* __restrict__ {a.name}" if a.is_array
+                      else f"{a.c_type} {a.name}") for a in task.signature]
+    names = ", ".join(a.name for a in task.signature)
+    kernel = f"{task.entry}_kernel"
+    return (f"#include <cuda_runtime.h>\n\n__global__ void {kernel}({', '.join(kernel_params)}) {{\n"
+            "    // TODO: compute the outputs\n}\n\n"
+            f"{task.c_prototype()} {{\n    const int threads = 256;\n"
+            "    long long work = 0;  // TODO: how many threads the kernel needs\n"
+            "    long long blocks = (work + threads - 1) / threads;\n    if (blocks > 65535) blocks = 65535;\n"
+            "    if (blocks < 1) blocks = 1;\n"
+            f"    {kernel}<<<(int)blocks, threads, 0, stream>>>({names});\n"
+            "    return (int)cudaGetLastError();\n}")
+
+
+def _scaffold_task(task: Task) -> str:
+    kind, _ = _LANG[task.track]
+    return (f"{ABI}\n\nRules:\n{rules(task, kernel_args=True)}\n\n{example_block(task, SCAFFOLD_EXAMPLES)}\n\n"
+            f"Now the task. Write a fast CUDA implementation of this {kind}:\n\n{source_block(task)}\n\n"
+            f"Arguments of the exported function:\n{describe_signature(task)}\n\n"
+            f"Typical sizes: {sizes_line(task)}.\n\n"
+            "Start from this skeleton. Its kernel already receives every argument and its exported function has "
+            "exactly the required name and parameters: keep those, fill in the TODOs, and change the grid, add "
+            f"shared memory or more kernels where that makes it faster.\n\n```cuda\n{skeleton(task)}\n```\n\n"
+            "Answer with the complete .cu file in one ```cuda code block.")
+
+
 _ASK = {"ok": "It is correct. Make it faster without changing what it computes.",
         "compile_error": "Fix the compilation errors.",
         "hack": "Remove what the harness rejected; do the work in your own kernels on `stream`.",
@@ -302,6 +381,11 @@ register(PromptVariant(
     "worked_args", SYSTEM, functools.partial(_example_task, kernel_args=True), _example_feedback,
     "worked_example whose examples pass every size and scalar to the kernel (a 2-D torch example, a C example with "
     "a scalar), with a rule saying a kernel sees only its own parameters"))
+
+register(PromptVariant(
+    "scaffold", SYSTEM, _scaffold_task, _example_feedback,
+    "worked_args whose task ends with a skeleton built from the signature: a kernel named ENTRY_kernel taking every "
+    "argument of the export, launched on `stream` by the exact export; the model fills in the kernel and the grid"))
 
 
 # ---- module-level shortcuts for the default variant ---------------------------------------------------------

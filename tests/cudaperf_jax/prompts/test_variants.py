@@ -37,17 +37,18 @@ TORCH_SCALE_ROWS = ("import torch\nimport torch.nn as nn\n\n" + variants._TORCH_
 
 
 def test_registry_and_the_default():
-    assert set(prompts.PROMPTS) >= {"plain", "worked_example", "worked_args"}
+    assert set(prompts.PROMPTS) >= {"plain", "worked_example", "worked_args", "scaffold"}
     assert prompts.DEFAULT == "worked_example" and prompts.get().name == "worked_example"
-    with pytest.raises(ValueError, match="unknown prompt 'nope'; registered prompts: plain, worked_args, worked_example"):
+    with pytest.raises(ValueError, match="unknown prompt 'nope'; registered prompts: plain, scaffold, worked_args, "
+                                         "worked_example"):
         prompts.get("nope")
 
 
-@pytest.mark.parametrize("name", ["plain", "worked_example", "worked_args"])
+@pytest.mark.parametrize("name", ["plain", "worked_example", "worked_args", "scaffold"])
 def test_every_variant_states_the_task_and_the_exact_prototype(name):
     task = load_task(SMOKE / "smoke_saxpy.json")
     text = prompts.task_prompt(task, name)
-    assert 'extern "C" int saxpy(int n, float a, const float* x, float* y, cudaStream_t stream);' in text
+    assert 'extern "C" int saxpy(int n, float a, const float* x, float* y, cudaStream_t stream)' in text
     assert "y[i] = a * x[i] + y[i]" in text and "N=16777216" in text
     msgs = prompts.messages(task, [("```cuda\nint x;\n```", "Compilation failed:\nexpected ';'", "compile_error")],
                             prompt=name)
@@ -75,6 +76,37 @@ def test_worked_args_prompt_shows_kernels_receiving_their_sizes():
     assert order == sorted(order)
 
 
+def test_scaffold_prompt_hands_out_a_skeleton_whose_kernel_takes_every_argument():
+    task = load_task(SMOKE / "smoke_row_sum.json")
+    text = prompts.task_prompt(task, "scaffold")
+    skel = variants.skeleton(task)
+    assert f"```cuda\n{skel}\n```" in text and variants._C_SCAFFOLD in text and "sees only its own parameters" in text
+    assert "__global__ void row_sum_kernel(int rows, int cols, const float* __restrict__ x, float* __restrict__ out)" \
+        in skel
+    assert task.c_prototype() + " {" in skel and "row_sum_kernel<<<(int)blocks, threads, 0, stream>>>(rows, cols, x, out)" \
+        in skel
+    order = [text.index(s) for s in ("Rules:", "Example.", "Now the task", "Start from this skeleton")]
+    assert order == sorted(order)
+
+
+def test_scaffold_skeleton_compiles_and_runs_but_computes_nothing():
+    """The skeleton as handed out is a valid file in the ABI (an answer that echoes it is `wrong`, not an ABI
+    failure), for a C task and for a KernelBench module with a scalar argument."""
+    pytest.importorskip("torch")
+    from kernels_harness.run.pool import HarnessPool
+    from kernels_harness.tasks.kernelbench import import_source
+    saxpy = Task.from_dict(json.loads(json.dumps(SAXPY)))
+    leaky = import_source("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+                          "    def __init__(self, negative_slope: float = 0.01):\n        super().__init__()\n"
+                          "        self.negative_slope = negative_slope\n\n    def forward(self, x):\n"
+                          "        return torch.nn.functional.leaky_relu(x, negative_slope=self.negative_slope)\n\n"
+                          "batch_size = 16\ndim = 1000\n\ndef get_inputs():\n    return [torch.randn(batch_size, dim)]\n\n"
+                          "def get_init_inputs():\n    return []\n", "20_LeakyReLU.py")
+    with HarnessPool(backend="cpu", workers=1) as pool:
+        results = pool.evaluate([(t, variants.skeleton(t)) for t in (saxpy, leaky)])
+    assert [r.status for r in results] == ["wrong", "wrong"], [(r.status, r.error, r.compile_log[:300]) for r in results]
+
+
 def test_refinement_prompt_names_the_failure_asks_for_the_whole_file_and_repeats_the_export():
     task = load_task(SMOKE / "smoke_saxpy.json")
     v = prompts.get("worked_example")
@@ -86,8 +118,9 @@ def test_refinement_prompt_names_the_failure_asks_for_the_whole_file_and_repeats
 
 
 @pytest.mark.parametrize("spec, proto, answer", [(VEC_ADD, variants._C_EXAMPLE_PROTO, variants._C_EXAMPLE),
-                                                  (SAXPY, variants._C_ARGS_PROTO, variants._C_ARGS)],
-                         ids=["worked_example", "worked_args"])
+                                                  (SAXPY, variants._C_ARGS_PROTO, variants._C_ARGS),
+                                                  (SAXPY, variants._C_ARGS_PROTO, variants._C_SCAFFOLD)],
+                         ids=["worked_example", "worked_args", "scaffold"])
 def test_c2cuda_worked_examples_are_correct_solutions(spec, proto, answer):
     """The example's task, posed as a real task, has exactly the example's prototype; the example passes the harness."""
     from kernels_harness.run.pool import HarnessPool
@@ -100,8 +133,9 @@ def test_c2cuda_worked_examples_are_correct_solutions(spec, proto, answer):
 
 @pytest.mark.parametrize("source, name, proto, answer", [
     (TORCH_ADD, "1_Add.py", variants._TORCH_EXAMPLE_PROTO, variants._TORCH_EXAMPLE),
-    (TORCH_SCALE_ROWS, "1_Scale_rows_add.py", variants._TORCH_ARGS_PROTO, variants._TORCH_ARGS)],
-    ids=["worked_example", "worked_args"])
+    (TORCH_SCALE_ROWS, "1_Scale_rows_add.py", variants._TORCH_ARGS_PROTO, variants._TORCH_ARGS),
+    (TORCH_SCALE_ROWS, "1_Scale_rows_add.py", variants._TORCH_ARGS_PROTO, variants._TORCH_SCAFFOLD)],
+    ids=["worked_example", "worked_args", "scaffold"])
 def test_torch2cuda_worked_examples_are_correct_solutions(source, name, proto, answer):
     pytest.importorskip("torch")
     from kernels_harness.run.pool import HarnessPool
