@@ -20,9 +20,10 @@ token budget). Categories, checked in this order:
                            and width, the trailing stream) differ from the task's (const and names do not count)
   const_mismatch           a `const T*` input passed where a kernel or function takes `T*` (nvcc: argument of
                            type "const float *" is incompatible with parameter of type "float *")
-  example_name_copied      a name of the prompt's worked example (vec_add_kernel, add_kernel, ...) is undefined:
-                           the answer launches or calls the example's kernel beside a kernel of its own (nvcc:
-                           identifier "vec_add_kernel" is undefined; g++: 'vec_add_kernel' was not declared)
+  example_name_copied      a name of the prompt's worked example is undefined: the answer launches or calls the
+                           example's kernel beside a kernel of its own (nvcc: identifier "vec_add_kernel" is
+                           undefined; g++: 'vec_add_kernel' was not declared), or its kernel body is the example's,
+                           using the example's parameters (out_d1, alpha) that the task does not have
   undeclared_size          a size-like identifier is undefined (nvcc: identifier "N" is undefined; g++: 'N' was not
                            declared in this scope): a symbol of the task (config, scalar, module constant), an
                            ALL_CAPS name or a common size word, not called as a function
@@ -89,7 +90,7 @@ def classify(task, source: str, result, truncated: bool = False) -> str | None:
         return "signature_mismatch"
     if status == "compile_error" and any(p.search(log) for p in _CONST):
         return "const_mismatch"
-    if status == "compile_error" and _undefined(log) & (example_names() - {f["name"] for f in funcs if f["defined"]}):
+    if status == "compile_error" and _example_copied(task, _undefined(log), {f["name"] for f in funcs if f["defined"]}):
         return "example_name_copied"
     if status == "compile_error" and _undeclared_size(task, code, log):
         return "undeclared_size"
@@ -169,6 +170,25 @@ def example_names() -> frozenset[str]:
     from cudaperf_jax.prompts.variants import ALL_EXAMPLES
     return frozenset(f["name"] for examples in ALL_EXAMPLES for *_, answer in examples.values()
                      for f in functions(_plain(answer)) if f["defined"])
+
+
+@functools.cache
+def example_params() -> frozenset[str]:
+    """The parameter names of the worked examples' kernels and exports longer than one letter (out_d1, alpha)."""
+    from cudaperf_jax.prompts.variants import ALL_EXAMPLES
+    return frozenset(name for examples in ALL_EXAMPLES for *_, answer in examples.values()
+                     for f in functions(_plain(answer)) if f["defined"]
+                     for name in (re.findall(r"\w+", p)[-1] for p in f["params"].split(",") if p.strip())
+                     if len(name) > 1)
+
+
+def _example_copied(task, undefined: set[str], defined: set[str]) -> bool:
+    """An undefined name is the worked example's own: its kernel or function (vec_add_kernel), or one of its
+    parameters that the task does not have (out_d1 in a C task; a body copied from the example)."""
+    if undefined & (example_names() - defined):
+        return True
+    own = task_symbols(task)
+    return any(n in example_params() and n not in own and not _SIZE_WORDS.match(n) for n in undefined)
 
 
 def _undeclared_size(task, code: str, log: str) -> bool:

@@ -76,6 +76,10 @@ CASES: dict[str, tuple[str, str, str | None]] = {
     # the example's launch line
     "example_kernel_launched": ("saxpy", GOOD.replace("  saxpy_kernel<<<", "  vec_add_kernel<<<"),
                                 "example_name_copied"),
+    # Qwen2.5-Coder-0.5B with the scaffold prompt (CPU probe, 2026-12-07): the example's kernel body pasted into
+    # the task's kernel, with the example's out_d0/out_d1
+    "example_body_copied": ("saxpy", GOOD.replace("if (i < n) y[i]", "if (i < (long long)out_d0 * out_d1) y[i]"),
+                            "example_name_copied"),
     "undeclared_N": ("saxpy", GOOD.replace("(n + 255)", "(N + 255)").replace(">>>(n,", ">>>(N,"), "undeclared_size"),
     "undeclared_BLOCK_SIZE": ("saxpy", GOOD.replace("256, 0, stream", "BLOCK_SIZE, 0, stream"), "undeclared_size"),
     "signature_order": ("saxpy", GOOD.replace(PROTO, 'extern "C" int saxpy(float* y, const float* x, float a, int n, '
