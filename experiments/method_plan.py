@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from cudaperf_jax.eval.suites import model_label
+from cudaperf_jax.prompts import DEFAULT as DEFAULT_PROMPT
 
 SIZES = ("full", "dev")
 TAGS = {"qwen2.5-coder-1.5b": "1.5b", "qwen2.5-coder-0.5b": "0.5b"}
@@ -68,7 +69,7 @@ class EvalSettings:
     top_p: float = 0.95
     max_new_tokens: int = 1024
     max_prompt_tokens: int = 4096
-    prompt: str = "worked_example"        # the prompt of SFT and RL
+    prompt: str = DEFAULT_PROMPT          # the prompt of SFT and RL
     gen_batch: int = 16                   # the ladder's default (80 GB H100 beside the harness)
     chunk_tasks: int = 24                 # a cell's unit of work never lost
     backend: str = "auto"

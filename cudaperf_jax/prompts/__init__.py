@@ -1,7 +1,7 @@
 """How tasks are posed to the policy and answers read back: one module below sft/, rl/, eval/ and rewards/.
 
     from cudaperf_jax import prompts
-    prompts.get("worked_example").messages(task)     # a registered variant (prompts.PROMPTS), chosen by config
+    prompts.get("worked_args").messages(task)        # a registered variant (prompts.PROMPTS), chosen by config
     prompts.extract_solution(completion)             # the CUDA source of an answer
     prompts.ChatTokens(tokenizer, prompt=...)        # multi-turn conversations as token ids, built by appending
 """

@@ -1,6 +1,6 @@
 """Prompt variants, registered by name: how a task (and, after the first turn, the harness feedback) is posed.
 
-    v = get("worked_example")                      # the default; get("plain") is the pre-2026-12-07 prompt
+    v = get("scaffold")                            # the default; get("plain") is the pre-2026-12-07 prompt
     v.messages(task)                               # [system, user]: the first turn
     v.messages(task, [(answer, feedback)])         # + [assistant, user] per earlier exchange
     v.feedback_prompt(task, feedback)              # the user message of a refinement turn
@@ -281,7 +281,7 @@ class PromptVariant:
 
 
 PROMPTS: dict[str, PromptVariant] = {}
-DEFAULT = "worked_example"
+DEFAULT = "scaffold"   # chosen on the ladder of 2026-12-07 (README "Zero-shot ladder")
 
 
 def register(variant: PromptVariant) -> PromptVariant:

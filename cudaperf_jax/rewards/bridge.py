@@ -1,6 +1,6 @@
 """The bridge from JAX to the harness: token arrays in, reward arrays out, through an ordered host callback.
 
-    client = HarnessClient(pool, tasks, tokenizer, UnifiedReward(RewardConfig()), prompt="worked_example")
+    client = HarnessClient(pool, tasks, tokenizer, UnifiedReward(RewardConfig()), prompt="scaffold")
     @jax.jit
     def f(tokens, lengths, task_idx):           # int32[B, N], int32[B], int32[B]
         return client.jax_rewards(tokens, lengths, task_idx)     # float32[B, C], C = len(client.names)
@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cudaperf_jax.prompts import DEFAULT as DEFAULT_PROMPT
 from cudaperf_jax.prompts import extract_solution, task_prompt
 from cudaperf_jax.rewards.unified import COMPONENTS, RewardConfig, UnifiedReward
 
@@ -34,7 +35,7 @@ class HarnessClient:
     """Evaluates candidates for JAX code (jax_rewards) and for Python code (evaluate, rewards, reward_fn)."""
 
     def __init__(self, pool, tasks: Sequence, tokenizer=None, reward: UnifiedReward | None = None,
-                 prompt: str = "worked_example"):
+                 prompt: str = DEFAULT_PROMPT):
         """prompt: the prompt variant that posed the tasks (reward_fn matches prompts to tasks through it)."""
         self.pool = pool
         self.tasks = list(tasks)

@@ -30,6 +30,7 @@ import jax
 import numpy as np
 
 from cudaperf_jax.generation.sampler import SamplingParams
+from cudaperf_jax.prompts import DEFAULT as DEFAULT_PROMPT
 from cudaperf_jax.prompts import ChatTokens, extract_solution
 from cudaperf_jax.prompts import get as get_prompt
 
@@ -46,7 +47,7 @@ class RolloutConfig:
     top_k: int = 0
     feedback_chars: int = 1200      # harness feedback longer than this is cut (the start kept)
     history: str = "full"           # full: every earlier exchange (as fits) | last: only the latest exchange
-    prompt: str = "worked_example"  # the prompt variant (cudaperf_jax.prompts.PROMPTS)
+    prompt: str = DEFAULT_PROMPT  # the prompt variant (cudaperf_jax.prompts.PROMPTS)
     gen_batch: int = 0              # sequences per sampler call at 4,096-token prompts, up to 8x for shorter ones
                                     # (prefill memory ~ batch x length^2); 0: a whole turn at once
 

@@ -13,6 +13,7 @@ import dataclasses
 from cudaperf_jax.experiment.config import ConfigFieldError
 from cudaperf_jax.models.attention import AttentionConfig
 from cudaperf_jax.models.lora import LoRAConfig
+from cudaperf_jax.prompts import DEFAULT as DEFAULT_PROMPT
 from cudaperf_jax.training.config import MeshConfig, OptimConfig
 
 RESPONSES = ("fastest", "all_correct", "baseline")
@@ -41,7 +42,7 @@ class DataConfig:
     responses: str = "fastest"            # fastest | all_correct | baseline (see data.pick_implementations)
     refine: float = 0.5                   # fraction of answers also taught as a refinement turn (earlier answer +
                                           # feedback, see sft.data)
-    prompt: str = "worked_example"        # the prompt variant posing the tasks (cudaperf_jax.prompts.PROMPTS)
+    prompt: str = DEFAULT_PROMPT          # the prompt variant posing the tasks (cudaperf_jax.prompts.PROMPTS)
     times: str = "data/times/h200"        # measured times store (kernels_harness.datasets.times)
     max_train_tasks: int = 0              # 0 = all train tasks
     max_val_tasks: int = 0                # 0 = all val tasks

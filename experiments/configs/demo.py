@@ -4,6 +4,8 @@ Override any field on the command line, e.g. `--config.samples_per_task=4 --conf
 """
 import ml_collections
 
+from cudaperf_jax import prompts
+
 
 def get_config():
     c = ml_collections.ConfigDict()
@@ -20,12 +22,12 @@ def get_config():
     c.samples_per_task = 2         # candidates the policy writes per task and turn
     c.turns = 2                    # refinement turns (the second sees the harness feedback)
     c.max_new_tokens = 320         # the 0.5B's answers to this suite: 227 tokens on average, none cut at 320
-    c.max_prompt_tokens = 2048     # the worked_example prompt of a demo task is ~1,100-1,300 tokens
+    c.max_prompt_tokens = 2048     # the scaffold prompt of a demo task is ~1,200-1,300 tokens (SmolLM2)
     c.temperature = 0.2            # the code-policies ladder's temperature
     c.top_p = 0.95
     c.top_k = 20                   # Qwen2.5-Coder's own generation config; on the CPU it also spares a sort of the
                                    # 151,936-word vocabulary per token (0.64 -> 0.19 s a decode step at batch 6)
-    c.prompt = "worked_example"    # the prompt variant (cudaperf_jax.prompts.PROMPTS)
+    c.prompt = prompts.DEFAULT     # the prompt variant (cudaperf_jax.prompts.PROMPTS)
     c.dtype = "float32"            # policy compute dtype on the CPU (bfloat16 matmuls are ~5x slower there)
     return _method(c)
 

@@ -1,5 +1,5 @@
 """The SFT stage of the method's chain (issue 45, experiments/method.py): Qwen2.5-Coder-1.5B-Instruct with a rank-1
-LoRA adapter on every projection, the worked_example prompt, the train split with its refinement examples, until the
+LoRA adapter on every projection, the default (scaffold) prompt, the train split with its refinement examples, until the
 val loss flattens. experiments/configs/sft_lora.py's values except what the chain changes.
 
     python -m experiments.train_sft --config=experiments/configs/method_sft.py[:dev] --config.model=base/1.5b \

@@ -101,9 +101,23 @@ def _preload(backend_name: str, ctx) -> None:
         ctx.peaks = roofline.load_peaks()
 
 
+def name_the_user() -> None:
+    """Puts the user's name in $USER when no variable holds it. Behind Landlock /etc/passwd is unreadable, so
+    getpass.getuser() (torch.compile's cache directory) would fail with "getpwuid(): uid not found: 0": on the
+    H100 of 2026-12-07, whose environment had no USER, every torch.compile baseline failed so."""
+    if any(os.environ.get(v) for v in ("LOGNAME", "USER", "LNAME", "USERNAME")):
+        return
+    try:
+        import pwd
+        os.environ["USER"] = pwd.getpwuid(os.getuid()).pw_name
+    except (KeyError, ImportError):
+        os.environ["USER"] = f"uid{os.getuid()}"
+
+
 def _sandbox(args, ctx, info: dict) -> None:
     from kernels_harness.run import sandbox
     _preload(args.backend, ctx)
+    name_the_user()
     writable = []
     if args.backend == "cuda":
         writable.append(os.environ.get("CUPY_CACHE_DIR", ""))

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cudaperf_jax import prompts
 from experiments import method_chain as chain
 from experiments.method_plan import Plan, PlanError
 
@@ -67,11 +68,11 @@ def test_method_configs_are_typed_and_agree_with_the_evaluation():
         s = from_configdict(method_sft.TYPED, method_sft.get_config(size))
         r = from_configdict(method_rl.TYPED, method_rl.get_config(size))
         e = Plan.of("qwen2.5-coder-1.5b", size).evals
-        assert s.data.prompt == r.rollout.prompt == e.prompt == "worked_example"   # one prompt everywhere
+        assert s.data.prompt == r.rollout.prompt == e.prompt == prompts.DEFAULT   # one prompt everywhere
         assert r.rollout.turns == e.turns == 2 and r.grpo.gamma == 0.4
         assert s.lora == r.lora and (s.lora.rank, s.lora.targets) == (1, "q,k,v,o,gate,up,down")
         assert not s.export_merged and not r.export_merged and s.early_stop_patience > 0
-        assert r.tasks.split == "train" and r.tasks.dataset == "tasks" and s.data.prompt == "worked_example"
+        assert r.tasks.split == "train" and r.tasks.dataset == "tasks" and s.data.prompt == prompts.DEFAULT
     r = from_configdict(method_rl.TYPED, method_rl.get_config())
     assert (r.steps, r.tasks_per_step, r.rollout.samples_per_task) == (200, 8, 8)
     assert (r.grpo.lr, r.grpo.kl_beta, r.grpo.clip_eps, r.grpo.clip_eps_high) == (2e-5, 0.01, 0.2, 0.28)

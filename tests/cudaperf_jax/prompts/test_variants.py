@@ -38,7 +38,7 @@ TORCH_SCALE_ROWS = ("import torch\nimport torch.nn as nn\n\n" + variants._TORCH_
 
 def test_registry_and_the_default():
     assert set(prompts.PROMPTS) >= {"plain", "worked_example", "worked_args", "scaffold"}
-    assert prompts.DEFAULT == "worked_example" and prompts.get().name == "worked_example"
+    assert prompts.DEFAULT == "scaffold" and prompts.get().name == "scaffold"
     with pytest.raises(ValueError, match="unknown prompt 'nope'; registered prompts: plain, scaffold, worked_args, "
                                          "worked_example"):
         prompts.get("nope")

@@ -190,3 +190,35 @@ print(json.dumps(out))
                        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().splitlines()[-1] == '{"lock": "taken", "beside": "denied"}'
+
+
+def test_a_sandboxed_worker_knows_its_user_name_without_passwd(tmp_path):
+    """Behind Landlock /etc/passwd is unreadable, so with no USER in the environment getpass.getuser() fails, and
+    with it torch.compile's cache directory: every torch.compile baseline failed so on the H100 of 2026-12-07
+    ("getpwuid(): uid not found: 0"). The worker names the user before the sandbox goes up (worker.name_the_user)."""
+    import subprocess
+    import sys
+    own = tmp_path / "w0"
+    own.mkdir()
+    probe = """
+import getpass, json, sys
+from kernels_harness.run import sandbox, worker
+if sys.argv[1] == "named":
+    worker.name_the_user()
+sandbox.install("cpu", {own!r})
+try:
+    print(json.dumps({{"user": getpass.getuser()}}))
+except Exception as e:
+    print(json.dumps({{"error": type(e).__name__ + ": " + str(e)}}))
+""".format(own=str(own))
+    env = {k: v for k, v in os.environ.items() if k not in ("LOGNAME", "USER", "LNAME", "USERNAME")}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    out = {}
+    for how in ("bare", "named"):
+        r = subprocess.run([sys.executable, "-c", probe, how], capture_output=True, text=True, timeout=60, cwd=own,
+                           env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out[how] = r.stdout.strip().splitlines()[-1]
+    assert "getpwuid" in out["bare"], out
+    import pwd
+    assert out["named"] == '{"user": "%s"}' % pwd.getpwuid(os.getuid()).pw_name, out
