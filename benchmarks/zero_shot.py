@@ -106,6 +106,9 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--chunk_tasks", type=int, default=CHUNK_TASKS,
                     help="tasks per part of a cell (the unit a rerun never repeats; 0: the whole suite)")
     ap.add_argument("--compilation_cache", default="auto", help="JAX's persistent compilation cache: auto|off|DIR")
+    ap.add_argument("--common", action="store_true",
+                    help="no run: compare the cells (finished or not) on the tasks all cells of a suite have judged, "
+                         "into OUT/common.md and common.json")
     ap.add_argument("--reclassify", action="store_true",
                     help="recompute the ABI categories of finished cells from their records (no model, no harness)")
     a = ap.parse_args(argv)
@@ -229,6 +232,8 @@ def _run(a, frac: float, compilation_cache) -> int:
     cells = [(m, p, s) for m in a.models for p in prompt_names for s in a.suites]
     dirs = {c: a.work / f"{labels[c[0]]}__{c[1]}__{c[2]}" for c in cells}
     keys = {c: cell_key(a, *c, suites[c[2]]) for c in cells}
+    if a.common:
+        return _common_report(a, cells, dirs, suites)
     done = {c: meta for c in cells if (meta := cells_lib.finished(dirs[c], keys[c])) is not None}
     todo = [c for c in cells if c not in done]
     settings = {k: getattr(a, k) for k in ("samples", "turns", "temperature", "top_p", "top_k", "max_new_tokens",
@@ -298,6 +303,34 @@ def _run(a, frac: float, compilation_cache) -> int:
                 if stopped:
                     break
     return _report(a, cells, dirs, done, settings, ran, stopped, t_start)
+
+
+def _common_report(a, cells, dirs, suites) -> int:
+    """--common: each suite's cells on the tasks they have all judged (a cut-off ladder still compares prompts);
+    the sampling settings in the header are those of the first cell's key.json."""
+    import zero_shot_report
+    keys = [json.loads((dirs[c] / "key.json").read_text()) for c in cells if (dirs[c] / "key.json").exists()]
+    if not keys:
+        raise SystemExit(f"error: no cell of these models, prompts and suites under {a.work}; give the --work of a "
+                         "ladder run (or --resume_from its cells.tgz)")
+    settings = {k: keys[0].get(k, "?") for k in ("samples", "turns", "temperature", "top_p", "max_new_tokens")}
+    settings["backend"] = keys[0].get("backend", "as run")
+    rows, notes = [], []
+    for s in dict.fromkeys(c[2] for c in cells):
+        cells_s, common = cells_lib.common_cells([dirs[c] for c in cells if c[2] == s and dirs[c].is_dir()], suites[s])
+        rows += [zero_shot_report.cell_row(c) for c in cells_s]
+        notes.append(f"{s}: {len(common)} of {len(suites[s])} tasks judged by all {len(cells_s)} cells")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    text = zero_shot_report.markdown(rows, settings).replace(
+        "# Zero-shot ladder", "# Zero-shot ladder on common tasks\n\n" + "; ".join(notes) + ".", 1)
+    (out / "common.md").write_text(text)
+    (out / "common.json").write_text(json.dumps({"settings": settings, "common": notes, "cells": rows}, indent=1,
+                                                default=str))
+    zero_shot_report.plot(rows, out / "common.png")
+    print(text)
+    print(f"[zero_shot] wrote common.md, common.json, common.png in {out}", file=sys.stderr)
+    return 0
 
 
 def rollout_cfg(a, prompt: str):

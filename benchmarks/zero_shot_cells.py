@@ -157,3 +157,40 @@ def reclassify(cell_dir: Path, tasks: list) -> None:
     _write(cell_dir / "candidates.jsonl", "".join(json.dumps(r) + "\n" for r in recs))
     summary = report.build_summary(recs, tasks, ks=(1,), group_by="family")
     _write(cell_dir / "eval.json", json.dumps(summary, indent=1, default=str))
+
+
+def records(cell_dir: Path) -> list[dict]:
+    """The judged answers of a cell, complete (candidates.jsonl) or not (its finished parts)."""
+    if (cell_dir / "cell.json").exists():
+        return [json.loads(x) for x in (cell_dir / "candidates.jsonl").read_text().splitlines()]
+    return [r for f in sorted(cell_dir.glob("part_*.json")) for r in json.loads(f.read_text())["records"]]
+
+
+def common_cells(cell_dirs: list[Path], tasks: list) -> tuple[list[dict], list]:
+    """Cells of one suite compared on the tasks every one of them has judged, finished or not: per cell a
+    zero_shot_report row (ABI categories recomputed with cudaperf_jax.eval.abi as it is now), and those tasks."""
+    from cudaperf_jax.eval import report
+    from cudaperf_jax.eval.abi import classify
+    from kernels_harness.result import EvalResult
+    recs = {d: records(d) for d in cell_dirs}
+    recs = {d: rs for d, rs in recs.items() if rs}
+    if not recs:
+        return [], []
+    ids = set.intersection(*({r["task"] for r in rs} for rs in recs.values()))
+    common = [t for t in tasks if t.id in ids]
+    by_id = {t.id: t for t in common}
+    rows = []
+    for d, rs in recs.items():
+        rs = [r for r in rs if r["task"] in by_id]
+        for r in rs:
+            res = EvalResult(task_id=r["task"], backend="", status=r["status"], error=r.get("error", ""),
+                             compile_log=r.get("compile_log", ""))
+            r["abi"] = classify(by_id[r["task"]], r["source"], res, truncated=bool(r.get("truncated")))
+        s = report.build_summary(rs, common, ks=(1,), group_by="family")
+        key = json.loads((d / "key.json").read_text())
+        hacks = [{k: r.get(k) for k in ("task", "turn", "sample", "error")} | {"violations": r.get("violations") or []}
+                 for r in rs if r["status"] == "hack"]
+        rows.append({"eval": s, "meta": {"model_label": d.name.split("__")[0], "prompt": key["prompt"],
+                                         "suite": key["suite"], "judged": len(rs), "deduplicated": "-",
+                                         "seconds": {}}, "hacks": hacks})
+    return rows, common

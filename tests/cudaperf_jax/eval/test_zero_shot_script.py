@@ -41,6 +41,12 @@ def test_ladder_cells_resume_and_dedupe(tmp_path):
     assert sum(v["n"] for v in part["harness"]["verdicts"].values()) == part["judged"] > 0
     assert "part 1/2: generation " in first.stderr and " tok/s); harness " in first.stderr
     assert "tokens/s); harness" in first.stderr   # and each turn
+    # --common compares what has been judged so far: the first part of the plain cell (the other has none)
+    common = _run(tmp_path, model, "--common")
+    assert common.returncode == 0, common.stderr[-3000:]
+    text = (tmp_path / "out" / "common.md").read_text()
+    assert "smoke: 1 of 2 tasks judged by all 1 cells" in text and text.count("| tinyllama | plain | smoke | 1 |") == 1
+    assert sorted(p.name for p in cell.iterdir()) == ["key.json", "part_00.json"]   # nothing run, nothing changed
     second = _run(tmp_path, model)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "0 finished earlier, 2 to run" in second.stderr and "all 2 cells done (3 part(s) run now" in second.stderr
