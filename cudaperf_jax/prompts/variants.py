@@ -336,11 +336,23 @@ def skeleton(task: Task) -> str:
     return (f"#include <cuda_runtime.h>\n\n__global__ void {kernel}({', '.join(kernel_params)}) {{\n"
             "    // TODO: compute the outputs\n}\n\n"
             f"{task.c_prototype()} {{\n    const int threads = 256;\n"
-            "    long long work = 0;  // TODO: how many threads the kernel needs\n"
+            f"    long long work = {_output_elements(task)}\n"
             "    long long blocks = (work + threads - 1) / threads;\n    if (blocks > 65535) blocks = 65535;\n"
             "    if (blocks < 1) blocks = 1;\n"
             f"    {kernel}<<<(int)blocks, threads, 0, stream>>>({names});\n"
             "    return (int)cudaGetLastError();\n}")
+
+
+def _output_elements(task: Task) -> str:
+    """The skeleton's `work` line: the element count of the first output array written with the export's own
+    arguments (`(long long)out_d0 * out_d1;`, `(long long)rows;`), so a kernel left with it launches enough blocks;
+    `0;` with a TODO when a dimension is not an argument."""
+    by_value = {str(a.value): a.name for a in task.signature if not a.is_array}
+    out = next((a for a in task.signature if a.is_array and a.role != "in"), None)
+    dims = [by_value.get(str(d), str(d) if str(d).isdigit() else None) for d in (out.shape if out else ())]
+    if not dims or None in dims:
+        return "0;  // TODO: how many threads the kernel needs"
+    return f"(long long){' * '.join(dims)};  // one thread per element of {out.name}: change it to fit your kernel"
 
 
 def _scaffold_task(task: Task) -> str:

@@ -85,6 +85,7 @@ def test_scaffold_prompt_hands_out_a_skeleton_whose_kernel_takes_every_argument(
         in skel
     assert task.c_prototype() + " {" in skel and "row_sum_kernel<<<(int)blocks, threads, 0, stream>>>(rows, cols, x, out)" \
         in skel
+    assert "    long long work = (long long)rows;  // one thread per element of out" in skel   # R -> rows
     order = [text.index(s) for s in ("Rules:", "Example.", "Now the task", "Start from this skeleton")]
     assert order == sorted(order)
 
