@@ -283,15 +283,18 @@ def _run(a, frac: float, compilation_cache) -> int:
                 sampler = load_sampler(model, dtype=a.dtype)
                 load_s = time.perf_counter() - t0
                 print(f"[zero_shot] loaded {model} ({a.dtype}) in {load_s:.0f} s", file=sys.stderr)
+                fresh = [True]   # the next part is the first since this load (it pays the compilations)
                 for c in mine:
                     def on_part(j, n, seconds, c=c):
-                        nonlocal ran
+                        nonlocal ran, secs
                         ran += 1
-                        secs.setdefault((c[0], c[2]), []).append(seconds)
+                        fresh[0] = False
+                        secs = cells_lib.part_seconds(list(dirs.values()))
                         print(f"[zero_shot] {dirs[c].name}: part {j + 1}/{n} in {seconds:.0f} s", file=sys.stderr)
                     complete = cells_lib.run_cell(sampler, pool, suites[c[2]], rollout_cfg(a, c[1]), keys[c], dirs[c],
                                                   chunk=a.chunk_tasks, seed=a.seed, dedupe=not a.no_dedupe,
-                                                  may_start=lambda c=c: fits(c[0], c[2]), on_part=on_part)
+                                                  may_start=lambda c=c: fits(c[0], c[2]), on_part=on_part,
+                                                  cold=lambda: fresh[0])
                     if not complete:
                         stopped = True
                         break

@@ -55,19 +55,25 @@ def parts_of(tasks: list, chunk: int) -> list[list]:
 
 
 def part_seconds(cell_dirs: list[Path]) -> dict:
-    """{(model, suite): [seconds of each finished part]} from the parts and cells on disk."""
-    out: dict = {}
+    """{(model, suite): [seconds of each finished part]} from the parts and cells on disk. A cold part (the first
+    after a model load: it paid the compilations, 191 s against 85-112 s on the H200 of 2026-12-07) counts only
+    while no warm part of that model and suite is known."""
+    warm: dict = {}
+    cold: dict = {}
     for d in cell_dirs:
         if not (d / "key.json").is_file():
             continue
         key = json.loads((d / "key.json").read_text())
-        secs = []
         if (d / "cell.json").is_file():
-            secs = json.loads((d / "cell.json").read_text()).get("part_seconds", [])
+            meta = json.loads((d / "cell.json").read_text())
+            secs = meta.get("part_seconds", [])
+            colds = meta.get("part_cold") or [False] * len(secs)
         else:
-            secs = [json.loads(p.read_text())["seconds"]["total"] for p in sorted(d.glob("part_*.json"))]
-        out.setdefault((key["model"], key["suite"]), []).extend(secs)
-    return out
+            parts = [json.loads(p.read_text()) for p in sorted(d.glob("part_*.json"))]
+            secs, colds = [p["seconds"]["total"] for p in parts], [p.get("cold", False) for p in parts]
+        for sec, c in zip(secs, colds):
+            (cold if c else warm).setdefault((key["model"], key["suite"]), []).append(sec)
+    return {k: warm.get(k) or cold[k] for k in warm.keys() | cold.keys()}
 
 
 def expected(seconds: dict, model: str, suite: str) -> float:
@@ -80,9 +86,10 @@ def expected(seconds: dict, model: str, suite: str) -> float:
 
 
 def run_cell(sampler, pool, tasks: list, cfg, key: dict, cell_dir: Path, *, chunk: int, seed: int, dedupe: bool,
-             may_start, on_part=None) -> bool:
+             may_start, on_part=None, cold=lambda: False) -> bool:
     """Runs the parts of a cell not yet on disk, each only when may_start() says it fits; True when the cell is
-    complete (candidates.jsonl, eval.json and cell.json written). cfg: the cell's RolloutConfig."""
+    complete (candidates.jsonl, eval.json and cell.json written). cfg: the cell's RolloutConfig; cold(): whether
+    the next part is the first since the model was loaded (recorded in the part, see part_seconds)."""
     from experiments.policy_eval import evaluate_policy, harness_breakdown, time_line
     check_key(cell_dir, key)
     parts = parts_of(tasks, chunk)
@@ -93,6 +100,7 @@ def run_cell(sampler, pool, tasks: list, cfg, key: dict, cell_dir: Path, *, chun
         if not may_start():
             return False
         t0 = time.perf_counter()
+        was_cold = bool(cold())
         ev = evaluate_policy(sampler, pool, part, cfg, seed=seed + PART_SEED * j, dedupe=dedupe, progress=True,
                              log=lambda line: print(f"[zero_shot]   {line}", file=sys.stderr, flush=True))
         slim = [{k: v for k, v in r.items() if k != "features"} for r in ev.records]
@@ -101,7 +109,7 @@ def run_cell(sampler, pool, tasks: list, cfg, key: dict, cell_dir: Path, *, chun
                                  "deduplicated": ev.deduplicated, "generated_tokens": ev.generated_tokens,
                                  "harness": harness_breakdown(ev.candidates),
                                  "seconds": {**{k: round(v, 2) for k, v in ev.seconds.items()},
-                                             "total": round(time.perf_counter() - t0, 2)}}))
+                                             "total": round(time.perf_counter() - t0, 2)}, "cold": was_cold}))
         if on_part is not None:
             on_part(j, len(parts), time.perf_counter() - t0)
     _finish(tasks, key, cell_dir, len(parts), getattr(pool, "backend", ""))
@@ -120,7 +128,8 @@ def _finish(tasks: list, key: dict, cell_dir: Path, n_parts: int, backend: str) 
     meta = {"key": key, "model_label": cell_dir.name.split("__")[0], "prompt": key["prompt"], "suite": key["suite"],
             "judged": sum(p["judged"] for p in parts), "deduplicated": sum(p["deduplicated"] for p in parts),
             "generated_tokens": sum(p["generated_tokens"] for p in parts), "parts": n_parts,
-            "part_seconds": [p["seconds"]["total"] for p in parts], "seconds": {**secs, "cell": secs.get("total", 0.0)},
+            "part_seconds": [p["seconds"]["total"] for p in parts],
+            "part_cold": [p.get("cold", False) for p in parts], "seconds": {**secs, "cell": secs.get("total", 0.0)},
             "backend": backend, "finished_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
     _write(cell_dir / "candidates.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     _write(cell_dir / "eval.json", json.dumps(summary, indent=1, default=str))

@@ -114,3 +114,33 @@ def test_a_missing_adapter_of_base_plus_adapter_is_named_before_any_cell_runs(tm
     assert not (tmp_path / "cells" / "a__plain__smoke" / "part_00.json").exists()
     bad = _run(tmp_path, model, "--labels=a,b")
     assert bad.returncode == 2 and "one label per model" in bad.stderr
+
+
+def test_part_time_estimate_leaves_out_the_cold_part_once_a_warm_one_is_known(tmp_path):
+    """--max_minutes decides from the expected part time; the first part after a model load pays the compilations
+    (191 s against 85-112 s on the H200 of 2026-12-07), so it counts only while no warm part is known."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import zero_shot_cells
+
+    def cell(name, parts, finished=False):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "key.json").write_text(json.dumps({"model": "m", "suite": "kernelbench"}))
+        if finished:
+            (d / "cell.json").write_text(json.dumps({"part_seconds": [s for s, _ in parts],
+                                                     "part_cold": [c for _, c in parts]}))
+        for j, (s, c) in enumerate(parts if not finished else []):
+            (d / f"part_{j:02d}.json").write_text(json.dumps({"seconds": {"total": s}, "cold": c}))
+        return d
+
+    a = cell("a", [(191.0, True)])
+    assert zero_shot_cells.expected(zero_shot_cells.part_seconds([a]), "m", "kernelbench") == 191.0
+    b = cell("b", [(191.0, True), (93.0, False)])
+    assert zero_shot_cells.expected(zero_shot_cells.part_seconds([a, b]), "m", "kernelbench") == 93.0
+    c = cell("c", [(150.0, True), (85.0, False), (112.0, False)], finished=True)
+    assert zero_shot_cells.expected(zero_shot_cells.part_seconds([a, b, c]), "m", "kernelbench") == pytest.approx((93 + 85 + 112) / 3)
+    old = tmp_path / "old"   # a part written before the flag: warm
+    old.mkdir()
+    (old / "key.json").write_text(json.dumps({"model": "m", "suite": "test"}))
+    (old / "part_00.json").write_text(json.dumps({"seconds": {"total": 60.0}}))
+    assert zero_shot_cells.part_seconds([old]) == {("m", "test"): [60.0]}
