@@ -155,17 +155,21 @@ def reclassify(cell_dir: Path, tasks: list) -> None:
     """Recomputes a complete cell's ABI categories (cudaperf_jax.eval.abi, as it is now) and its eval.json from its
     records: the verdict, the error line and the head of the compile log are what the classifier reads."""
     from cudaperf_jax.eval import report
+    recs = [json.loads(x) for x in (cell_dir / "candidates.jsonl").read_text().splitlines()]
+    _classify(recs, {t.id: t for t in tasks})
+    _write(cell_dir / "candidates.jsonl", "".join(json.dumps(r) + "\n" for r in recs))
+    summary = report.build_summary(recs, tasks, ks=(1,), group_by="family")
+    _write(cell_dir / "eval.json", json.dumps(summary, indent=1, default=str))
+
+
+def _classify(recs: list[dict], by_id: dict) -> None:
+    """Sets each record's "abi" from its verdict, error line and compile log (cudaperf_jax.eval.abi as it is now)."""
     from cudaperf_jax.eval.abi import classify
     from kernels_harness.result import EvalResult
-    by_id = {t.id: t for t in tasks}
-    recs = [json.loads(x) for x in (cell_dir / "candidates.jsonl").read_text().splitlines()]
     for r in recs:
         res = EvalResult(task_id=r["task"], backend="", status=r["status"], error=r.get("error", ""),
                          compile_log=r.get("compile_log", ""))
         r["abi"] = classify(by_id[r["task"]], r["source"], res, truncated=bool(r.get("truncated")))
-    _write(cell_dir / "candidates.jsonl", "".join(json.dumps(r) + "\n" for r in recs))
-    summary = report.build_summary(recs, tasks, ks=(1,), group_by="family")
-    _write(cell_dir / "eval.json", json.dumps(summary, indent=1, default=str))
 
 
 def records(cell_dir: Path) -> list[dict]:
@@ -179,8 +183,6 @@ def common_cells(cell_dirs: list[Path], tasks: list) -> tuple[list[dict], list]:
     """Cells of one suite compared on the tasks every one of them has judged, finished or not: per cell a
     zero_shot_report row (ABI categories recomputed with cudaperf_jax.eval.abi as it is now), and those tasks."""
     from cudaperf_jax.eval import report
-    from cudaperf_jax.eval.abi import classify
-    from kernels_harness.result import EvalResult
     recs = {d: records(d) for d in cell_dirs}
     recs = {d: rs for d, rs in recs.items() if rs}
     if not recs:
@@ -191,10 +193,7 @@ def common_cells(cell_dirs: list[Path], tasks: list) -> tuple[list[dict], list]:
     rows = []
     for d, rs in recs.items():
         rs = [r for r in rs if r["task"] in by_id]
-        for r in rs:
-            res = EvalResult(task_id=r["task"], backend="", status=r["status"], error=r.get("error", ""),
-                             compile_log=r.get("compile_log", ""))
-            r["abi"] = classify(by_id[r["task"]], r["source"], res, truncated=bool(r.get("truncated")))
+        _classify(rs, by_id)
         s = report.build_summary(rs, common, ks=(1,), group_by="family")
         key = json.loads((d / "key.json").read_text())
         hacks = [{k: r.get(k) for k in ("task", "turn", "sample", "error")} | {"violations": r.get("violations") or []}

@@ -154,7 +154,7 @@ def task_symbols(task) -> set[str]:
     names |= set(task.extra.get("constants") or [])
     for param in _prototype_params(task):   # the export's scalars and dims (out_d1): a kernel using them unpassed
         if "*" not in param and "cudaStream_t" not in param:
-            names.add(re.findall(r"\w+", param)[-1])
+            names.add(_param_name(param))
     names |= set(re.findall(r"(?m)^([A-Za-z_]\w*)\s*=\s*[-\d(]", task.source or ""))
     return {n for n in names if re.fullmatch(r"[A-Za-z_]\w*", n)}
 
@@ -178,8 +178,7 @@ def example_params() -> frozenset[str]:
     from cudaperf_jax.prompts.variants import ALL_EXAMPLES
     return frozenset(name for examples in ALL_EXAMPLES for *_, answer in examples.values()
                      for f in functions(_plain(answer)) if f["defined"]
-                     for name in (re.findall(r"\w+", p)[-1] for p in f["params"].split(",") if p.strip())
-                     if len(name) > 1)
+                     for name in map(_param_name, _split_params(f["params"])) if len(name) > 1)
 
 
 def _example_copied(task, undefined: set[str], defined: set[str]) -> bool:
@@ -244,6 +243,11 @@ def _same_abi(params: str, task) -> bool:
             continue   # a type this reader does not know (a typedef, a template) is given the benefit of the doubt
         return False
     return True
+
+
+def _param_name(param: str) -> str:
+    """The name a parameter declaration declares (`const float* __restrict__ x` -> x)."""
+    return re.findall(r"\w+", param)[-1]
 
 
 def _prototype_params(task) -> list[str]:

@@ -314,15 +314,20 @@ def _plain_feedback(task: Task | None, feedback: str, status: str | None = None)
             "in one ```cuda code block.")
 
 
-def _example_task(task: Task, kernel_args: bool = False) -> str:
+def _posed(task: Task, kernel_args: bool, examples: dict, ending: str) -> str:
+    """The ABI, its rules, the worked example, the task with its arguments and sizes, then `ending` (what to start
+    from) and the answer's format: the first user message of worked_example, worked_args and scaffold."""
     kind, _ = _LANG[task.track]
-    example = example_block(task, ARGS_EXAMPLES if kernel_args else EXAMPLES)
-    return (f"{ABI}\n\nRules:\n{rules(task, kernel_args)}\n\n{example}\n\n"
+    return (f"{ABI}\n\nRules:\n{rules(task, kernel_args)}\n\n{example_block(task, examples)}\n\n"
             f"Now the task. Write a fast CUDA implementation of this {kind}:\n\n{source_block(task)}\n\n"
             f"Arguments of the exported function:\n{describe_signature(task)}\n\n"
-            f"Typical sizes: {sizes_line(task)}.\n\n"
-            f"Export exactly this host function:\n\n```cuda\n{task.c_prototype()};\n```\n\n"
+            f"Typical sizes: {sizes_line(task)}.\n\n{ending}\n\n"
             "Answer with the complete .cu file in one ```cuda code block.")
+
+
+def _example_task(task: Task, kernel_args: bool = False) -> str:
+    return _posed(task, kernel_args, ARGS_EXAMPLES if kernel_args else EXAMPLES,
+                  f"Export exactly this host function:\n\n```cuda\n{task.c_prototype()};\n```")
 
 
 def skeleton(task: Task) -> str:
@@ -356,15 +361,10 @@ def _output_elements(task: Task) -> str:
 
 
 def _scaffold_task(task: Task) -> str:
-    kind, _ = _LANG[task.track]
-    return (f"{ABI}\n\nRules:\n{rules(task, kernel_args=True)}\n\n{example_block(task, SCAFFOLD_EXAMPLES)}\n\n"
-            f"Now the task. Write a fast CUDA implementation of this {kind}:\n\n{source_block(task)}\n\n"
-            f"Arguments of the exported function:\n{describe_signature(task)}\n\n"
-            f"Typical sizes: {sizes_line(task)}.\n\n"
-            "Start from this skeleton. Its kernel already receives every argument and its exported function has "
-            "exactly the required name and parameters: keep those, fill in the TODOs, and change the grid, add "
-            f"shared memory or more kernels where that makes it faster.\n\n```cuda\n{skeleton(task)}\n```\n\n"
-            "Answer with the complete .cu file in one ```cuda code block.")
+    return _posed(task, True, SCAFFOLD_EXAMPLES,
+                  "Start from this skeleton. Its kernel already receives every argument and its exported function has "
+                  "exactly the required name and parameters: keep those, fill in the TODOs, and change the grid, add "
+                  f"shared memory or more kernels where that makes it faster.\n\n```cuda\n{skeleton(task)}\n```")
 
 
 _ASK = {"ok": "It is correct. Make it faster without changing what it computes.",
