@@ -19,7 +19,9 @@ import time
 from pathlib import Path
 
 DEFAULT_ARCH = "sm_90"
-DEFAULT_FLAGS = ("-O3", "-std=c++17", "-Xptxas", "-v", "-lineinfo")
+# --expt-relaxed-constexpr as in PyTorch's extension builds (KernelBench's own): honest kernels call std::max,
+# std::min and std::sqrt, constexpr host functions that nvcc refuses in device code without it
+DEFAULT_FLAGS = ("-O3", "-std=c++17", "--expt-relaxed-constexpr", "-Xptxas", "-v", "-lineinfo")
 
 
 class CompilerNotFound(RuntimeError):

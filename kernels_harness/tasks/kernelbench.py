@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kernels_harness.tasks import kernelbench_shrink as shrink
+from kernels_harness.tasks import reserved
 from kernels_harness.tasks import torch_source
 from kernels_harness.tasks.errors import TaskError
 from kernels_harness.tasks.schema import Arg, Task
@@ -49,12 +50,13 @@ def _torch():
 
 
 def entry_name(filename: str) -> str:
-    """`3_Scaled_GELU_RowSum.py` -> `scaled_gelu_rowsum` (a C identifier)."""
+    """`3_Scaled_GELU_RowSum.py` -> `scaled_gelu_rowsum` (a C identifier; `22_Tanh.py` -> `tanh_op`, since
+    nvcc's headers declare `tanh`: kernels_harness.tasks.reserved)."""
     stem = Path(filename).name
     m = _FILE.match(stem)
     name = m.group(2) if m else Path(stem).stem
     name = re.sub(r"[^A-Za-z0-9_]", "_", name).lower().strip("_") or "kernel"
-    return ("k_" + name) if name[0].isdigit() else name
+    return reserved.safe_entry(("k_" + name) if name[0].isdigit() else name)
 
 
 def module_constants(source: str) -> dict:

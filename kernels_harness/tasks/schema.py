@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels_harness.tasks import expr as expr_lib
+from kernels_harness.tasks import reserved
 from kernels_harness.tasks.errors import TaskError
 
 TRACKS = ("c2cuda", "torch2cuda")
@@ -283,6 +284,9 @@ def _parse_task(d: Any) -> Task:
     entry = _need(d, "entry", str, where)
     if not _IDENT.match(entry):
         raise TaskError(f"{where}: entry {entry!r} is not a C identifier")
+    if reserved.collides(entry):
+        raise TaskError(f"{where}: entry {entry!r} is a name nvcc's headers already declare, so no solution could "
+                        f"export it; rename it (e.g. {reserved.safe_entry(entry)!r})")
     source = _need(d, "source", str, where)
     sig_raw = _need(d, "signature", list, where)
     signature = tuple(_parse_arg(a, i, tid) for i, a in enumerate(sig_raw))

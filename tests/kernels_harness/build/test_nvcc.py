@@ -40,6 +40,14 @@ def test_build_shared_and_compile_error(tmp_path):
     assert "undefined_name" in bad.log.splitlines()[0]
 
 
+def test_constexpr_host_math_compiles_in_device_code(tmp_path):
+    """std::max / std::sqrt in a kernel: PyTorch's extension builds pass --expt-relaxed-constexpr, and so do we."""
+    src = KERNEL.replace("tile[threadIdx.y][threadIdx.x] = i < n ? a[i] : 0.f;",
+                         "tile[threadIdx.y][threadIdx.x] = i < n ? std::sqrt(std::max(a[i], 0.f)) : 0.f;")
+    res = nvcc.build_shared("#include <algorithm>\n#include <cmath>\n" + src, tmp_path / "k.so")
+    assert res.ok, res.log[:1000]
+
+
 def test_kernel_base_name_strips_namespaces_and_templates():
     assert nvcc.kernel_base_name("void ns::red<float, 128>(float const*, float*)") == "red"
     assert nvcc.kernel_base_name("add(float const*, float*, int)") == "add"

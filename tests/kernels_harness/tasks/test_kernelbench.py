@@ -53,6 +53,8 @@ def test_entry_names():
     assert kb.entry_name("3_Scaled_GELU_RowSum.py") == "scaled_gelu_rowsum"
     assert kb.entry_name("level2/17_Conv2d_ReLU.py") == "conv2d_relu"
     assert kb.entry_name("12_3D-Pooling.py") == "k_3d_pooling"
+    assert kb.entry_name("level1/22_Tanh.py") == "tanh_op"    # `tanh` is declared by nvcc's headers
+    assert kb.entry_name("5_Max.py") == "max_op"
 
 
 def test_import_example(example):
