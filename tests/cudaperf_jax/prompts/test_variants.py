@@ -154,3 +154,27 @@ def test_extract_solution_takes_the_longest_block_or_an_unterminated_one():
     assert prompts.extract_solution("```cuda\n__global__ void k() {") == "__global__ void k() {\n"
     assert prompts.extract_solution("no fences at all") == "no fences at all\n"
     assert json.dumps(prompts.extract_solution(""))  # never raises
+
+
+def test_every_kernelbench_skeleton_compiles_with_nvcc(tmp_path):
+    """All 250 KernelBench tasks (every dtype, scalar and output count they have) get a skeleton nvcc accepts:
+    a skeleton that cannot compile (an export named like a math function, a wrong parameter type) would turn the
+    whole task into compile errors whatever the model writes. Grouped into as few files as names allow."""
+    from kernels_harness.build import nvcc
+    try:
+        nvcc.find_nvcc()
+    except nvcc.CompilerNotFound:
+        pytest.skip("needs nvcc")
+    tasks = [load_task(p) for p in sorted((SMOKE.parents[2] / "data/kernelbench/tasks").glob("*.json"))]
+    assert len(tasks) == 250
+    groups: list[tuple[set, list]] = []
+    for t in tasks:
+        names = {t.entry, t.entry + "_kernel"}
+        group = next((g for g in groups if not g[0] & names), None)
+        if group is None:
+            groups.append(group := (set(), []))
+        group[0].update(names)
+        group[1].append(variants.skeleton(t).replace("#include <cuda_runtime.h>\n", ""))
+    for i, (_, skeletons) in enumerate(groups):
+        res = nvcc.build_shared("#include <cuda_runtime.h>\n" + "\n".join(skeletons), tmp_path / f"g{i}.so")
+        assert res.ok, res.log[:3000]
