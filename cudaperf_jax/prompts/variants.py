@@ -326,8 +326,10 @@ def _posed(task: Task, kernel_args: bool, examples: dict, ending: str) -> str:
 
 
 def _example_task(task: Task, kernel_args: bool = False) -> str:
+    headers = _type_headers(task)
+    need = f"\n\nIts types need {' and '.join(f'`#include {h}`' for h in headers)}." if headers else ""
     return _posed(task, kernel_args, ARGS_EXAMPLES if kernel_args else EXAMPLES,
-                  f"Export exactly this host function:\n\n```cuda\n{task.c_prototype()};\n```")
+                  f"Export exactly this host function:\n\n```cuda\n{task.c_prototype()};\n```{need}")
 
 
 def skeleton(task: Task) -> str:
@@ -338,7 +340,7 @@ def skeleton(task: Task) -> str:
                       else f"{a.c_type} {a.name}") for a in task.signature]
     names = ", ".join(a.name for a in task.signature)
     kernel = f"{task.entry}_kernel"
-    return (f"#include <cuda_runtime.h>\n\n__global__ void {kernel}({', '.join(kernel_params)}) {{\n"
+    return (f"{_includes(task)}\n__global__ void {kernel}({', '.join(kernel_params)}) {{\n"
             "    // TODO: compute the outputs\n}\n\n"
             f"{task.c_prototype()} {{\n    const int threads = 256;\n"
             f"    long long work = {_output_elements(task)}\n"
@@ -346,6 +348,23 @@ def skeleton(task: Task) -> str:
             "    if (blocks < 1) blocks = 1;\n"
             f"    {kernel}<<<(int)blocks, threads, 0, stream>>>({names});\n"
             "    return (int)cudaGetLastError();\n}")
+
+
+# headers that declare the C types of the signature beyond cuda_runtime.h (nvcc has no uint8_t, __half or
+# __nv_bfloat16 without them; g++ on the cpu backend is laxer)
+_TYPE_HEADERS = (("int8_t", "<cstdint>"), ("int16_t", "<cstdint>"), ("__half", "<cuda_fp16.h>"),
+                 ("__nv_bfloat16", "<cuda_bf16.h>"))
+
+
+def _type_headers(task: Task) -> list[str]:
+    """The headers the signature's C types need beyond cuda_runtime.h (`<cstdint>` for uint8_t, ...)."""
+    types = {a.c_type for a in task.signature}
+    return list(dict.fromkeys(h for t, h in _TYPE_HEADERS if any(t in c for c in types)))
+
+
+def _includes(task: Task) -> str:
+    """The skeleton's #include lines: cuda_runtime.h and what the signature's types need."""
+    return "".join(f"#include {h}\n" for h in ("<cuda_runtime.h>", *_type_headers(task)))
 
 
 def _output_elements(task: Task) -> str:

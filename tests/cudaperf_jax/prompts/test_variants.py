@@ -156,25 +156,58 @@ def test_extract_solution_takes_the_longest_block_or_an_unterminated_one():
     assert json.dumps(prompts.extract_solution(""))  # never raises
 
 
-def test_every_kernelbench_skeleton_compiles_with_nvcc(tmp_path):
-    """All 250 KernelBench tasks (every dtype, scalar and output count they have) get a skeleton nvcc accepts:
-    a skeleton that cannot compile (an export named like a math function, a wrong parameter type) would turn the
-    whole task into compile errors whatever the model writes. Grouped into as few files as names allow."""
+
+def _skeletons_compile(tasks, tmp_path):
+    """Compiles the scaffold skeleton of every task (one per distinct prototype) with nvcc, grouped into as few
+    files as their names allow; skips without nvcc."""
     from kernels_harness.build import nvcc
     try:
         nvcc.find_nvcc()
     except nvcc.CompilerNotFound:
         pytest.skip("needs nvcc")
-    tasks = [load_task(p) for p in sorted((SMOKE.parents[2] / "data/kernelbench/tasks").glob("*.json"))]
-    assert len(tasks) == 250
     groups: list[tuple[set, list]] = []
-    for t in tasks:
+    for t in {t.c_prototype(): t for t in tasks}.values():
         names = {t.entry, t.entry + "_kernel"}
         group = next((g for g in groups if not g[0] & names), None)
         if group is None:
             groups.append(group := (set(), []))
         group[0].update(names)
-        group[1].append(variants.skeleton(t).replace("#include <cuda_runtime.h>\n", ""))
+        group[1].append(variants.skeleton(t))
     for i, (_, skeletons) in enumerate(groups):
-        res = nvcc.build_shared("#include <cuda_runtime.h>\n" + "\n".join(skeletons), tmp_path / f"g{i}.so")
+        res = nvcc.build_shared("\n".join(skeletons), tmp_path / f"g{i}.so")
         assert res.ok, res.log[:3000]
+
+
+def test_every_kernelbench_skeleton_compiles_with_nvcc(tmp_path):
+    """All 250 KernelBench tasks get a skeleton nvcc accepts: one that cannot compile (an export named like a
+    math function) turns the whole task into compile errors whatever the model writes."""
+    tasks = [load_task(p) for p in sorted((SMOKE.parents[2] / "data/kernelbench/tasks").glob("*.json"))]
+    assert len(tasks) == 250
+    _skeletons_compile(tasks, tmp_path)
+
+
+def test_every_dataset_and_dtype_skeleton_compiles_with_nvcc(tmp_path):
+    """The same for the built dataset (4,070 tasks, 1,236 prototypes: uint8 images, int8/int16/int64 data) and a
+    task of every dtype the format has (__half and __nv_bfloat16 need their headers, uint8_t needs <cstdint>)."""
+    from kernels_harness.datasets import build, shards
+    from kernels_harness.tasks.schema import DTYPES
+    build.build(tmp_path / "ds", validate_sample=-1, progress=False)
+    tasks = list(shards.load(tmp_path / "ds"))
+    for dtype in DTYPES:
+        d = json.loads(json.dumps(VEC_ADD))
+        d.update(id=f"copy_{dtype}", entry=f"copy_{dtype}")
+        for a in d["signature"][1:]:
+            a["dtype"] = dtype
+        tasks.append(Task.from_dict(d))
+    _skeletons_compile(tasks, tmp_path)
+
+
+def test_prompts_name_the_headers_a_prototype_needs():
+    d = json.loads(json.dumps(VEC_ADD))
+    for a in d["signature"][1:]:
+        a["dtype"] = "uint8"
+    u8, f32 = Task.from_dict(d), Task.from_dict(json.loads(json.dumps(VEC_ADD)))
+    assert "Its types need `#include <cstdint>`." in prompts.task_prompt(u8, "worked_example")
+    assert variants.skeleton(u8).startswith("#include <cuda_runtime.h>\n#include <cstdint>\n\n")
+    assert "Its types need" not in prompts.task_prompt(f32, "worked_example")
+    assert variants.skeleton(f32).startswith("#include <cuda_runtime.h>\n\n__global__")
