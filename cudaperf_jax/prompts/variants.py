@@ -220,7 +220,82 @@ extern "C" int scale_rows_add(const float* x, const float* s, const float* b, fl
 
 SCAFFOLD_EXAMPLES = {track: ex[:3] + (answer,) for (track, ex), answer in
                      zip(ARGS_EXAMPLES.items(), (_C_SCAFFOLD, _TORCH_SCAFFOLD))}
-ALL_EXAMPLES = (EXAMPLES, ARGS_EXAMPLES, SCAFFOLD_EXAMPLES)   # every worked example a variant shows (eval.abi)
+# scaffold_loop's examples: the same skeleton filled in for an output element that loops over its inputs (a scaled
+# matrix-vector product; pairwise squared distances), the pattern of matmuls, reductions, norms, pooling and
+# convolutions, where scaffold's elementwise examples were copied as one expression (the 1.5B's KernelBench
+# matmuls: `out[i] = A[r * A_d1 + c] * B[c * B_d1 + c]`).
+_C_LOOP_TASK = ("void row_dot(int rows, int cols, float alpha, const float* a, const float* v, float* out) {\n"
+                "    for (int r = 0; r < rows; ++r) {\n        float acc = 0.0f;\n"
+                "        for (int c = 0; c < cols; ++c) acc += a[r * cols + c] * v[c];\n"
+                "        out[r] = alpha * acc;\n    }\n}")
+_C_LOOP_PROTO = ('extern "C" int row_dot(int rows, int cols, float alpha, const float* a, const float* v, float* out, '
+                 'cudaStream_t stream)')
+_C_LOOP = '''#include <cuda_runtime.h>
+
+__global__ void row_dot_kernel(int rows, int cols, float alpha, const float* __restrict__ a,
+                               const float* __restrict__ v, float* __restrict__ out) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += stride) {
+        float acc = 0.0f;
+        for (int c = 0; c < cols; ++c) {  // each output element loops over the inputs it depends on
+            acc += a[r * cols + c] * v[c];
+        }
+        out[r] = alpha * acc;
+    }
+}
+
+extern "C" int row_dot(int rows, int cols, float alpha, const float* a, const float* v, float* out,
+                       cudaStream_t stream) {
+    const int threads = 256;
+    long long work = (long long)rows;  // one thread per output element
+    long long blocks = (work + threads - 1) / threads;
+    if (blocks > 65535) blocks = 65535;
+    if (blocks < 1) blocks = 1;
+    row_dot_kernel<<<(int)blocks, threads, 0, stream>>>(rows, cols, alpha, a, v, out);
+    return (int)cudaGetLastError();
+}'''
+
+_TORCH_LOOP_TASK = ("class Model(nn.Module):\n    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:\n"
+                    "        return ((x[:, None, :] - y[None, :, :]) ** 2).sum(dim=2)")
+_TORCH_LOOP_PROTO = ('extern "C" int pairwise_sq_dist(const float* x, const float* y, float* out, int x_d0, int x_d1, '
+                     'int y_d0, int y_d1, int out_d0, int out_d1, cudaStream_t stream)')
+_TORCH_LOOP = '''#include <cuda_runtime.h>
+
+__global__ void pairwise_sq_dist_kernel(const float* __restrict__ x, const float* __restrict__ y,
+                                        float* __restrict__ out, int x_d0, int x_d1, int y_d0, int y_d1,
+                                        int out_d0, int out_d1) {
+    long long n = (long long)out_d0 * out_d1;
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        int r = (int)(i / out_d1);  // the row of x
+        int c = (int)(i % out_d1);  // the row of y
+        float acc = 0.0f;
+        for (int k = 0; k < x_d1; ++k) {  // each output element loops over the inputs it depends on
+            float d = x[(long long)r * x_d1 + k] - y[(long long)c * y_d1 + k];
+            acc += d * d;
+        }
+        out[i] = acc;
+    }
+}
+
+extern "C" int pairwise_sq_dist(const float* x, const float* y, float* out, int x_d0, int x_d1, int y_d0, int y_d1,
+                                int out_d0, int out_d1, cudaStream_t stream) {
+    const int threads = 256;
+    long long work = (long long)out_d0 * out_d1;  // one thread per output element
+    long long blocks = (work + threads - 1) / threads;
+    if (blocks > 65535) blocks = 65535;
+    if (blocks < 1) blocks = 1;
+    pairwise_sq_dist_kernel<<<(int)blocks, threads, 0, stream>>>(x, y, out, x_d0, x_d1, y_d0, y_d1, out_d0, out_d1);
+    return (int)cudaGetLastError();
+}'''
+
+LOOP_EXAMPLES = {
+    "c2cuda": ("C function", _C_LOOP_TASK, _C_LOOP_PROTO, _C_LOOP),
+    "torch2cuda": ("PyTorch module with x of shape [x_d0 x x_d1] and y of shape [y_d0 x y_d1] (x_d1 == y_d1)",
+                   _TORCH_LOOP_TASK, _TORCH_LOOP_PROTO, _TORCH_LOOP),
+}
+ALL_EXAMPLES = (EXAMPLES, ARGS_EXAMPLES, SCAFFOLD_EXAMPLES, LOOP_EXAMPLES)   # every worked example a variant shows
+
 
 ABI = ("Your answer is one complete .cu file. The harness compiles it with nvcc and calls the exported host "
        "function with device pointers that are already allocated (input arrays hold the data, output arrays are "
@@ -379,8 +454,8 @@ def _output_elements(task: Task) -> str:
     return f"(long long){' * '.join(dims)};  // one thread per element of {out.name}: change it to fit your kernel"
 
 
-def _scaffold_task(task: Task) -> str:
-    return _posed(task, True, SCAFFOLD_EXAMPLES,
+def _scaffold_task(task: Task, examples: dict = SCAFFOLD_EXAMPLES) -> str:
+    return _posed(task, True, examples,
                   "Start from this skeleton. Its kernel already receives every argument and its exported function has "
                   "exactly the required name and parameters: keep those, fill in the TODOs, and change the grid, add "
                   f"shared memory or more kernels where that makes it faster.\n\n```cuda\n{skeleton(task)}\n```")
@@ -417,6 +492,10 @@ register(PromptVariant(
     "scaffold", SYSTEM, _scaffold_task, _example_feedback,
     "worked_args whose task ends with a skeleton built from the signature: a kernel named ENTRY_kernel taking every "
     "argument of the export, launched on `stream` by the exact export; the model fills in the kernel and the grid"))
+register(PromptVariant(
+    "scaffold_loop", SYSTEM, functools.partial(_scaffold_task, examples=LOOP_EXAMPLES), _example_feedback,
+    "scaffold whose worked examples compute each output element with a loop over its inputs (a scaled "
+    "matrix-vector product, pairwise squared distances): the pattern of matmuls, reductions, norms and convolutions"))
 
 
 # ---- module-level shortcuts for the default variant ---------------------------------------------------------

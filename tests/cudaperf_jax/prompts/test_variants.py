@@ -30,6 +30,20 @@ TORCH_ADD = ("import torch\nimport torch.nn as nn\n\n" + variants._TORCH_EXAMPLE
     "\n\nbatch = 64\ndim = 1000\n\ndef get_inputs():\n    return [torch.rand(batch, dim), torch.rand(batch, dim)]\n\n"
     "def get_init_inputs():\n    return []\n")
 
+ROW_DOT = {"id": "row_dot_ex", "track": "c2cuda", "entry": "row_dot", "source": variants._C_LOOP_TASK,
+           "signature": [{"name": "rows", "role": "scalar", "dtype": "int32", "value": "R"},
+                         {"name": "cols", "role": "scalar", "dtype": "int32", "value": "C"},
+                         {"name": "alpha", "role": "scalar", "dtype": "float32", "value": "0.5"},
+                         {"name": "a", "role": "in", "dtype": "float32", "shape": ["R", "C"]},
+                         {"name": "v", "role": "in", "dtype": "float32", "shape": ["C"]},
+                         {"name": "out", "role": "out", "dtype": "float32", "shape": ["R"]}],
+           "configs": [{"R": 37, "C": 101}, {"R": 1000, "C": 257}], "tolerance": {"atol": 1e-4, "rtol": 1e-4}}
+
+TORCH_PAIRWISE = ("import torch\nimport torch.nn as nn\n\n" + variants._TORCH_LOOP_TASK.replace(
+    "class Model(nn.Module):", "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n") +
+    "\n\nn = 67\nm = 45\ndim = 129\n\ndef get_inputs():\n    return [torch.rand(n, dim), torch.rand(m, dim)]\n\n"
+    "def get_init_inputs():\n    return []\n")
+
 TORCH_SCALE_ROWS = ("import torch\nimport torch.nn as nn\n\n" + variants._TORCH_ARGS_TASK.replace(
     "class Model(nn.Module):", "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n") +
     "\n\nrows = 67\ncols = 1003\n\ndef get_inputs():\n    return [torch.rand(rows, cols), torch.rand(rows), "
@@ -37,14 +51,14 @@ TORCH_SCALE_ROWS = ("import torch\nimport torch.nn as nn\n\n" + variants._TORCH_
 
 
 def test_registry_and_the_default():
-    assert set(prompts.PROMPTS) >= {"plain", "worked_example", "worked_args", "scaffold"}
+    assert set(prompts.PROMPTS) >= {"plain", "worked_example", "worked_args", "scaffold", "scaffold_loop"}
     assert prompts.DEFAULT == "scaffold" and prompts.get().name == "scaffold"
-    with pytest.raises(ValueError, match="unknown prompt 'nope'; registered prompts: plain, scaffold, worked_args, "
-                                         "worked_example"):
+    with pytest.raises(ValueError, match="unknown prompt 'nope'; registered prompts: plain, scaffold, scaffold_loop, "
+                                         "worked_args, worked_example"):
         prompts.get("nope")
 
 
-@pytest.mark.parametrize("name", ["plain", "worked_example", "worked_args", "scaffold"])
+@pytest.mark.parametrize("name", ["plain", "worked_example", "worked_args", "scaffold", "scaffold_loop"])
 def test_every_variant_states_the_task_and_the_exact_prototype(name):
     task = load_task(SMOKE / "smoke_saxpy.json")
     text = prompts.task_prompt(task, name)
@@ -90,6 +104,15 @@ def test_scaffold_prompt_hands_out_a_skeleton_whose_kernel_takes_every_argument(
     assert order == sorted(order)
 
 
+def test_scaffold_loop_is_scaffold_with_loop_examples():
+    for path in ("smoke_row_sum.json", "smoke_saxpy.json"):
+        task = load_task(SMOKE / path)
+        loop, plain = prompts.task_prompt(task, "scaffold_loop"), prompts.task_prompt(task, "scaffold")
+        assert variants._C_LOOP in loop and variants._C_SCAFFOLD not in loop
+        assert loop.replace(variants.example_block(task, variants.LOOP_EXAMPLES),
+                            variants.example_block(task, variants.SCAFFOLD_EXAMPLES)) == plain
+
+
 def test_scaffold_skeleton_compiles_and_runs_but_computes_nothing():
     """The skeleton as handed out is a valid file in the ABI (an answer that echoes it is `wrong`, not an ABI
     failure), for a C task and for a KernelBench module with a scalar argument."""
@@ -120,8 +143,9 @@ def test_refinement_prompt_names_the_failure_asks_for_the_whole_file_and_repeats
 
 @pytest.mark.parametrize("spec, proto, answer", [(VEC_ADD, variants._C_EXAMPLE_PROTO, variants._C_EXAMPLE),
                                                   (SAXPY, variants._C_ARGS_PROTO, variants._C_ARGS),
-                                                  (SAXPY, variants._C_ARGS_PROTO, variants._C_SCAFFOLD)],
-                         ids=["worked_example", "worked_args", "scaffold"])
+                                                  (SAXPY, variants._C_ARGS_PROTO, variants._C_SCAFFOLD),
+                                                  (ROW_DOT, variants._C_LOOP_PROTO, variants._C_LOOP)],
+                         ids=["worked_example", "worked_args", "scaffold", "scaffold_loop"])
 def test_c2cuda_worked_examples_are_correct_solutions(spec, proto, answer):
     """The example's task, posed as a real task, has exactly the example's prototype; the example passes the harness."""
     from kernels_harness.run.pool import HarnessPool
@@ -135,8 +159,9 @@ def test_c2cuda_worked_examples_are_correct_solutions(spec, proto, answer):
 @pytest.mark.parametrize("source, name, proto, answer", [
     (TORCH_ADD, "1_Add.py", variants._TORCH_EXAMPLE_PROTO, variants._TORCH_EXAMPLE),
     (TORCH_SCALE_ROWS, "1_Scale_rows_add.py", variants._TORCH_ARGS_PROTO, variants._TORCH_ARGS),
-    (TORCH_SCALE_ROWS, "1_Scale_rows_add.py", variants._TORCH_ARGS_PROTO, variants._TORCH_SCAFFOLD)],
-    ids=["worked_example", "worked_args", "scaffold"])
+    (TORCH_SCALE_ROWS, "1_Scale_rows_add.py", variants._TORCH_ARGS_PROTO, variants._TORCH_SCAFFOLD),
+    (TORCH_PAIRWISE, "1_Pairwise_sq_dist.py", variants._TORCH_LOOP_PROTO, variants._TORCH_LOOP)],
+    ids=["worked_example", "worked_args", "scaffold", "scaffold_loop"])
 def test_torch2cuda_worked_examples_are_correct_solutions(source, name, proto, answer):
     pytest.importorskip("torch")
     from kernels_harness.run.pool import HarnessPool
