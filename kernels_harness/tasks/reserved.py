@@ -27,8 +27,9 @@ RESERVED = frozenset(ln.strip() for ln in NAMES_FILE.read_text().splitlines() if
 
 
 def collides(name: str) -> bool:
-    """True if `extern "C" int name(...)` would clash with a declaration in nvcc's default headers."""
-    return name in RESERVED
+    """True if `extern "C" int name(...)` would clash with a declaration in nvcc's default headers, or the name is
+    one C++ reserves for the implementation (`__syncthreads`, `_Exit`: a double underscore or `_` and a capital)."""
+    return name in RESERVED or name.startswith("__") or (len(name) > 1 and name[0] == "_" and name[1].isupper())
 
 
 def safe_entry(name: str) -> str:

@@ -26,6 +26,7 @@ def test_safe_entry_renames_only_taken_names():
     assert reserved.safe_entry("tanh") == "tanh_op" and reserved.safe_entry("max") == "max_op"
     assert reserved.safe_entry("relu") == "relu" and reserved.safe_entry("scaled_gelu_rowsum") == "scaled_gelu_rowsum"
     assert len(reserved.RESERVED) > 1000 and "tanh" in reserved.RESERVED
+    assert reserved.collides("__syncthreads") and reserved.collides("_Exit") and not reserved.collides("_relu")
 
 
 def test_task_file_with_a_taken_entry_is_one_sentence():
@@ -41,7 +42,7 @@ def test_every_entry_compiles_as_an_export_and_taken_names_do_not(tmp_path):
     names = sorted(set(entries) | {reserved.safe_entry(n) for n in OPS})
     ok = nvcc.build_shared(_exports(names), tmp_path / "ok.so")
     assert ok.ok, ok.log[:2000]
-    for name in ("tanh", "max", "time"):
+    for name in ("tanh", "max", "time", "__syncthreads"):
         assert not nvcc.build_shared(_exports([name]), tmp_path / f"{name}.so").ok, name
 
 
