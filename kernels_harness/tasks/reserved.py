@@ -33,7 +33,10 @@ def collides(name: str) -> bool:
 
 
 def safe_entry(name: str) -> str:
-    """`name`, or `name_op` where the name is taken by the C/CUDA headers (`tanh` -> `tanh_op`)."""
+    """`name`, or `name_op` where the name is taken by the C/CUDA headers (`tanh` -> `tanh_op`); a name C++
+    reserves gets a `k` in front (`__x` -> `k__x`)."""
+    if collides(name) and name not in RESERVED:
+        name = "k" + name
     while collides(name):
         name += SUFFIX
     return name

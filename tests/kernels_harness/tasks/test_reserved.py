@@ -27,6 +27,7 @@ def test_safe_entry_renames_only_taken_names():
     assert reserved.safe_entry("relu") == "relu" and reserved.safe_entry("scaled_gelu_rowsum") == "scaled_gelu_rowsum"
     assert len(reserved.RESERVED) > 1000 and "tanh" in reserved.RESERVED
     assert reserved.collides("__syncthreads") and reserved.collides("_Exit") and not reserved.collides("_relu")
+    assert reserved.safe_entry("__syncthreads") == "k__syncthreads" and reserved.safe_entry("_Exit") == "k_Exit"
 
 
 def test_task_file_with_a_taken_entry_is_one_sentence():
