@@ -69,7 +69,9 @@ def torch_values(task: Task, config: dict, seed: int, device: str = "cpu", build
     """Runs the module once: name -> torch tensor (or Python scalar) for every signature argument.
 
     Forward inputs come from get_inputs() under torch.manual_seed(seed); parameters and buffers from
-    Model(*get_init_inputs()) under the same seed; `out` arguments hold the module's outputs. Scalar
+    Model(*get_init_inputs()) under the same seed (their values before the forward pass); the module runs in the
+    task's module_mode (torch_source.set_module_mode: KernelBench's train mode by default, BatchNorm on the
+    batch's statistics, dropout off); `out` arguments hold the module's outputs. Scalar
     arguments after the forward inputs (e.g. sizes) take their value from the config. By default both are
     drawn on the CPU (the same values on every device); `build_on_device` draws them on `device` instead
     (other values, much faster for GiB-sized inputs: for timing, where the values do not matter).
@@ -89,17 +91,20 @@ def torch_values(task: Task, config: dict, seed: int, device: str = "cpu", build
         _TORCH_NS.clear()  # one module at a time: the cache is for the trials of one config
         _TORCH_NS[key] = ns
     ns = _TORCH_NS[key]
+    from kernels_harness.tasks.torch_source import set_module_mode
     where = torch.device(device) if build_on_device else contextlib.nullcontext()
     with where:
         torch.manual_seed(seed)
-        model = ns["Model"](*ns["get_init_inputs"]()).to(device).eval()
+        model = set_module_mode(ns["Model"](*ns["get_init_inputs"]()).to(device),
+                                task.extra.get("module_mode", "train"))
         torch.manual_seed(seed ^ 0x5DEECE66D)
         inputs = [x.to(device) if hasattr(x, "to") else x for x in ns["get_inputs"]()]
+    # the buffers as built: in train mode the forward pass updates BatchNorm's running statistics in place
+    named = dict(model.named_parameters())
+    named.update({k: v.detach().clone() for k, v in model.named_buffers()})
     with torch.no_grad():
         out = model(*inputs)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    named = dict(model.named_parameters())
-    named.update(dict(model.named_buffers()))
     it_in, it_out, values = iter(inputs), iter(outs), {}
     left = len(inputs)
     for a in task.signature:

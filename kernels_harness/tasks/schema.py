@@ -288,6 +288,9 @@ def _parse_task(d: Any) -> Task:
         raise TaskError(f"{where}: entry {entry!r} is a name nvcc's headers already declare, so no solution could "
                         f"export it; rename it (e.g. {reserved.safe_entry(entry)!r})")
     source = _need(d, "source", str, where)
+    if d.get("module_mode", "train") not in ("train", "eval"):
+        raise TaskError(f"{where}: module_mode {d['module_mode']!r} must be 'train' (KernelBench's: BatchNorm uses "
+                        "the batch's statistics) or 'eval'")
     sig_raw = _need(d, "signature", list, where)
     signature = tuple(_parse_arg(a, i, tid) for i, a in enumerate(sig_raw))
     names = [a.name for a in signature]

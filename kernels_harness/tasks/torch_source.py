@@ -116,3 +116,26 @@ def exec_module(source: str, overrides: dict | None = None, name: str = "kernelb
         if k not in substituted:
             ns[k] = v
     return ns
+
+
+MODULE_MODES = ("train", "eval")
+
+
+def set_module_mode(model, mode: str = "train"):
+    """Puts a torch2cuda reference module in the mode its outputs are judged in; returns it.
+
+    `train` (the default, a task's `module_mode` field may say `eval`) is how KernelBench runs the reference: it
+    builds Model(*get_init_inputs()) and never calls .eval(), so BatchNorm normalises with the batch's own
+    statistics. Stochastic modules (Dropout, an RNN's inter-layer dropout) are put in eval mode even so: no kernel
+    can reproduce PyTorch's random mask, and at p = 0, KernelBench's usual setting, the two modes agree.
+    """
+    if mode not in MODULE_MODES:
+        raise TaskError(f"module_mode {mode!r} must be one of {', '.join(MODULE_MODES)}")
+    model.train(mode == "train")
+    if mode == "train":
+        import torch
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.dropout._DropoutNd) or (
+                    isinstance(m, torch.nn.RNNBase) and getattr(m, "dropout", 0)):
+                m.eval()
+    return model
