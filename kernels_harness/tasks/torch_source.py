@@ -126,7 +126,7 @@ def set_module_mode(model, mode: str = "train"):
 
     `train` (the default, a task's `module_mode` field may say `eval`) is how KernelBench runs the reference: it
     builds Model(*get_init_inputs()) and never calls .eval(), so BatchNorm normalises with the batch's own
-    statistics. Stochastic modules (Dropout, an RNN's inter-layer dropout) are put in eval mode even so: no kernel
+    statistics. Stochastic modules (Dropout, an RNN's or attention's dropout) are put in eval mode even so: no kernel
     can reproduce PyTorch's random mask, and at p = 0, KernelBench's usual setting, the two modes agree.
     """
     if mode not in MODULE_MODES:
@@ -136,6 +136,6 @@ def set_module_mode(model, mode: str = "train"):
         import torch
         for m in model.modules():
             if isinstance(m, torch.nn.modules.dropout._DropoutNd) or (
-                    isinstance(m, torch.nn.RNNBase) and getattr(m, "dropout", 0)):
+                    isinstance(m, (torch.nn.RNNBase, torch.nn.MultiheadAttention)) and getattr(m, "dropout", 0)):
                 m.eval()
     return model

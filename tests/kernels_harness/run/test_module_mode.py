@@ -49,10 +49,11 @@ extern "C" int batchnorm(const float* x, const float* bn_weight, const float* bn
 
 def test_train_mode_except_dropout():
     model = torch.nn.Sequential(torch.nn.BatchNorm1d(3), torch.nn.Dropout(0.5), torch.nn.LSTM(4, 4, 2, dropout=0.3),
-                                torch.nn.LSTM(4, 4))
+                                torch.nn.LSTM(4, 4), torch.nn.MultiheadAttention(4, 2, dropout=0.1),
+                                torch.nn.MultiheadAttention(4, 2))
     set_module_mode(model)
     assert model.training and model[0].training and not model[1].training and not model[2].training
-    assert model[3].training
+    assert model[3].training and not model[4].training and model[5].training
     set_module_mode(model, "eval")
     assert not any(m.training for m in model.modules())
     with pytest.raises(TaskError, match="module_mode 'test'"):
