@@ -109,6 +109,9 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--common", action="store_true",
                     help="no run: compare the cells (finished or not) on the tasks all cells of a suite have judged, "
                          "into OUT/common.md and common.json")
+    ap.add_argument("--rejudge", action="store_true",
+                    help="no generation: judge the answers of the cells (finished or not) again with the harness as "
+                         "it is now, then write the tables (answers of a later turn still saw the old feedback)")
     ap.add_argument("--reclassify", action="store_true",
                     help="recompute the ABI categories of finished cells from their records (no model, no harness)")
     a = ap.parse_args(argv)
@@ -249,6 +252,9 @@ def _run(a, frac: float, compilation_cache) -> int:
         for c in done:
             cells_lib.reclassify(dirs[c], suites[c[2]])
     ran, stopped = 0, False
+    if a.rejudge:
+        _rejudge(a, cells, dirs, suites, backend)
+        todo = []
     if todo:
         from cudaperf_jax.models.hf_io import CheckpointError
         from cudaperf_jax.models.loading import resolve_path, split_adapter
@@ -266,10 +272,7 @@ def _run(a, frac: float, compilation_cache) -> int:
         def fits(model: str, suite: str) -> bool:   # whether a part is expected to end in time; one always runs
             return not ran or deadline is None or time.perf_counter() + cells_lib.expected(secs, model, suite) <= deadline
 
-        from cudaperf_jax.eval.config import harness_kwargs
-        kw = harness_kwargs(backend=backend, workers=a.workers, compile_workers=a.compile_workers, trials=a.trials,
-                            call_timeout_s=a.call_timeout_s, job_timeout_s=a.job_timeout_s, timing=a.timing,
-                            seed=a.seed, torch_compile=not a.no_torch_compile, device_budget=a.device_budget)
+        kw = _harness_kwargs(a, backend)
         import jax
         jax.devices()   # JAX takes its memory first: the harness's device budget is a share of what it leaves
         with HarnessPool(progress=True, **kw) as pool:
@@ -306,6 +309,27 @@ def _run(a, frac: float, compilation_cache) -> int:
                 if stopped:
                     break
     return _report(a, cells, dirs, done, settings, ran, stopped, t_start)
+
+
+def _harness_kwargs(a, backend: str) -> dict:
+    from cudaperf_jax.eval.config import harness_kwargs
+    return harness_kwargs(backend=backend, workers=a.workers, compile_workers=a.compile_workers, trials=a.trials,
+                          call_timeout_s=a.call_timeout_s, job_timeout_s=a.job_timeout_s, timing=a.timing,
+                          seed=a.seed, torch_compile=not a.no_torch_compile, device_budget=a.device_budget)
+
+
+def _rejudge(a, cells, dirs, suites, backend: str) -> None:
+    """--rejudge: every cell on disk judged again with this harness (benchmarks/zero_shot_cells.rejudge)."""
+    from kernels_harness.run.pool import HarnessPool
+    have = [c for c in cells if dirs[c].is_dir() and (any(dirs[c].glob("part_*.json"))
+                                                     or (dirs[c] / "cell.json").exists())]
+    if not have:
+        raise ValueError(f"nothing to rejudge: no cell of these models, prompts and suites under {a.work}")
+    with HarnessPool(progress=True, **_harness_kwargs(a, backend)) as pool:
+        for c in have:
+            n, changed = cells_lib.rejudge(dirs[c], suites[c[2]], pool)
+            print(f"[zero_shot] {dirs[c].name}: {n} answers judged again on {backend}, {changed} verdicts changed",
+                  file=sys.stderr, flush=True)
 
 
 def _common_report(a, cells, dirs, suites) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -160,6 +161,63 @@ def reclassify(cell_dir: Path, tasks: list) -> None:
     _write(cell_dir / "candidates.jsonl", "".join(json.dumps(r) + "\n" for r in recs))
     summary = report.build_summary(recs, tasks, ks=(1,), group_by="family")
     _write(cell_dir / "eval.json", json.dumps(summary, indent=1, default=str))
+
+
+def _renamed_export(task, source: str) -> str:
+    """`source` with its export renamed to the task's entry where it exports the entry as it was before the
+    reserved-name rename (kernels_harness.tasks.reserved: `tanh` -> `tanh_op`, the prompt had asked for `tanh`)."""
+    from kernels_harness.tasks.reserved import SUFFIX
+    old = task.entry
+    while old.endswith(SUFFIX) and not re.search(rf'extern\s+"C"\s+int\s+{re.escape(old)}\s*\(', source):
+        old = old[:-len(SUFFIX)]
+        m = re.search(rf'(extern\s+"C"\s+int\s+){re.escape(old)}(\s*\()', source)
+        if m:
+            return source[:m.start()] + m.group(1) + task.entry + m.group(2) + source[m.end():]
+    return source
+
+
+def rejudge(cell_dir: Path, tasks: list, pool) -> tuple[int, int]:
+    """Judges a cell's answers (finished or not) again with the harness as it is now, in place: complete cells get
+    new candidates.jsonl and eval.json, unfinished ones new part files. The answers are not generated again, so a
+    turn's answer still saw the earlier harness's feedback on the turn before. An answer exporting a task's entry
+    as it was before the reserved-name rename is judged with the export renamed. Returns (answers, verdicts changed)."""
+    from cudaperf_jax.eval import report
+    by_id = {t.id: t for t in tasks}
+    files = ([cell_dir / "candidates.jsonl"] if (cell_dir / "cell.json").exists()
+             else sorted(cell_dir.glob("part_*.json")))
+    loaded = {}
+    for f in files:
+        if f.suffix == ".jsonl":
+            loaded[f] = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+        else:
+            loaded[f] = json.loads(f.read_text())
+    recs = [r for f, v in loaded.items() for r in (v if isinstance(v, list) else v["records"]) if r["task"] in by_id]
+    jobs = list(dict.fromkeys((r["task"], _renamed_export(by_id[r["task"]], r["source"] or "")) for r in recs))
+    verdicts = dict(zip(jobs, pool.evaluate([(by_id[t], src) for t, src in jobs]))) if jobs else {}
+    changed = 0
+    for f, v in loaded.items():
+        rows = v if isinstance(v, list) else v["records"]
+        for i, r in enumerate(rows):
+            if r["task"] not in by_id:
+                continue
+            task = by_id[r["task"]]
+            res = verdicts[(r["task"], _renamed_export(task, r["source"] or ""))]
+            new = report.record(task, r["turn"], r["sample"], res, text=r.get("completion", ""), source=r["source"],
+                                truncated=r.get("truncated"))
+            new = {k: v2 for k, v2 in new.items() if k != "features"}
+            changed += new["status"] != r["status"]
+            rows[i] = new
+        _classify(rows, by_id)
+        _write(f, "".join(json.dumps(r) + "\n" for r in v) if isinstance(v, list) else json.dumps(v))
+    if (cell_dir / "cell.json").exists():
+        rows = loaded[cell_dir / "candidates.jsonl"]
+        _write(cell_dir / "eval.json", json.dumps(report.build_summary(rows, tasks, ks=(1,), group_by="family"),
+                                                  indent=1, default=str))
+        meta = json.loads((cell_dir / "cell.json").read_text())
+        meta["rejudged_utc"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+        meta["rejudged_backend"] = getattr(pool, "backend", "")
+        _write(cell_dir / "cell.json", json.dumps(meta, indent=1))
+    return len(recs), changed
 
 
 def _classify(recs: list[dict], by_id: dict) -> None:

@@ -144,3 +144,62 @@ def test_part_time_estimate_leaves_out_the_cold_part_once_a_warm_one_is_known(tm
     (old / "key.json").write_text(json.dumps({"model": "m", "suite": "test"}))
     (old / "part_00.json").write_text(json.dumps({"seconds": {"total": 60.0}}))
     assert zero_shot_cells.part_seconds([old]) == {("m", "test"): [60.0]}
+
+
+SAXPY_OK = """#include <cuda_runtime.h>
+__global__ void saxpy_kernel(int n, float a, const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+extern "C" int saxpy(int n, float a, const float* x, float* y, cudaStream_t stream) {
+    saxpy_kernel<<<(n + 255) / 256, 256, 0, stream>>>(n, a, x, y);
+    return (int)cudaGetLastError();
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the cpu backend")
+def test_rejudge_judges_stored_answers_again_in_parts_and_complete_cells(tmp_path):
+    """--rejudge: the stored answers get this harness's verdicts (here: two verdicts an older harness got wrong),
+    in an unfinished cell's part files and in a complete cell's candidates.jsonl, eval.json and cell.json."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import zero_shot_cells
+
+    from cudaperf_jax.eval.suites import load_suite
+    from kernels_harness.run.pool import HarnessPool
+    tasks = [t for t in load_suite(REPO / "experiments/suites/smoke") if t.id == "smoke_saxpy"]
+    wrong = SAXPY_OK.replace("a * x[i] + y[i]", "a * x[i]")
+    old = [{"task": "smoke_saxpy", "turn": 0, "sample": 0, "status": "compile_error", "source": SAXPY_OK,
+            "completion": "```cuda\n" + SAXPY_OK + "```", "truncated": False},
+           {"task": "smoke_saxpy", "turn": 0, "sample": 1, "status": "ok", "source": wrong, "completion": "",
+            "truncated": False}]
+    part_cell, done_cell = tmp_path / "part", tmp_path / "done"
+    part_cell.mkdir()
+    done_cell.mkdir()
+    (part_cell / "part_00.json").write_text(json.dumps({"tasks": ["smoke_saxpy"], "records": old, "judged": 2}))
+    (done_cell / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    (done_cell / "cell.json").write_text(json.dumps({"key": {}, "prompt": "plain"}))
+    with HarnessPool(backend="cpu", workers=1, features=False) as pool:
+        assert zero_shot_cells.rejudge(part_cell, tasks, pool) == (2, 2)
+        assert zero_shot_cells.rejudge(done_cell, tasks, pool) == (2, 2)
+    part = json.loads((part_cell / "part_00.json").read_text())
+    assert [r["status"] for r in part["records"]] == ["ok", "wrong"] and part["judged"] == 2
+    assert part["records"][0]["completion"].startswith("```cuda") and part["records"][0]["correct"] is True
+    recs = [json.loads(x) for x in (done_cell / "candidates.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in recs] == ["ok", "wrong"] and all("abi" in r for r in recs)
+    assert json.loads((done_cell / "eval.json").read_text())["best_of_n"]["correct"] == 1.0
+    assert json.loads((done_cell / "cell.json").read_text())["rejudged_backend"] == "cpu"
+
+
+def test_rejudge_renames_an_export_from_before_the_reserved_name_rename():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import zero_shot_cells
+
+    from kernels_harness.tasks.schema import load_task
+    task = load_task(REPO / "data/kernelbench/tasks/level1_22_tanh.json")
+    assert task.entry == "tanh_op"
+    src = 'extern "C" int tanh(const float* x, float* out, int x_d0, cudaStream_t stream) {\n  return 0;\n}\n'
+    assert 'extern "C" int tanh_op(const float* x' in zero_shot_cells._renamed_export(task, src)
+    now = src.replace("int tanh(", "int tanh_op(")
+    assert zero_shot_cells._renamed_export(task, now) == now
+    assert zero_shot_cells._renamed_export(task, "int main() {}") == "int main() {}"
