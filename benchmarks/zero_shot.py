@@ -21,6 +21,8 @@ GPU (one H100; 80 GB shared by JAX, at --memory_fraction, and the harness's work
     python3 benchmarks/zero_shot.py --models qwen2.5-coder-1.5b,qwen2.5-coder-0.5b --tasks ROOT/tasks \
         --work ROOT/zero_shot --out $OUT --max_minutes 9        # again until it prints "all N cells done"
     # on a fresh machine: the same command with --resume_from DIR/cells.tgz (a previous run's OUT)
+After a harness fix, `--rejudge` (no model is loaded) judges the stored answers of the cells again, on this
+machine's backend (cpu: correctness only), and rewrites the tables.
 CPU (a few minutes per cell of 3 smoke tasks with the 0.5B):
     python benchmarks/zero_shot.py --models /tmp/models/qwen05.gguf --suites smoke --smoke_tasks 3 --samples 1 \
         --turns 1 --backend cpu --out /tmp/zs
