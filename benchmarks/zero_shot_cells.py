@@ -192,7 +192,10 @@ def rejudge(cell_dir: Path, tasks: list, pool) -> tuple[int, int]:
         else:
             loaded[f] = json.loads(f.read_text())
     recs = [r for f, v in loaded.items() for r in (v if isinstance(v, list) else v["records"]) if r["task"] in by_id]
-    jobs = list(dict.fromkeys((r["task"], _renamed_export(by_id[r["task"]], r["source"] or "")) for r in recs))
+    # each distinct answer as stored -> as judged (renamed once), each distinct judged answer evaluated once
+    stored = dict.fromkeys((r["task"], r["source"] or "") for r in recs)
+    as_judged = {k: (k[0], _renamed_export(by_id[k[0]], k[1])) for k in stored}
+    jobs = list(dict.fromkeys(as_judged.values()))
     verdicts = dict(zip(jobs, pool.evaluate([(by_id[t], src) for t, src in jobs]))) if jobs else {}
     changed = 0
     for f, v in loaded.items():
@@ -201,13 +204,13 @@ def rejudge(cell_dir: Path, tasks: list, pool) -> tuple[int, int]:
             if r["task"] not in by_id:
                 continue
             task = by_id[r["task"]]
-            res = verdicts[(r["task"], _renamed_export(task, r["source"] or ""))]
+            res = verdicts[as_judged[(r["task"], r["source"] or "")]]
             new = report.record(task, r["turn"], r["sample"], res, text=r.get("completion", ""), source=r["source"],
                                 truncated=r.get("truncated"))
             new = {k: v2 for k, v2 in new.items() if k != "features"}
             changed += new["status"] != r["status"]
             rows[i] = new
-        _classify(rows, by_id)
+        _classify([r for r in rows if r["task"] in by_id], by_id)
         _write(f, "".join(json.dumps(r) + "\n" for r in v) if isinstance(v, list) else json.dumps(v))
     if (cell_dir / "cell.json").exists():
         rows = loaded[cell_dir / "candidates.jsonl"]

@@ -134,14 +134,14 @@ def torch_eager_ms(cp, timer: Timer, task: Task, config: dict) -> float | None:
         import torch
     except ImportError:
         return None
-    from kernels_harness.tasks.torch_source import set_module_mode
+    from kernels_harness.tasks.torch_source import module_mode, set_module_mode
     ns: dict = {"__name__": "measure_module"}
     exec(compile(task.source, f"<{task.id}>", "exec"), ns)  # noqa: S102 - the task's own module
     for k in task.extra.get("constants", []):
         if k in config:
             ns[k] = config[k]
     torch.manual_seed(0)
-    model = set_module_mode(ns["Model"](*ns["get_init_inputs"]()).cuda(), task.extra.get("module_mode", "train"))
+    model = set_module_mode(ns["Model"](*ns["get_init_inputs"]()).cuda(), module_mode(task))
     inputs = [x.cuda() if hasattr(x, "cuda") else x for x in ns["get_inputs"]()]
     times = []
     with torch.no_grad():

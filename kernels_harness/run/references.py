@@ -91,12 +91,11 @@ def torch_values(task: Task, config: dict, seed: int, device: str = "cpu", build
         _TORCH_NS.clear()  # one module at a time: the cache is for the trials of one config
         _TORCH_NS[key] = ns
     ns = _TORCH_NS[key]
-    from kernels_harness.tasks.torch_source import set_module_mode
+    from kernels_harness.tasks.torch_source import module_mode, set_module_mode
     where = torch.device(device) if build_on_device else contextlib.nullcontext()
     with where:
         torch.manual_seed(seed)
-        model = set_module_mode(ns["Model"](*ns["get_init_inputs"]()).to(device),
-                                task.extra.get("module_mode", "train"))
+        model = set_module_mode(ns["Model"](*ns["get_init_inputs"]()).to(device), module_mode(task))
         torch.manual_seed(seed ^ 0x5DEECE66D)
         inputs = [x.to(device) if hasattr(x, "to") else x for x in ns["get_inputs"]()]
     # the buffers as built: in train mode the forward pass updates BatchNorm's running statistics in place

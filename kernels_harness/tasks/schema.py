@@ -29,6 +29,7 @@ from typing import Any
 from kernels_harness.tasks import expr as expr_lib
 from kernels_harness.tasks import reserved
 from kernels_harness.tasks.errors import TaskError
+from kernels_harness.tasks.torch_source import MODULE_MODES
 
 TRACKS = ("c2cuda", "torch2cuda")
 ROLES = ("in", "out", "inout", "scalar")
@@ -288,7 +289,7 @@ def _parse_task(d: Any) -> Task:
         raise TaskError(f"{where}: entry {entry!r} is a name nvcc's headers already declare, so no solution could "
                         f"export it; rename it (e.g. {reserved.safe_entry(entry)!r})")
     source = _need(d, "source", str, where)
-    if d.get("module_mode", "train") not in ("train", "eval"):
+    if d.get("module_mode", MODULE_MODES[0]) not in MODULE_MODES:
         raise TaskError(f"{where}: module_mode {d['module_mode']!r} must be 'train' (KernelBench's: BatchNorm uses "
                         "the batch's statistics) or 'eval'")
     sig_raw = _need(d, "signature", list, where)

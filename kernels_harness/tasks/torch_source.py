@@ -118,7 +118,12 @@ def exec_module(source: str, overrides: dict | None = None, name: str = "kernelb
     return ns
 
 
-MODULE_MODES = ("train", "eval")
+MODULE_MODES = ("train", "eval")   # the first is the default
+
+
+def module_mode(task) -> str:
+    """The mode `task`'s reference module runs in: its `module_mode` field, else train (KernelBench's)."""
+    return task.extra.get("module_mode", MODULE_MODES[0])
 
 
 def set_module_mode(model, mode: str = "train"):

@@ -146,16 +146,7 @@ def test_part_time_estimate_leaves_out_the_cold_part_once_a_warm_one_is_known(tm
     assert zero_shot_cells.part_seconds([old]) == {("m", "test"): [60.0]}
 
 
-SAXPY_OK = """#include <cuda_runtime.h>
-__global__ void saxpy_kernel(int n, float a, const float* x, float* y) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
-}
-extern "C" int saxpy(int n, float a, const float* x, float* y, cudaStream_t stream) {
-    saxpy_kernel<<<(n + 255) / 256, 256, 0, stream>>>(n, a, x, y);
-    return (int)cudaGetLastError();
-}
-"""
+SAXPY_OK = (REPO / "tests/kernels_harness/adversarial/good_naive.cu").read_text()   # smoke_saxpy's ABI
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the cpu backend")

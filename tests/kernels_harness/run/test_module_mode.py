@@ -8,9 +8,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels_harness.tasks import schema  # noqa: E402
-from kernels_harness.tasks.errors import TaskError  # noqa: E402
-from kernels_harness.tasks.torch_source import set_module_mode  # noqa: E402
+from kernels_harness.tasks import schema
+from kernels_harness.tasks.errors import TaskError
+from kernels_harness.tasks.torch_source import set_module_mode
 
 BN = Path(__file__).resolve().parents[3] / "data/kernelbench/tasks/level1_33_batchnorm.json"
 

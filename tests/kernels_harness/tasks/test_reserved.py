@@ -18,8 +18,7 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and nvcc._pip_nvcc(
 
 
 def _exports(names):
-    return "#include <cuda_runtime.h>\n" + "\n".join(
-        f'extern "C" int {n}(const float* x, float* out, int n, cudaStream_t stream) {{ return 0; }}' for n in names)
+    return "#include <cuda_runtime.h>\n" + "\n".join(reserved._export(n) for n in names)
 
 
 def test_safe_entry_renames_only_taken_names():
@@ -51,7 +50,7 @@ def test_every_entry_compiles_as_an_export_and_taken_names_do_not(tmp_path):
 @needs_nvcc
 def test_generated_list_matches_this_nvcc():
     exe = shutil.which("nvcc") or str(nvcc._pip_nvcc())
-    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False).stdout.strip().splitlines()[-1]
     header = reserved.NAMES_FILE.read_text().splitlines()[0]
     if version not in header:
         pytest.skip(f"reserved_names.txt was generated with another nvcc ({header})")
