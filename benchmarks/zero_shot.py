@@ -369,11 +369,19 @@ def rollout_cfg(a, prompt: str):
                          top_k=a.top_k, prompt=prompt, gen_batch=a.gen_batch)
 
 
+def judged_backend(cells: list[dict], default: str) -> str:
+    """The harness backends that judged these cells' answers (a re-judge's, else the run's), not this invocation's:
+    a report written on the CPU of cells run on a GPU says cuda; `default` when no cell records one."""
+    judged = sorted({c["meta"].get("rejudged_backend") or c["meta"].get("backend") or "" for c in cells} - {""})
+    return ", ".join(judged) or default
+
+
 def _report(a, cells, dirs, done, settings, ran, stopped, t_start) -> int:
     import zero_shot_report
     finished_cells = [cells_lib.load_cell(dirs[c]) for c in cells if c in done]
     pending = [dirs[c].name for c in cells if c not in done]
     out = Path(a.out)
+    settings = {**settings, "backend": judged_backend(finished_cells, settings["backend"])}
     paths = zero_shot_report.write(finished_cells, settings, pending, out)
     with tarfile.open(out / "cells.tgz", "w:gz") as tar:   # complete cells and the finished parts of the others
         for c in cells:

@@ -64,12 +64,24 @@ def markdown(rows: list[dict], settings: dict) -> str:
     if not hacks:
         lines.append("None.")
     for r, h in hacks[:60]:
-        why = "; ".join(f"{v['rule']} `{v.get('name', '')}` line {v['line']}: `{v.get('text', '')}`"
-                        for v in h["violations"]) or h["error"]
+        why = violations_text(h["violations"]) or h["error"]
         lines.append(f"- {r['model']} / {r['prompt']} / {h['task']} turn {h['turn']} sample {h['sample']}: {why}")
     if len(hacks) > 60:
         lines.append(f"- ... and {len(hacks) - 60} more (zero_shot.json)")
     return "\n".join(lines) + "\n"
+
+
+def violations_text(violations: list[dict]) -> str:
+    """One clause per (rule, name): its first line and text, and how many more lines repeat it (an answer that
+    includes the same header 120 times reads as one clause)."""
+    groups: dict[tuple, list[dict]] = {}
+    for v in violations:
+        groups.setdefault((v["rule"], v.get("name", "")), []).append(v)
+    out = []
+    for (rule, name), vs in groups.items():
+        more = f" (and {len(vs) - 1} more line{'s' if len(vs) > 2 else ''})" if len(vs) > 1 else ""
+        out.append(f"{rule} `{name}` line {vs[0]['line']}: `{vs[0].get('text', '')}`{more}")
+    return "; ".join(out)
 
 
 def plot(rows: list[dict], path: Path) -> Path | None:

@@ -194,3 +194,20 @@ def test_rejudge_renames_an_export_from_before_the_reserved_name_rename():
     now = src.replace("int tanh(", "int tanh_op(")
     assert zero_shot_cells._renamed_export(task, now) == now
     assert zero_shot_cells._renamed_export(task, "int main() {}") == "int main() {}"
+
+
+def test_report_names_the_backend_that_judged_the_cells_and_collapses_repeated_violations():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import zero_shot
+    import zero_shot_report
+    cells = [{"meta": {"backend": "cuda"}}, {"meta": {"backend": "cuda", "rejudged_backend": "cpu"}}]
+    assert zero_shot.judged_backend(cells, "cpu") == "cpu, cuda"
+    assert zero_shot.judged_backend([{"meta": {"backend": "cuda"}}], "cpu") == "cuda"
+    assert zero_shot.judged_backend([{"meta": {}}], "cpu") == "cpu"
+    inc = [{"rule": "library", "name": "thrust", "line": 3 + i, "text": "#include <thrust/transform.h>"}
+           for i in range(120)]
+    text = zero_shot_report.violations_text(
+        [{"rule": "library", "name": "cudnn", "line": 2, "text": "#include <cudnn.h>"}] + inc)
+    assert text == ("library `cudnn` line 2: `#include <cudnn.h>`; "
+                    "library `thrust` line 3: `#include <thrust/transform.h>` (and 119 more lines)")
+    assert zero_shot_report.violations_text(inc[:2]).endswith("(and 1 more line)")
