@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import zero_shot_cells as cells_lib  # noqa: E402
+import zero_shot_cells as cells_lib
 
 SUITES = ("kernelbench", "test", "val", "smoke")
 # Qwen2.5-1.5B, bf16, a 4,096-token prompt + 1,024 new tokens: 16 sequences peak at 38.1 GB of JAX's 42.5 GB at
@@ -290,7 +290,7 @@ def _run(a, frac: float, compilation_cache) -> int:
                 print(f"[zero_shot] loaded {model} ({a.dtype}) in {load_s:.0f} s", file=sys.stderr)
                 fresh = [True]   # the next part is the first since this load (it pays the compilations)
                 for c in mine:
-                    def on_part(j, n, seconds, c=c):
+                    def on_part(j, n, seconds, c=c, fresh=fresh):
                         nonlocal ran, secs
                         ran += 1
                         fresh[0] = False
@@ -299,7 +299,7 @@ def _run(a, frac: float, compilation_cache) -> int:
                     complete = cells_lib.run_cell(sampler, pool, suites[c[2]], rollout_cfg(a, c[1]), keys[c], dirs[c],
                                                   chunk=a.chunk_tasks, seed=a.seed, dedupe=not a.no_dedupe,
                                                   may_start=lambda c=c: fits(c[0], c[2]), on_part=on_part,
-                                                  cold=lambda: fresh[0])
+                                                  cold=lambda fresh=fresh: fresh[0])
                     if not complete:
                         stopped = True
                         break

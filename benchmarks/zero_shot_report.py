@@ -40,13 +40,13 @@ def cell_row(cell: dict) -> dict:
 def markdown(rows: list[dict], settings: dict) -> str:
     head = ["model", "prompt", "suite", "n"] + [c for c, _ in COLUMNS] + ["dedup"]
     lines = ["# Zero-shot ladder", "",
-             f"{settings['samples']} samples at temperature {settings['temperature']} (top_p {settings['top_p']}), "
+             (f"{settings['samples']} samples at temperature {settings['temperature']} (top_p {settings['top_p']}), "
              f"{settings['turns']} turns, max_new_tokens {settings['max_new_tokens']}, backend {settings['backend']}. "
              "Each metric per turn (turn 0 -> turn 1 ...): correct = best of the samples (KernelBench's correctness), "
              "pass@1 unbiased, fast_1 = share of ALL tasks correct and faster than PyTorch eager (KernelBench) or "
              "the task's CUDA baseline (dataset tasks), fast_1 compile against torch.compile, geomean = speedup "
              "over correct, ABI fail = share of answers failing on the solution ABI (cudaperf_jax/eval/abi.py), "
-             "cut = share cut at max_new_tokens; dedup = repeats given their first verdict.", "",
+             "cut = share cut at max_new_tokens; dedup = repeats given their first verdict."), "",
              "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         vals = [r["model"], r["prompt"], r["suite"], str(r["tasks"])]

@@ -26,6 +26,25 @@ def _compiler_errors(log: str, limit: int = 5) -> list[str]:
     return out[:limit] or [ln[:240] for ln in log.strip().splitlines()[-limit:]]
 
 
+# a compiler error (nvcc's or g++'s) naming one of these (an undeclared namespace or function, a missing header)
+# means the answer reached for a library: PyTorch's C++ API, Thrust, CUB, CUTLASS, cuBLAS, cuDNN
+_LIBRARY_IN_ERROR = [re.compile(p) for p in (
+    r'(?:identifier|namespace) "(torch|at|c10|thrust|cub|cutlass|cute)" is undefined',
+    r'identifier "((?:cublas|cudnn)\w*)" is undefined',
+    r'(?:cannot open source file|fatal error:) "?<?(torch|ATen|c10|cublas|cudnn|cutlass)\b',
+    r"[\u2018'](torch|at|c10|thrust|cub|cutlass|cute|cublas\w*|cudnn\w*)[\u2019'] (?:was not|has not been) declared")]
+
+
+def library_hint(log: str) -> str | None:
+    """One sentence when the compiler's errors show the answer used a library (no solution may: an attempt that
+    includes its header is rejected as a hack); None otherwise."""
+    for pat in _LIBRARY_IN_ERROR:
+        if m := pat.search(log or ""):
+            return (f"`{m.group(1)}` is a library: a solution uses none (no PyTorch C++ API, Thrust, CUB, CUTLASS, "
+                    "cuBLAS or cuDNN); compute every output in your own kernels.")
+    return None
+
+
 def reason(res, max_chars: int = 300) -> str:
     """Why a candidate failed, in one line: its `error`, else its first compiler errors, else its violations."""
     text = res.error
@@ -55,6 +74,8 @@ def make_feedback(task, res, max_chars: int = 1200) -> str:
     elif s == "compile_error":
         lines.append("Compilation failed:")
         lines += _compiler_errors(res.compile_log)
+        if hint := library_hint(res.compile_log):
+            lines.append(hint)
     elif s in ("runtime_error", "timeout", "wrong"):
         head = {"runtime_error": "Runtime error", "timeout": "Timed out", "wrong": "Wrong result"}[s]
         lines.append(f"{head}: {res.error or 'no detail'}")

@@ -262,3 +262,26 @@ def test_a_missing_entry_is_named_as_the_task_names_it():
         res = pool.evaluate([(TASK, declared), (TASK, src("good_naive"))])
     assert res[0].status == "runtime_error" and res[1].status == "ok"
     assert "does not export `saxpy`" in res[0].error and "cudaperf_" not in res[0].error, res[0].error
+
+
+@pytest.mark.parametrize("log, name", [
+    ('solution.cu(5): error: identifier "torch" is undefined', "torch"),
+    ('solution.cu(2): catastrophic error: cannot open source file "torch/extension.h"', "torch"),
+    ('solution.cu(7): error: identifier "cublasSgemm_v2" is undefined', "cublasSgemm_v2"),
+    ("solution.cu:5:30: error: \u2018thrust\u2019 has not been declared", "thrust"),
+    ("solution.cu:5:30: error: 'at' was not declared in this scope", "at"),
+    ('solution.cu(5): error: identifier "attn" is undefined', None),
+    ('solution.cu(5): error: identifier "n" is undefined', None)])
+def test_a_compile_error_naming_a_library_says_that_solutions_use_none(log, name):
+    from kernels_harness.feedback import library_hint
+    hint = library_hint(log)
+    assert (hint is None) if name is None else hint.startswith(f"`{name}` is a library")
+
+
+@cpu
+def test_the_feedback_on_a_library_call_that_does_not_compile_names_the_rule():
+    library_call = src("good_naive").replace("a * x[i] + y[i]", "torch.fma(a, x[i], y[i])")
+    with HarnessPool(backend="cpu", workers=1) as pool:
+        res = pool.evaluate([(TASK, library_call)])[0]
+    assert res.status == "compile_error", (res.status, res.error)
+    assert "`torch` is a library" in res.feedback, res.feedback
