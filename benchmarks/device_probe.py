@@ -34,7 +34,7 @@ def versions() -> dict:
     try:
         out["nvidia_smi"] = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
                                             "--format=csv,noheader"], capture_output=True, text=True,
-                                           timeout=30).stdout.strip()
+                                           timeout=30, check=False).stdout.strip()
     except Exception as e:  # noqa: BLE001
         out["nvidia_smi"] = f"failed: {e}"
     return out

@@ -445,7 +445,7 @@ def inline_runs(cands: list[dict], n: int, deadline: float = float("inf")) -> di
             break
         try:
             rows.append(inline_one(c, i, build_root))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a failing candidate is a row, the others still run
             rows.append({"name": c["name"], "error": f"{type(e).__name__}: {e}"[:400]})
         print(f"[load_inline] {rows[-1]}", file=sys.stderr, flush=True)
     good = [r for r in rows if "total_s" in r]
@@ -553,7 +553,7 @@ def main(argv=None) -> int:
                   f"{a['seconds']:.0f} s; unexpected: "
                   f"{[(r['name'], r['status'], r['error'][:80]) for r in a['rows'] if not r['as_expected']]}",
                   file=sys.stderr, flush=True)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a failing phase is reported, the others still run
             report["errors"]["adversarial"] = traceback.format_exc()[-2000:]
     from kernels_harness.run.pool_config import PoolConfig
     mix = make_rl_mix(args.rl_candidates, args.seed)
@@ -572,7 +572,7 @@ def main(argv=None) -> int:
             print(f"[harness {label}] {r['candidates']} candidates, {r['as_expected']} verdicts as expected "
                   f"{r['statuses']}, {r['wall_s']:.1f} s, {r['per_minute']:.1f}/min, builds {r['builds']}",
                   file=sys.stderr, flush=True)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a failing phase is reported, the others still run
             report["errors"][label] = traceback.format_exc()[-2000:]
             print(report["errors"][label], file=sys.stderr)
     report["harness"] = runs
@@ -588,14 +588,14 @@ def main(argv=None) -> int:
                 report["repeatability_legacy_vs_new"] = repeatability(by["legacy"], by["run1"])
             same = sum(a["status"] == b["status"] for a, b in zip(by["run1"]["rows"], by["run2"]["rows"]))
             report["verdicts_equal_run1_run2"] = same
-        except Exception:
+        except Exception:  # noqa: BLE001 - a failing phase is reported, the others still run
             report["errors"]["repeatability"] = traceback.format_exc()[-2000:]
     save(report, out_dir, t_all)  # the harness results survive if the load_inline phase is cut short
     if not args.quick and args.inline > 0:
         try:
             report["load_inline"] = inline_runs([c for c in mix if c["expect"] == "ok"] or cands, args.inline,
                                                 deadline=t_all + args.total_budget_s)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a failing phase is reported, the others still run
             report["errors"]["load_inline"] = traceback.format_exc()[-2000:]
     save(report, out_dir, t_all)
     # ---- the table ----

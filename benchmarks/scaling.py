@@ -22,11 +22,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHAPES = {
-    "qwen2.5-0.5b": dict(model_type="qwen2", vocab_size=151936, hidden_size=896, intermediate_size=4864,
+    "qwen2.5-0.5b": dict(  # noqa: C408 - keyword arguments, as in a HF config
+                         model_type="qwen2", vocab_size=151936, hidden_size=896, intermediate_size=4864,
                          num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
                          max_position_embeddings=32768, rope_theta=1000000.0, tie_word_embeddings=True,
                          rms_norm_eps=1e-6, bos_token_id=151643, eos_token_id=151645),
-    "tiny": dict(model_type="llama", vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    "tiny": dict(  # noqa: C408 - keyword arguments, as in a HF config
+                 model_type="llama", vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, bos_token_id=1,
                  eos_token_id=2),
 }

@@ -122,10 +122,10 @@ def plot_statuses(records: list[dict], turns: int, path: Path):
 
 
 def main(config, workdir):
+    from cudaperf_jax import prompts
     from cudaperf_jax.experiment import open_run
     from cudaperf_jax.generation.sampler import Sampler, SamplingParams
     from cudaperf_jax.models.loading import load_policy, resolve_path
-    from cudaperf_jax import prompts
     from kernels_harness.run.pool import HarnessPool
 
     run = open_run(workdir, config, name="demo")

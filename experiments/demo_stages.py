@@ -14,7 +14,6 @@ def sft_stage(config, workdir, model_path: str) -> str:
         return model_path
     try:
         from cudaperf_jax.sft.train import train as sft_train
-
         from experiments.configs import sft_cpu as sft_configs
     except ImportError:
         print("[demo] SFT stage skipped: cudaperf_jax.sft is not in this checkout; RL starts from the base policy",

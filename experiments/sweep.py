@@ -54,7 +54,7 @@ def _flatten(d: dict, prefix: str = "") -> dict:
         elif isinstance(v, (list, tuple)):
             out[prefix + k] = list(v)
         else:
-            raise ValueError(f"grid field {prefix + k!r} must be a tuple of values, not {v!r}")
+            raise ValueError(f"grid field {prefix + k!r} must be a tuple of values, not {v!r}")  # noqa: TRY004
     return out
 
 
@@ -108,7 +108,7 @@ def launch_one(config, r: dict, root: Path) -> dict:
         log.flush()
         try:
             rc = subprocess.run(cmd, cwd=launch.REPO, stdout=log, stderr=subprocess.STDOUT,
-                                timeout=config.timeout_s or None).returncode
+                                timeout=config.timeout_s or None, check=False).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
     done = rc == 0 and (not config.done_file or (wd / config.done_file).exists())
@@ -159,7 +159,7 @@ def plot(summary: dict, metric: str, path: Path) -> Path | None:
     pts = [g for g in summary["points"] if g["stats"]]
     if not pts:
         return None
-    metric = metric or sorted(pts[0]["stats"])[0]
+    metric = metric or min(pts[0]["stats"])
     pts = [g for g in pts if metric in g["stats"]]
     import matplotlib
     matplotlib.use("Agg")

@@ -40,17 +40,17 @@ def _calls(*names: str) -> str:
 
 _PATTERNS: dict[str, list[str]] = {
     "library": [
-        r"\b(cublas\w*|cublasLt\w*|cudnn\w*|cutlass|cute::\w+|thrust|cufft\w*|cusparse\w*|cusolver\w*|"
-        r"curand\w*|nvrtc\w*)\b",
-        r"#\s*include\s*[<\"](cublas\w*|cudnn\w*|cutlass|cute|thrust|cufft\w*|cusparse\w*|cusolver\w*|"
-        r"curand\w*|torch|ATen|c10|nvrtc)",
+        (r"\b(cublas\w*|cublasLt\w*|cudnn\w*|cutlass|cute::\w+|thrust|cufft\w*|cusparse\w*|cusolver\w*|"
+         r"curand\w*|nvrtc\w*)\b"),
+        (r"#\s*include\s*[<\"](cublas\w*|cudnn\w*|cutlass|cute|thrust|cufft\w*|cusparse\w*|cusolver\w*|"
+         r"curand\w*|torch|ATen|c10|nvrtc)"),
         r"\b(at|torch|c10)::",
     ],
     "stream": [
-        r"\b(cudaStreamCreate\w*|cudaStreamPerThread|cudaStreamLegacy|cudaSetDevice\w*|cudaDeviceReset|"
-        r"cudaMemcpyPeer\w*|cudaDeviceEnablePeerAccess|cudaLaunchHostFunc|cudaStreamAddCallback|"
-        r"cudaSetValidDevices|cudaStreamDestroy|cudaStreamBeginCapture|cudaThreadExit|"
-        r"CUDA_API_PER_THREAD_DEFAULT_STREAM)\b",
+        (r"\b(cudaStreamCreate\w*|cudaStreamPerThread|cudaStreamLegacy|cudaSetDevice\w*|cudaDeviceReset|"
+         r"cudaMemcpyPeer\w*|cudaDeviceEnablePeerAccess|cudaLaunchHostFunc|cudaStreamAddCallback|"
+         r"cudaSetValidDevices|cudaStreamDestroy|cudaStreamBeginCapture|cudaThreadExit|"
+         r"CUDA_API_PER_THREAD_DEFAULT_STREAM)\b"),
         r"\b(cu(Ctx|Stream|Device|Launch|Module|Library|Init|Graph)\w*)\s*\(",
     ],
     "process": [

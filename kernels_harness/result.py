@@ -64,7 +64,7 @@ class EvalResult:
         return json.dumps(self.to_dict(), **kw)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "EvalResult":
+    def from_dict(cls, d: dict) -> EvalResult:
         d = dict(d)
         d["configs"] = [c if isinstance(c, ConfigResult) else ConfigResult(**c) for c in d.get("configs", [])]
         return cls(**d)

@@ -7,7 +7,13 @@ import argparse
 import sys
 
 from cudaperf_jax.assets.registry import MODELS, ModelNotAvailable, get_spec
-from cudaperf_jax.assets.store import cached_path, fetch_model, human_size, model_path, target_path
+from cudaperf_jax.assets.store import (
+    cached_path,
+    fetch_model,
+    human_size,
+    model_path,
+    target_path,
+)
 
 
 def _list() -> str:

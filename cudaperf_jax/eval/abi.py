@@ -202,8 +202,10 @@ def _undeclared_size(task, code: str, log: str) -> bool:
 
 # ---- ABI types of parameter lists -------------------------------------------------------------------------------
 _SYNONYMS = [(r"\bunsigned\s+long\s+long(\s+int)?\b", "i8"), (r"\blong\s+long(\s+int)?\b", "i8"),
-             (r"\bunsigned\s+long(\s+int)?\b", "i8"), (r"\blong(\s+int)?\b", "i8"), (r"\b(u?int64_t|size_t|ssize_t|"
-             r"ptrdiff_t|intptr_t|uintptr_t)\b", "i8"), (r"\bunsigned(\s+int)?\b", "i4"), (r"\b(u?int32_t|int)\b", "i4"),
+             (r"\bunsigned\s+long(\s+int)?\b", "i8"), (r"\blong(\s+int)?\b", "i8"),
+             ((r"\b(u?int64_t|size_t|ssize_t|"
+               r"ptrdiff_t|intptr_t|uintptr_t)\b"), "i8"),
+             (r"\bunsigned(\s+int)?\b", "i4"), (r"\b(u?int32_t|int)\b", "i4"),
              (r"\b(u?int16_t|short)\b", "i2"), (r"\b(u?int8_t|char|signed\s+char|unsigned\s+char)\b", "i1"),
              (r"\bdouble\b", "f8"), (r"\bfloat\b", "f4"), (r"\b(__half|half)\b", "f2"),
              (r"\b(__nv_bfloat16|nv_bfloat16|bfloat16)\b", "bf2"), (r"\bbool\b", "b1"),

@@ -57,12 +57,12 @@ def best_of_n(records: list[dict], n: int | None = None, scores: dict | None = N
     the selector picks. Without `scores` the oracle pick (correct first, then the highest `key`); with
     `scores` ({(task, turn, sample): ranker score}) the highest-scored one, correct or not."""
     picked = []
-    for task, rs in _group(records, lambda r: r["task"]).items():
+    for rs in _group(records, lambda r: r["task"]).values():
         last = {}
         for r in rs:
-            if n is None or r["sample"] < n:
-                if r["sample"] not in last or r["turn"] > last[r["sample"]]["turn"]:
-                    last[r["sample"]] = r
+            if (n is None or r["sample"] < n) and (
+                    r["sample"] not in last or r["turn"] > last[r["sample"]]["turn"]):
+                last[r["sample"]] = r
         cands = list(last.values())
         if not cands:
             continue
@@ -131,7 +131,7 @@ def pass_at_1(records: list[dict], n_tasks: int | None = None) -> float:
     """Mean over tasks of the share of samples whose last answer (its highest turn in `records`) is correct: the
     unbiased pass@1 of those answers; n_tasks: the suite's size (tasks without records count 0)."""
     per = []
-    for _, rs in _group(records, lambda r: r["task"]).items():
+    for rs in _group(records, lambda r: r["task"]).values():
         last = {}
         for r in rs:
             if r["sample"] not in last or r["turn"] > last[r["sample"]]["turn"]:

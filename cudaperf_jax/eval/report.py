@@ -97,8 +97,8 @@ def markdown(summary: dict) -> str:
                   + ", ".join(f"turn {r['turn']} {r['truncated']:.0%}" for r in cut) + "."]
     if summary.get("abi"):
         cats = ", ".join(f"{k} {v}" for k, v in summary["abi"]["abi"].items()) or "none"
-        lines += ["", f"Answers failing on the solution ABI (cudaperf_jax/eval/abi.py): "
-                  f"{summary['abi']['abi_failure']:.0%} ({cats})."]
+        lines += ["", (f"Answers failing on the solution ABI (cudaperf_jax/eval/abi.py): "
+                       f"{summary['abi']['abi_failure']:.0%} ({cats}).")]
     tables = [(summary["group_by"], summary["per_group"])]
     for by in ("level", "family"):  # both tables; the level one only where it differs (KernelBench suites)
         if by != summary["group_by"] and summary.get(f"per_{by}") and summary[f"per_{by}"] != summary["per_group"]:

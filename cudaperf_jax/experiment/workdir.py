@@ -94,7 +94,7 @@ class _SummaryWriter:
             try:
                 self._w = __import__(mod, fromlist=["SummaryWriter"]).SummaryWriter(str(logdir))
                 break
-            except Exception:  # noqa: BLE001 - any import/runtime problem means no summaries
+            except Exception:  # noqa: BLE001, S112 - any import/runtime problem means no summaries
                 continue
 
     @property

@@ -27,7 +27,7 @@ class ChatTokens:
                              "tokenizer (a GGUF file or a Hugging Face directory holding tokenizer files)")
         self.tok = tokenizer
         eos = tokenizer.eos_token_id
-        self.stop_ids = set(int(s) for s in (stop_ids if stop_ids is not None else [eos] if eos is not None else []))
+        self.stop_ids = {int(s) for s in (stop_ids if stop_ids is not None else [eos] if eos is not None else [])}
         self._end_text = tokenizer.eos_token or ""
         self.prompt = variants.get(prompt)
 

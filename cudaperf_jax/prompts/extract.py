@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-_BLOCK = re.compile(r"```[ \t]*(?:cuda|cu|c\+\+|cpp|c)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
+_BLOCK = re.compile(r"```[ \t]*(?:cuda|cu|c\+\+|cpp|c)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
 def extract_solution(completion: str) -> str:

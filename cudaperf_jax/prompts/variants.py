@@ -50,7 +50,7 @@ def sizes_line(task: Task, config_index: int = -1) -> str:
 
 
 def source_block(task: Task) -> str:
-    kind, lang = _LANG[task.track]
+    _, lang = _LANG[task.track]
     return f"```{lang}\n{task.source.strip()}\n```"
 
 
@@ -312,15 +312,15 @@ def rules(task: Task, kernel_args: bool = False) -> str:
     """The rules of the ABI, one per line (the same for every task but for the names in them); kernel_args adds
     the rule that kernels receive every size and scalar they use (worked_args)."""
     return "\n".join([
-        "- Launch every kernel on the given stream: `kernel<<<blocks, threads, shared_bytes, stream>>>(...)`. Never "
-        "use another stream, cudaDeviceSynchronize, cudaMalloc, host memory or a library (cuBLAS, cuDNN, CUTLASS, "
-        "Thrust); printing is allowed but not needed.",
-        f"- Give each kernel its own name, such as `{task.entry}_kernel`: a kernel named `{task.entry}` does not "
-        "compile beside the exported function.",
-        "- Copy the exported function's parameter list exactly. Input arrays arrive as `const` pointers, so declare "
-        "the kernel parameters that receive them `const` too.",
-        "- Every size you use comes from the integer arguments: declare each variable you use; there are no "
-        "predefined macros or globals.",
+        ("- Launch every kernel on the given stream: `kernel<<<blocks, threads, shared_bytes, stream>>>(...)`. Never "
+         "use another stream, cudaDeviceSynchronize, cudaMalloc, host memory or a library (cuBLAS, cuDNN, CUTLASS, "
+         "Thrust); printing is allowed but not needed."),
+        (f"- Give each kernel its own name, such as `{task.entry}_kernel`: a kernel named `{task.entry}` does not "
+         "compile beside the exported function."),
+        ("- Copy the exported function's parameter list exactly. Input arrays arrive as `const` pointers, so declare "
+         "the kernel parameters that receive them `const` too."),
+        ("- Every size you use comes from the integer arguments: declare each variable you use; there are no "
+         "predefined macros or globals."),
         *([_KERNEL_ARGS_RULE] if kernel_args else []),
         "- Index with `long long` when sizes multiply past 2^31.",
     ])

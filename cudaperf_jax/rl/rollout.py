@@ -314,7 +314,7 @@ def _generate(sampler, prompts_: list, params, keys, gen_batch: int, label: str 
             log(f"{which}: {n_tok} tokens in {sec:.1f} s ({n_tok / max(sec, 1e-9):.1f} tokens/s); {done}/{n} "
                 "sequences of the turn done")
     width = max(t.shape[0] for t in tokens)
-    pad = lambda a, v: np.pad(a, (0, width - a.shape[0]), constant_values=v)  # noqa: E731
+    pad = lambda a, v: np.pad(a, (0, width - a.shape[0]), constant_values=v)
     return (np.stack([pad(t, sampler.pad_id) for t in tokens]), np.stack([pad(x, 0.0) for x in logprobs]), lengths)
 
 

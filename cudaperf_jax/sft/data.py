@@ -135,7 +135,7 @@ def earlier_attempt(task: Task, answer: Implementation, times: MeasuredTimes, rn
     from kernels_harness.feedback import make_feedback
     from kernels_harness.result import ConfigResult, EvalResult
     wrong = [i for i in task.implementations if i.expected == "wrong"]
-    ok = dict((impl.name, impl) for impl, _ in verified_implementations(task, times, rows))
+    ok = {impl.name: impl for impl, _ in verified_implementations(task, times, rows)}
     slower = [i for n, i in ok.items() if n != answer.name]
     pool = [("wrong", i) for i in wrong] + [("ok", i) for i in slower]
     kind, prev = pool[int(rng.integers(len(pool)))] if pool else ("ok", answer)

@@ -79,7 +79,8 @@ def demangle(names: list[str]) -> dict[str, str]:
     tool = shutil.which("c++filt")
     if not tool or not names:
         return {n: n for n in names}
-    out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, timeout=30).stdout
+    out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, timeout=30,
+                         check=False).stdout
     lines = out.splitlines()
     return {n: (lines[i] if i < len(lines) else n) for i, n in enumerate(names)}
 
@@ -141,7 +142,7 @@ def parse_ptxas(log: str) -> dict[str, dict]:
 def _run(cmd: list[str], timeout_s: float, cwd: str) -> tuple[int, str]:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=cwd,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, check=False)
     except subprocess.TimeoutExpired:
         return -1, f"nvcc timed out after {timeout_s:.0f} s"
     return proc.returncode, (proc.stdout + proc.stderr)
@@ -178,7 +179,7 @@ def compiler_id(arch: str = DEFAULT_ARCH) -> str:
     nvcc = str(find_nvcc())
     if nvcc not in _VERSION:
         try:
-            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
         except (OSError, subprocess.TimeoutExpired):
             out = ""
         _VERSION[nvcc] = nvcc + " " + (out.strip().splitlines() or ["?"])[-1]

@@ -43,7 +43,7 @@ def compiler_ids(backend: str, arch: str, checks: bool, resources: bool) -> dict
     try:
         from kernels_harness.build import nvcc
         nv = nvcc.compiler_id(arch)
-    except Exception:
+    except Exception:  # noqa: BLE001, S110 - no usable nvcc: its id stays "none"
         pass
     if backend == "cuda":
         ids["solution"] = nv
@@ -51,7 +51,7 @@ def compiler_ids(backend: str, arch: str, checks: bool, resources: bool) -> dict
         try:
             from kernels_harness.emulation.build import compiler_id
             emu = compiler_id(checks)
-        except Exception:
+        except Exception:  # noqa: BLE001 - no usable emulation compiler: its id is "none"
             emu = "none"
         ids["solution"] = emu + (" | ptxas " + nv if resources else "")
     return ids
@@ -127,7 +127,7 @@ class BuildScheduler:
         def done(f: Future) -> None:
             try:
                 rec = f.result()
-            except Exception as e:  # the compile thread itself failed
+            except Exception as e:  # noqa: BLE001 - the compile thread itself failed
                 rec = {"ok": False, "log": f"{_FAILED_WORKER}: {type(e).__name__}: {e}", "path": None,
                        "resources": {}, "seconds": 0.0}
             rec.setdefault("symbol", entry)
@@ -165,7 +165,7 @@ class BuildScheduler:
         def done(f: Future) -> None:
             try:
                 res = f.result()
-            except Exception:
+            except Exception:  # noqa: BLE001 - the compile worker died: every member is built alone below
                 res = {}
             built = res.get("built") if isinstance(res, dict) else None
             if built is None:  # the compile worker died or timed out: everyone alone

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 from kernels_harness.tasks.schema import Task
 
-
 # Defects whose wrong result depends on thread timing. The cpu backend's emulation reproduces the
 # ones the generator keeps every time; a real GPU may schedule the threads so that the answer comes out
 # right (seen on an H200 for a GEMM with a missing barrier), so on cuda an `ok` is "not caught", not a

@@ -107,13 +107,13 @@ def assemble(task: Task, source: str, backend: str, build: dict, out: dict, seed
     if features:
         try:
             from kernels_harness import features as features_lib
-        except Exception:  # e.g. tree-sitter missing on a GPU image: results come without features
+        except Exception:  # noqa: BLE001 - e.g. tree-sitter missing on a GPU image: results come without features
             features_lib = None
         if features_lib is not None and hasattr(features_lib, "analyse"):
             try:
                 f = features_lib.analyse(task, source, res, compile=False)  # resources come from the build
                 res.features = f.to_dict() if hasattr(f, "to_dict") else dict(f)
-            except Exception as e:  # a feature failure never breaks a verdict
+            except Exception as e:  # noqa: BLE001 - a feature failure never breaks a verdict
                 res.features = {"error": f"{type(e).__name__}: {e}"[:200]}
     res.feedback = make_feedback(task, res)
     return res

@@ -105,7 +105,7 @@ def torch_baselines(module, stream_ptr: int, lock_path: str | None, index: int, 
     try:
         prep.calls.append(compiled_call(model, inputs, stream_ptr, lock_path))
         prep.compile_from = "measured"
-    except Exception as e:  # inductor fails on some modules (or runs out of memory): eager still counts
+    except Exception as e:  # noqa: BLE001 - inductor fails on some modules (or runs out of memory): eager still counts
         prep.compile_from, prep.compile_error = "failed", f"{type(e).__name__}: {e}"[:200]
     return prep
 
@@ -116,7 +116,7 @@ def forget_compiled() -> None:
     if "torch" in sys.modules:
         try:
             sys.modules["torch"]._dynamo.reset()
-        except Exception:
+        except Exception:  # noqa: BLE001, S110 - best-effort cache cleanup
             pass
 
 
@@ -152,10 +152,10 @@ class CompileMedians:
         with self._lock:
             for c in configs:
                 c = c if isinstance(c, dict) else c.__dict__
-                if c.get("compile_baseline_from") == "measured" and c.get("compile_baseline_ms"):
-                    if (key, c["index"]) not in self._ms:
-                        self._ms[(key, c["index"])] = float(c["compile_baseline_ms"])
-                        new += 1
+                if (c.get("compile_baseline_from") == "measured" and c.get("compile_baseline_ms")
+                        and (key, c["index"]) not in self._ms):
+                    self._ms[(key, c["index"])] = float(c["compile_baseline_ms"])
+                    new += 1
         return new
 
     def __len__(self) -> int:

@@ -51,7 +51,7 @@ def build(kind: str, backend: str, source: str, out_path: str, timeout_s: float 
                 res["resources"] = _ptxas_resources(source, arch, timeout_s)
         else:
             raise ValueError(f"unknown backend {backend!r}")
-    except Exception as e:  # a compiler that is missing or crashes is a failed build, not a crash
+    except Exception as e:  # noqa: BLE001 - a compiler that is missing or crashes is a failed build, not a crash
         res = {"ok": False, "log": f"{type(e).__name__}: {e}", "path": None, "resources": {},
                "setup_error": type(e).__name__ == "CompilerNotFound"}
     res["log"] = (res.get("log") or "")[-MAX_LOG:]
@@ -72,7 +72,7 @@ def build_batch(backend: str, members: list, out_path: str, timeout_s: float = 1
             built, alone = _batch_cpu(ms, out_path, timeout_s, arch, checks, resources)
         else:
             raise ValueError(f"unknown backend {backend!r}")
-    except Exception:  # a missing compiler, a crash: every member is built alone (and fails there)
+    except Exception:  # noqa: BLE001 - a missing compiler, a crash: every member is built alone (and fails there)
         built, alone = {}, list(range(len(ms)))
     secs = time.perf_counter() - t0
     n = max(1, len(built))
@@ -130,7 +130,7 @@ def _batch_ptxas(ms, arch, timeout_s) -> dict:
     from kernels_harness.build import batch, nvcc
     try:
         rc, log = nvcc.ptxas_log(batch.combine(ms), arch, timeout_s=timeout_s)
-    except Exception:
+    except Exception:  # noqa: BLE001 - best effort: the resources are optional
         return {}
     if rc != 0:
         return {}
@@ -143,7 +143,7 @@ def _ptxas_resources(source: str, arch: str, timeout_s: float) -> dict:
     try:
         from kernels_harness.build import nvcc
         return nvcc.resource_usage(source, arch=arch, timeout_s=timeout_s)
-    except Exception:  # no nvcc, or a source the emulation accepts and nvcc does not
+    except Exception:  # noqa: BLE001 - no nvcc, or a source the emulation accepts and nvcc does not
         return {}
 
 
@@ -170,7 +170,7 @@ def build_c_reference(source: str, out_path: str, timeout_s: float = 120.0) -> d
             cmd = [cc, *lang, "-O2", "-fPIC", "-shared", "-o", str(out_path), str(src), "-lm"]
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp,
-                                   stdin=subprocess.DEVNULL)
+                                   stdin=subprocess.DEVNULL, check=False)
             except subprocess.TimeoutExpired:
                 logs.append(f"{cc} timed out after {timeout_s:.0f} s")
                 continue

@@ -90,7 +90,7 @@ def become_subreaper() -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except Exception:
+    except Exception:  # noqa: BLE001, S110 - best effort: not Linux, or prctl refused
         pass
 
 

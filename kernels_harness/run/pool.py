@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from typing import Self
 
 from kernels_harness import hacks
 from kernels_harness.build.cache import BuildCache
@@ -53,7 +54,7 @@ from kernels_harness.run.assemble import (
     plan_configs,
 )
 from kernels_harness.run.baselines import CompileMedians
-from kernels_harness.run.devices import (  # noqa: F401 (the pool's public names, as before)
+from kernels_harness.run.devices import (  # the pool's public names, as before
     OWNER_FILE,
     ROOT_PREFIX,
     HarnessSetupError,
@@ -189,7 +190,7 @@ class HarnessPool:
         self.compile_pool.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> HarnessPool:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -198,7 +199,7 @@ class HarnessPool:
     def __del__(self):
         try:
             self.close()
-        except Exception:
+        except Exception:  # noqa: BLE001, S110 - __del__ must never raise
             pass
 
     # ---- compilation ----------------------------------------------------------------------------------
@@ -209,7 +210,7 @@ class HarnessPool:
     def _built(fut: Future) -> dict:
         try:
             return fut.result()
-        except Exception as e:  # the compile worker itself died (out of memory, killed)
+        except Exception as e:  # noqa: BLE001 - the compile worker itself died (out of memory, killed)
             return {"ok": False, "log": f"the compiler process failed: {type(e).__name__}: {e}", "path": None,
                     "resources": {}, "seconds": 0.0}
 
@@ -295,7 +296,7 @@ class HarnessPool:
                                                seconds=seconds)
             else:
                 results[i] = self._judge(task, source, build, sup, seconds, twin)
-        except Exception as e:  # a harness bug must not cost the caller the other results
+        except Exception as e:  # noqa: BLE001 - a harness bug must not cost the caller the other results
             results[i] = EvalResult(task_id=task.id, backend=self.backend, status="unchecked",
                                     compiled=bool(build["ok"]), compile_log=build.get("log", ""),
                                     error=not_judged(f"harness error: {type(e).__name__}: {e}"), seconds=seconds,

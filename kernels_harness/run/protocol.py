@@ -83,7 +83,7 @@ class Context:
         if self.compare_fn is not None:
             try:
                 return self.compare_fn(out, ref, atol, rtol)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a failing fast comparison falls back to the array one
                 self.compare_fn = None
         return arrays.compare(self.backend.xp, out, ref, atol, rtol)
 
@@ -315,7 +315,7 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
             ctx.progress(harness_stage(f"timing config {cr.index}: preparing the baseline"))
             try:
                 prepared.append(_timing_calls(ctx, task, job, fn, args, inputs, scal, env, cr.index, module))
-            except Exception as e:  # reported below, where the config's measurement would be
+            except Exception as e:  # noqa: BLE001 - reported below, where the config's measurement would be
                 prepared.append(e)
         t_wait = time.perf_counter()
         with gpu_lock(lock, progress=ctx.progress):
@@ -331,7 +331,7 @@ def evaluate_job(ctx: Context, job: dict) -> dict:
                     cr.correct, cr.error, failed = False, f.message, f
                     out["sticky"] = out["sticky"] or f.sticky
                     break
-                except Exception as e:  # the measurement itself failed: keep the verdict, drop the time
+                except Exception as e:  # noqa: BLE001 - the measurement itself failed: keep the verdict, drop the time
                     cr.error = f"timing failed: {type(e).__name__}: {e}"[:300]
                     out["sticky"] = True
         t1 = time.perf_counter()
@@ -403,7 +403,7 @@ def _time_config(ctx, task, job, cr, prep: baselines.Prepared) -> None:
 def _l2_bytes(be) -> int:
     try:
         return int(be.cp.cuda.Device().attributes.get("L2CacheSize", 60 << 20))
-    except Exception:
+    except Exception:  # noqa: BLE001 - no L2 size reported: assume 60 MiB
         return 60 << 20
 
 

@@ -41,7 +41,8 @@ _WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000  # O_WRONLY O_RDWR O_CREAT O_
 
 # name -> number, per architecture (None: the architecture has no such call)
 _ARCH = {
-    "x86_64": dict(audit=0xC000003E, seccomp=317, landlock=444, fork=57, vfork=58, clone=56, clone3=435, execve=59,
+    "x86_64": dict(  # noqa: C408 - keyword arguments: a readable syscall table
+                   audit=0xC000003E, seccomp=317, landlock=444, fork=57, vfork=58, clone=56, clone3=435, execve=59,
                    execveat=322, socket=41, socketpair=53, connect=42, ptrace=101, process_vm_readv=310,
                    process_vm_writev=311, io_uring_setup=425, unshare=272, setns=308, mount=165, open=2,
                    openat=257, openat2=437, creat=85, unlink=87, unlinkat=263, rename=82, renameat=264,
@@ -50,7 +51,8 @@ _ARCH = {
                    pwrite64=18, writev=20, pwritev=296, pwritev2=328, sendto=44, sendmsg=46, sendmmsg=307,
                    dup=32, dup2=33, dup3=292, fcntl=72, sendfile=40, splice=275, tee=276, vmsplice=278,
                    copy_file_range=326),
-    "aarch64": dict(audit=0xC00000B7, seccomp=277, landlock=444, fork=None, vfork=None, clone=220, clone3=435,
+    "aarch64": dict(  # noqa: C408 - keyword arguments: a readable syscall table
+                    audit=0xC00000B7, seccomp=277, landlock=444, fork=None, vfork=None, clone=220, clone3=435,
                     execve=221, execveat=281, socket=198, socketpair=199, connect=203, ptrace=117,
                     process_vm_readv=270, process_vm_writev=271, io_uring_setup=425, unshare=97, setns=268,
                     mount=40, open=None, openat=56, openat2=437, creat=None, unlink=None, unlinkat=35,

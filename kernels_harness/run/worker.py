@@ -42,8 +42,8 @@ def _redirect_output() -> None:
     fd = os.open("worker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 2)
     os.close(fd)
-    sys.stdout = open(1, "w", buffering=1, closefd=False)
-    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - the worker's stdout for its lifetime
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115 - the worker's stderr for its lifetime
 
 
 def _trim_log(limit: int = 1 << 20) -> None:
@@ -74,11 +74,11 @@ def _setup(backend_name: str, device: int, progress, use_numba: bool):
             if not compare(probe, probe, 0.0, 0.0)["ok"]:
                 raise RuntimeError("self-check failed")
             ctx.compare_fn = compare
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - the numba comparison unusable: cupy's is used
             info["compare"] = f"cupy (numba failed: {type(e).__name__})"
         try:  # an optimisation only: a failure here must not stop the worker
             _warm_up_cupy(backend.cp)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - warm-up is optional: recorded, the worker goes on
             info["warm_up"] = f"{type(e).__name__}: {e}"[:200]
         info["free_memory"] = backend.free_memory()
     return ctx, info
@@ -94,7 +94,7 @@ def _preload(backend_name: str, ctx) -> None:
         for info in pkgutil.iter_modules(mod.__path__):
             try:
                 importlib.import_module(f"{pkg}.{info.name}")
-            except Exception:  # an optional dependency missing: that module is not needed then
+            except Exception:  # noqa: BLE001, S110 - an optional dependency missing: that module is not needed then
                 pass
     if backend_name == "cuda":
         from kernels_harness.features import roofline
@@ -234,7 +234,7 @@ def main(argv=None) -> int:
         return _compile_loop(conn)
     try:
         ctx, info = _setup(args.backend, args.device, lambda s: conn.send(("progress", s)), not args.no_numba)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any setup failure is reported to the pool as fatal
         conn.send(("fatal", f"the {args.backend} backend could not start: {type(e).__name__}: {e}"))
         return 1
     if args.sandbox:
@@ -255,7 +255,7 @@ def main(argv=None) -> int:
         free0 = ctx.backend.free_memory() if args.backend == "cuda" else None
         try:
             res = evaluate_job(ctx, msg[1])
-        except Exception as e:  # a harness bug must still answer, not hang the pool
+        except Exception as e:  # noqa: BLE001 - a harness bug must still answer, not hang the pool
             # the harness's own arrays not fitting beside other processes is no reason to replace the worker
             # (its memory is given back below); anything else might have left it in a bad state
             res = {"status": "runtime_error", "error": f"harness error: {type(e).__name__}: {e}"[:400],
@@ -274,7 +274,7 @@ def main(argv=None) -> int:
                 # over a worker's life (JAX starting beside the pool, other workers' large configs)
                 if ctx.backend.free_memory() < free0 - (4 << 30):
                     res["sticky"] = True  # it leaked >4 GiB of device memory: replace the worker
-            except Exception:
+            except Exception:  # noqa: BLE001 - an unknown device state: replace the worker
                 res["sticky"] = True
         res.setdefault("seconds", {})["worker"] = time.perf_counter() - t0
         res["worker"] = {k: info[k] for k in ("pid", "compare", "flush") if k in info}

@@ -183,7 +183,7 @@ class ExecWorker:
                 try:
                     self.conn.send(("exit",))
                     self.proc.wait(timeout=5)
-                except Exception:
+                except Exception:  # noqa: BLE001, S110 - best-effort graceful exit: killed below if still alive
                     pass
             if self.proc.poll() is None:
                 try:

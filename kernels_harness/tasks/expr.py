@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import math
 import warnings
-from typing import Mapping
+from collections.abc import Mapping
 
 from kernels_harness.tasks.errors import TaskError
 
@@ -32,7 +32,7 @@ _BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: l
            ast.Pow: _pow}
 
 
-def evaluate(expr: str | int | float, env: Mapping[str, int | float]) -> int | float:
+def evaluate(expr: str | float, env: Mapping[str, int | float]) -> int | float:
     """Evaluates `expr` with the config symbols in `env`; numbers pass through unchanged."""
     if isinstance(expr, (int, float)) and not isinstance(expr, bool):
         return expr
@@ -82,7 +82,7 @@ def _parse(expr: str) -> ast.Expression:
         return ast.parse(expr.strip(), mode="eval")
 
 
-def symbols(expr: str | int | float) -> set[str]:
+def symbols(expr: str | float) -> set[str]:
     """The free symbols of an expression (function names excluded)."""
     if not isinstance(expr, str):
         return set()

@@ -19,7 +19,7 @@ Unknown names or malformed arguments raise TaskError with the vocabulary above.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -30,8 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kernels_harness.tasks import kernelbench_shrink as shrink
-from kernels_harness.tasks import reserved
-from kernels_harness.tasks import torch_source
+from kernels_harness.tasks import reserved, torch_source
 from kernels_harness.tasks.errors import TaskError
 from kernels_harness.tasks.schema import Arg, Task
 

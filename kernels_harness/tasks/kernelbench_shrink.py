@@ -148,7 +148,7 @@ class ConfigSearch:
 
     def configs(self) -> list[Found]:
         """Configs smallest first; the file's own config last. Raises TaskError if the file does not run."""
-        probe, err = self._try(dict(self.file_values), "meta")
+        probe, _err = self._try(dict(self.file_values), "meta")
         if probe is None:
             probe, err2 = self._try(dict(self.file_values), "cpu")
             if probe is None:

@@ -203,7 +203,7 @@ class Task:
         return json.dumps(self.to_dict(), **kw)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Task":
+    def from_dict(cls, d: dict) -> Task:
         return _parse_task(d)
 
 
@@ -243,6 +243,9 @@ def _parse_arg(d: Any, i: int, tid: str) -> Arg:
     if role == "scalar":
         if "value" not in d:
             raise TaskError(f"{where}: scalar {name!r} needs a 'value' (a number or an expression of the config)")
+        if isinstance(d["value"], float) and not math.isfinite(d["value"]):
+            raise TaskError(f"{where}: scalar {name!r} has the value {d['value']}; give a finite number or an "
+                            "expression of the config")
         return Arg(name, role, dtype, value=d["value"], torch_name=d.get("torch_name"))
     shape = _need(d, "shape", list, where)
     if not all(isinstance(s, (str, int)) and not isinstance(s, bool) for s in shape):

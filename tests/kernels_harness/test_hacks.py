@@ -110,11 +110,11 @@ HONEST = [  # what a model writes in honest code: printing, error checks, launch
 HONEST_FILE_SCOPE = [
     '#include <iostream>\n#include <cstdio>\n#include <stdio.h>\n#include <cstdlib>\n',
     '__global__ void __launch_bounds__(256, 2) k(float* y) { printf("%d\\n", threadIdx.x); }\n',
-    '__global__ void k(float* y) {\n  float v = y[threadIdx.x];\n  v += __shfl_down_sync(0xffffffff, v, 16);\n'
-    '  v += __shfl_xor_sync(0xffffffffu, v, 1);\n  y[threadIdx.x] = v;\n}\n',
-    '#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n__global__ void k(float* y) {\n'
-    '  cg::thread_block b = cg::this_thread_block();\n  auto w = cg::tiled_partition<32>(b);\n  b.sync();\n'
-    '  y[0] = w.shfl_down(y[0], 1);\n}\n',
+    ('__global__ void k(float* y) {\n  float v = y[threadIdx.x];\n  v += __shfl_down_sync(0xffffffff, v, 16);\n'
+     '  v += __shfl_xor_sync(0xffffffffu, v, 1);\n  y[threadIdx.x] = v;\n}\n'),
+    ('#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n__global__ void k(float* y) {\n'
+     '  cg::thread_block b = cg::this_thread_block();\n  auto w = cg::tiled_partition<32>(b);\n  b.sync();\n'
+     '  y[0] = w.shfl_down(y[0], 1);\n}\n'),
     'static const float kLog2e = log2f(2.718281828f);\nconst float kInvSqrt2 = 1.0f / powf(2.0f, 0.5f);\n',
 ]
 

@@ -363,7 +363,7 @@ def test_qkv_sums_as_fixed_point_match_the_partials(lib, case, idx, pad, layers)
     rounded once at 2^-28 instead of added as floats), the same cache rows in the first layer, and numpy's layers within
     the bf16 roundings."""
     lib_, fns = lib
-    x, ss, mask, cos, sin, chunk, weights, want = _numpy_step(case, idx, pad, layers)
+    x, ss, mask, cos, sin, _chunk, weights, want = _numpy_step(case, idx, pad, layers)
     got = {}
     for fixed in (0, 1):
         bufs = [_buffers(case, w, x, ss, mask, idx, cos, sin, kc.copy(), vc.copy()) for w, kc, vc in weights]

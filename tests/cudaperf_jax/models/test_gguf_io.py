@@ -42,18 +42,18 @@ def write_tiny_gguf(path, arch, model, quantize=(), name=None):
     w.add_vocab_size(c.vocab_size)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
-    for name, arr in tiny.state_dict(model).items():
-        if name == "lm_head.weight" and c.tie_word_embeddings:
+    for tname, arr in tiny.state_dict(model).items():
+        if tname == "lm_head.weight" and c.tie_word_embeddings:
             continue
-        if arch == "llama" and ".q_proj." in name:
+        if arch == "llama" and ".q_proj." in tname:
             arr = permute_qk(arr, c.num_attention_heads)
-        elif arch == "llama" and ".k_proj." in name:
+        elif arch == "llama" and ".k_proj." in tname:
             arr = permute_qk(arr, c.num_key_value_heads)
-        if name in quantize:
+        if tname in quantize:
             q = gguf.quants.quantize(arr, gguf.GGMLQuantizationType.Q8_0)
-            w.add_tensor(_gguf_name(name), q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(_gguf_name(tname), q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
         else:
-            w.add_tensor(_gguf_name(name), arr.astype(np.float32))
+            w.add_tensor(_gguf_name(tname), arr.astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

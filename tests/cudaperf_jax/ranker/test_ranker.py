@@ -82,8 +82,8 @@ def test_tiny_training_loss_goes_down(data, mcfg):  # both in the default run (~
 @pytest.mark.parametrize("mcfg", [pytest.param(FEATURES, id="features"), SLOW_TINY])
 def test_load_and_score_round_trip(data, tmp_path, mcfg):
     from cudaperf_jax.experiment import open_run
-    from cudaperf_jax.ranker.scorer import Ranker
     from cudaperf_jax.ranker import train as tr
+    from cudaperf_jax.ranker.scorer import Ranker
     cfg = tiny_config(steps=12)
     run = open_run(tmp_path, cfg, name="train_ranker")
     trained = fit.train(cfg, mcfg, data, run, progress=False)

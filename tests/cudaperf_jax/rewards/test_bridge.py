@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from cudaperf_jax.prompts import task_prompt
 from cudaperf_jax.rewards.bridge import HarnessClient
 from cudaperf_jax.rewards.unified import RewardConfig, UnifiedReward
-from cudaperf_jax.prompts import task_prompt
 
 REPO = Path(__file__).resolve().parents[3]
 BROKEN = "```cuda\nextern \"C\" int saxpy(int n, float a, const float* x, float* y, cudaStream_t s) { return oops; }\n```"

@@ -149,6 +149,7 @@ def test_train_batches_take_the_ladders_lengths():
 
 def test_generation_chunks_grow_as_prompts_shrink():
     from types import SimpleNamespace
+
     from cudaperf_jax.rl.rollout import _chunks, chunk_size
     assert [chunk_size(16, p) for p in (4096, 3072, 2560, 2048, 1024, 256)] == [16, 16, 32, 64, 128, 128]
     sampler = SimpleNamespace(prompt_bucket=64)

@@ -93,5 +93,5 @@ def test_sharded_train_step_matches_single_device():
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu",
            "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=900)
+                          timeout=900, check=False)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]

@@ -30,7 +30,7 @@ def main(config, workdir):
         return {"params": optax.apply_updates(state["params"], updates), "opt": opt_state, "key": key}, loss
 
     for step in range(run.restore_step(), config.steps):
-        if step == int(os.environ.get("TOY_CRASH_AT", -1)):  # simulates a killed run
+        if step == int(os.environ.get("TOY_CRASH_AT", "-1")):  # simulates a killed run
             raise SystemExit(17)
         state, loss = step_fn(state)
         run.log(step, {"loss": float(loss)})

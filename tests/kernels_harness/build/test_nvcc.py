@@ -68,7 +68,8 @@ def test_pip_installed_nvcc_works_without_toolkit_on_path(tmp_path):
         b = nvcc.build_shared({KERNEL!r}, {str(tmp_path / 'pip.so')!r})
         print(path, res["tiled"]["smem_static"], b.ok)
     """)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                         check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     path, smem, ok = out.stdout.split()
     assert "site-packages" in path and int(smem) == 32 * 33 * 4 and ok == "True"

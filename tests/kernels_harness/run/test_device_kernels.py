@@ -43,7 +43,7 @@ print(json.dumps(cases))
 def test_numba_compare_kernel_matches_array_compare_in_the_simulator():
     pytest.importorskip("numba")
     p = subprocess.run([sys.executable, "-c", SIM], capture_output=True, text=True, timeout=240,
-                       env={**__import__("os").environ, "NUMBA_ENABLE_CUDASIM": "1"})
+                       env={**__import__("os").environ, "NUMBA_ENABLE_CUDASIM": "1"}, check=False)
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got["same"]["acci"] == [0, 0, 200] and got["same"]["accf"][0] == 0.0

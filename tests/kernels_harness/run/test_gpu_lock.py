@@ -49,9 +49,8 @@ def test_a_nested_request_of_the_holding_thread_passes_even_with_a_timer_waiting
         with gpu_lock(path, shared=True):
             order.append("nested shared")
     t.join(5)
-    with gpu_lock(path):
-        with gpu_lock(path, shared=True), gpu_lock(path):
-            order.append("nested in exclusive")
+    with gpu_lock(path), gpu_lock(path, shared=True), gpu_lock(path):
+        order.append("nested in exclusive")
     assert order == ["nested shared", "timer", "nested in exclusive"]
     with gpu_lock(path):   # released: an exclusive holder can come in again
         order.append("again")

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels_harness.run import HarnessPool
-from kernels_harness.run import sandbox
+from kernels_harness.run import HarnessPool, sandbox
 from kernels_harness.run.pool_config import PoolConfig
 from tests.kernels_harness.adversarial.test_adversarial import TASK, cpu
 
@@ -87,7 +86,7 @@ def test_cannot_write_a_file_outside_its_temporary_directory(pool, tmp_path):
 
 @pytest.mark.parametrize("what", ["harness_source", "expected_outputs"])
 def test_cannot_read_the_harness_files_or_the_reference_outputs(pool, tmp_path, what):
-    import kernels_harness.run.protocol as protocol
+    from kernels_harness.run import protocol
     if what == "harness_source":
         secret = Path(protocol.__file__).resolve()
     else:  # a file of expected outputs beside the task, as a user or a dataset build might leave one
@@ -163,6 +162,7 @@ def test_a_sandboxed_worker_can_take_the_gpu_lock_and_nothing_beside_it(tmp_path
     exactly its two files (found on the H200, 2026-12-06: without them every job failed with PermissionError)."""
     import subprocess
     import sys
+
     from kernels_harness.run.timing import gpu_lock_files, gpu_lock_path
     own = tmp_path / "w0"
     own.mkdir()
@@ -187,7 +187,7 @@ except PermissionError:
 print(json.dumps(out))
 """
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=own,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().splitlines()[-1] == '{"lock": "taken", "beside": "denied"}'
 
@@ -200,25 +200,25 @@ def test_a_sandboxed_worker_knows_its_user_name_without_passwd(tmp_path):
     import sys
     own = tmp_path / "w0"
     own.mkdir()
-    probe = """
+    probe = f"""
 import getpass, json, sys
 from kernels_harness.run import sandbox, worker
 if sys.argv[1] == "named":
     worker.name_the_user()
-sandbox.install("cpu", {own!r})
+sandbox.install("cpu", {str(own)!r})
 try:
     print(json.dumps({{"user": getpass.getuser()}}))
 except Exception as e:
     print(json.dumps({{"error": type(e).__name__ + ": " + str(e)}}))
-""".format(own=str(own))
+"""
     env = {k: v for k, v in os.environ.items() if k not in ("LOGNAME", "USER", "LNAME", "USERNAME")}
     env["PYTHONPATH"] = os.pathsep.join(sys.path)
     out = {}
     for how in ("bare", "named"):
         r = subprocess.run([sys.executable, "-c", probe, how], capture_output=True, text=True, timeout=60, cwd=own,
-                           env=env)
+                           env=env, check=False)
         assert r.returncode == 0, r.stderr[-2000:]
         out[how] = r.stdout.strip().splitlines()[-1]
     assert "getpwuid" in out["bare"], out
     import pwd
-    assert out["named"] == '{"user": "%s"}' % pwd.getpwuid(os.getuid()).pw_name, out
+    assert out["named"] == f'{{"user": "{pwd.getpwuid(os.getuid()).pw_name}"}}', out

@@ -163,3 +163,11 @@ def test_kernelbench_file_of_random_bytes(tmp_path, torch_available, data, name)
     p.write_bytes(data)
     one_line_task_error(kernelbench.import_file, p)
     one_line_task_error(kernelbench.find_problems, tmp_path)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_scalar_that_is_not_a_finite_number_is_refused_in_one_sentence(value):
+    d = copy.deepcopy(SAXPY)
+    d["signature"][0]["value"] = value
+    with pytest.raises(TaskError, match="scalar 'n' has the value .*finite number"):
+        Task.from_dict(d)

@@ -63,5 +63,5 @@ def test_all_250_problems_import(tmp_path):
     tasks, errors = kb.import_report(DATA, reports=reports)
     assert errors == [] and len(tasks) == 250
     assert sum(len(t.configs) >= 3 for t in tasks) >= 245
-    jp, mp = kb.write_report(reports, tmp_path)
+    _jp, mp = kb.write_report(reports, tmp_path)
     assert "250 of 250 files imported" in mp.read_text()
