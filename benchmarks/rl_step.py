@@ -8,9 +8,9 @@
 The 7B scale check (Qwen2.5-7B's shape, random bf16 weights, rank-16 adapters on q,k,v,o, 8 tasks x 8 samples x 2
 turns of up to ~3k tokens, the harness beside it on the same GPU):
 
-    OUT=out python benchmarks/rl_step.py --shape=qwen2.5-7b --lora_rank=16 --lora_targets=q,k,v,o --tasks=8 \
-        --samples=8 --turns=2 --new_tokens=1024 --prompt=worked_example --micro_batch=2 --gen_batch=4 \
-        --memory_fraction=0.6 --compilation_cache=/tmp/jaxcache --rewarm
+    OUT=out python benchmarks/rl_step.py --shape=qwen2.5-7b --tokenizer=qwen2.5-coder-1.5b --lora_rank=16 \
+        --lora_targets=q,k,v,o --tasks=8 --samples=8 --turns=2 --new_tokens=1024 --prompt=worked_example \
+        --micro_batch=2 --gen_batch=4 --memory_fraction=0.6 --compilation_cache=/tmp/jaxcache --rewarm
 
 Its memory, estimated from shapes (`memory_estimate`, in the JSON): the bf16 base 15.2 GB; the sampler's merged
 q,k,v,o kernels 1.6 GB (as much again while lora.merge replaces them); adapters + Adam's moments + gradient sums 0.16 GB;
@@ -50,8 +50,9 @@ reads it; --rewarm adds a row after jax.clear_caches() - a warm-up from the pers
 (from nothing with --compilation_cache=off). Prints a table and writes rl_step.json (+ rl_step.png) to $OUT or
 benchmarks/results/, with a memory estimate per model (`estimate`).
 
-Shapes (random weights, SmolLM2's tokenizer: its 49,152 ids are a subset of a larger model vocabulary, so sampled ids
-beyond it decode to nothing; the Qwen tokenizer is not available offline): "qwen0.5b" is Qwen2.5-0.5B's (896 wide,
+Shapes (random weights; SmolLM2's tokenizer by default, whose 49,152 ids are a subset of a larger model vocabulary, so
+sampled ids beyond it decode to nothing; --tokenizer=qwen2.5-coder-1.5b gives the Qwen vocabulary where that model's
+file is in the cache, as on the GPU machine after its transfer, which has no network for SmolLM2's): "qwen0.5b" is Qwen2.5-0.5B's (896 wide,
 24 layers, 14/2 heads, 4864 MLP, tied embeddings, the tokenizer's vocabulary), "qwen2.5-1.5b" Qwen2.5-Coder-1.5B's
 (1536, 28 layers, 12/2 heads, 8960, vocabulary 151,936, tied), "qwen2.5-7b" Qwen2.5-7B's (3584, 28 layers, 28/4
 heads, head dim 128, 18944, vocabulary 152,064, untied), "tiny" a 2-layer, 64-wide model.
@@ -84,7 +85,7 @@ SHAPES = {"qwen0.5b": {**_QWEN, "hidden_size": 896, "intermediate_size": 4864, "
                    "rope_theta": 10000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True}}
 
 
-def build_policy(name: str, dtype: str):
+def build_policy(name: str, dtype: str, tokenizer: str = "default"):
     from flax import nnx
 
     from cudaperf_jax.models.config import ModelConfig
@@ -92,7 +93,7 @@ def build_policy(name: str, dtype: str):
     from cudaperf_jax.models.loading import DTYPES, load_policy, load_tokenizer
     if name == "smollm2":
         return load_policy("default", dtype=dtype)
-    tok = load_tokenizer("default")
+    tok = load_tokenizer(tokenizer)
     cfg = ModelConfig.from_hf({"vocab_size": len(tok), **SHAPES[name], "bos_token_id": tok.bos_token_id,
                                "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id})
     return Decoder(cfg, rngs=nnx.Rngs(0), dtype=DTYPES[dtype], param_dtype=DTYPES[dtype]), tok
@@ -189,6 +190,9 @@ def main():
     ap.add_argument("--models", default="smollm2,qwen0.5b", help=f"comma-separated: smollm2, {', '.join(SHAPES)}")
     ap.add_argument("--shape", default="", choices=["", *SHAPES], help="one named random-weights shape (replaces "
                     "--models)")
+    ap.add_argument("--tokenizer", default="default", help="the random shapes' tokenizer: a registered model name "
+                    "or path (default: SmolLM2's; qwen2.5-coder-1.5b gives the shapes their own vocabulary where that "
+                    "model's file is in the cache, e.g. on a machine without network)")
     ap.add_argument("--model", default="", help="real weights (replaces --models and --shape): a registered model "
                     "name (qwen2.5-coder-1.5b, ...), a .gguf file or a Hugging Face directory, loaded by the trainer")
     ap.add_argument("--attention", default="auto", help="the update's and reference pass's attention "
@@ -263,7 +267,8 @@ def main():
             c.attention.implementation = args.attention
             c.remat = not args.no_remat
             t0 = time.perf_counter()
-            policy = None if args.model else build_policy(name, dtype)   # real weights: the trainer loads c.model
+            # real weights: the trainer loads c.model
+            policy = None if args.model else build_policy(name, dtype, args.tokenizer)
             if args.model:
                 c.model = args.model
             with tempfile.TemporaryDirectory() as wd:
