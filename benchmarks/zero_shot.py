@@ -168,9 +168,24 @@ def load_suites(a) -> dict:
     return out
 
 
+def prompt_fingerprint(prompt: str, tasks: list) -> str:
+    """sha256 (16 hex digits) of the variant's text for these tasks: every first-turn prompt and, for the first task,
+    the refinement prompt of every verdict. A cell's prompts changed by an edit of cudaperf_jax/prompts (a new
+    skeleton line) change its key, so old parts are never mixed with new ones."""
+    import hashlib
+
+    from cudaperf_jax import prompts
+    texts = [prompts.task_prompt(t, prompt) for t in tasks]
+    if tasks:
+        texts += [prompts.feedback_prompt("FEEDBACK", tasks[0], status, prompt=prompt)
+                  for status in ("ok", "compile_error", "hack", "wrong", "runtime_error", "timeout")]
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
+
+
 def cell_key(a, model: str, prompt: str, suite: str, tasks: list) -> dict:
     """What makes a cell's results: compared on resume (a different one is refused, not mixed)."""
-    return {"model": model, "prompt": prompt, "suite": suite, "tasks": [t.id for t in tasks], "seed": a.seed,
+    return {"model": model, "prompt": prompt, "prompt_sha": prompt_fingerprint(prompt, tasks), "suite": suite,
+            "tasks": [t.id for t in tasks], "seed": a.seed,
             "samples": a.samples, "turns": a.turns, "temperature": a.temperature, "top_p": a.top_p,
             "max_new_tokens": a.max_new_tokens, "max_prompt_tokens": a.max_prompt_tokens, "dtype": a.dtype,
             "chunk_tasks": a.chunk_tasks, **({"top_k": a.top_k} if a.top_k else {})}   # off: earlier cells' keys

@@ -32,10 +32,15 @@ def check_key(cell_dir: Path, key: dict) -> None:
     path = cell_dir / "key.json"
     if path.is_file():
         old = json.loads(path.read_text())
-        if old != key:
-            diff = sorted(k for k in key if old.get(k) != key[k])
+        legacy = "prompt_sha" not in old and "prompt_sha" in key   # written before prompts were fingerprinted
+        want = {k: v for k, v in key.items() if k != "prompt_sha"} if legacy else key
+        if old != want:
+            diff = sorted(k for k in want if old.get(k) != want[k])
             raise ValueError(f"{cell_dir} holds a cell with other settings ({', '.join(diff)}); give another --work "
                              "or remove that directory")
+        if legacy:
+            print(f"[zero_shot] {cell_dir.name}: recorded before prompts were fingerprinted (2026-12-08); taken as "
+                  "written with today's prompt text", file=sys.stderr)
         return
     cell_dir.mkdir(parents=True, exist_ok=True)
     _write(path, json.dumps(key, indent=1))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Callable, Sequence
 
 from kernels_harness.tasks.schema import Task
@@ -407,15 +408,29 @@ def _example_task(task: Task, kernel_args: bool = False) -> str:
                   f"Export exactly this host function:\n\n```cuda\n{task.c_prototype()};\n```{need}")
 
 
+# an object-like macro with a value: `#define STRIDE 2` (not `#define MAX(a, b) ...`, not a bare `#define FLAG`)
+_CONSTANT = re.compile(r"^[ \t]*#[ \t]*define[ \t]+[A-Za-z_]\w*(?![\w(])[ \t]+\S.*$", re.MULTILINE)
+
+
+def source_constants(task: Task) -> list[str]:
+    """The `#define NAME value` lines of a C task's source: compile-time constants its reference is written with
+    (a scan's STRIDE, an n-body's DIM, baked per task), which an answer compiled on its own must define as well."""
+    if _LANG.get(task.track, ("", ""))[1] != "c":
+        return []
+    return [m.group(0).strip() for m in _CONSTANT.finditer(task.source)]
+
+
 def skeleton(task: Task) -> str:
-    """scaffold's starting file for `task`: a kernel `ENTRY_kernel` taking every parameter of the exported function
-    but the stream (same names, same order), and the exported function launching it on `stream` with all of them;
-    the kernel body and the amount of work are left as TODOs."""
+    """scaffold's starting file for `task`: the source's compile-time constants (source_constants), a kernel
+    `ENTRY_kernel` taking every parameter of the exported function but the stream (same names, same order), and the
+    exported function launching it on `stream` with all of them; the kernel body and the amount of work are left
+    as TODOs."""
     kernel_params = [(f"{'const ' if a.role == 'in' else ''}{a.c_type}* __restrict__ {a.name}" if a.is_array
                       else f"{a.c_type} {a.name}") for a in task.signature]
     names = ", ".join(a.name for a in task.signature)
     kernel = f"{task.entry}_kernel"
-    return (f"{_includes(task)}\n__global__ void {kernel}({', '.join(kernel_params)}) {{\n"
+    constants = "".join(f"{line}\n" for line in source_constants(task))
+    return (f"{_includes(task)}{constants}\n__global__ void {kernel}({', '.join(kernel_params)}) {{\n"
             "    // TODO: compute the outputs\n}\n\n"
             f"{task.c_prototype()} {{\n    const int threads = 256;\n"
             f"    long long work = {_output_elements(task)}\n"

@@ -211,3 +211,43 @@ def test_report_names_the_backend_that_judged_the_cells_and_collapses_repeated_v
     assert text == ("library `cudnn` line 2: `#include <cudnn.h>`; "
                     "library `thrust` line 3: `#include <thrust/transform.h>` (and 119 more lines)")
     assert zero_shot_report.violations_text(inc[:2]).endswith("(and 1 more line)")
+
+
+def test_a_cells_key_holds_its_prompt_text_so_an_edited_prompt_is_not_mixed_with_old_parts(tmp_path, capsys):
+    """The key carries a fingerprint of the variant's text for the cell's tasks: a skeleton that gains the source's
+    constants (2026-12-08) changes the key of a cell with such a task and no other; a key written before the
+    fingerprint existed is taken as it is."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import zero_shot
+    import zero_shot_cells
+
+    from kernels_harness.tasks.schema import Task, load_task
+    from tests.cudaperf_jax.prompts.test_variants import ROW_DOT, SMOKE
+    plain = Task.from_dict(json.loads(json.dumps(ROW_DOT)))
+    d = json.loads(json.dumps(ROW_DOT))
+    d["source"] = "#define STRIDE 2\n" + d["source"]
+    strided = Task.from_dict(d)
+    saxpy = load_task(SMOKE / "smoke_saxpy.json")
+    fp = zero_shot.prompt_fingerprint
+    assert fp("scaffold", [plain]) != fp("scaffold", [strided])           # the skeleton differs
+    assert fp("scaffold", [saxpy]) == fp("scaffold", [saxpy]) != fp("plain", [saxpy])
+    assert len(fp("scaffold", [saxpy, plain])) == 16
+
+    class A:
+        seed, samples, turns, temperature, top_p, top_k = 0, 4, 2, 0.2, 0.95, 0
+        max_new_tokens, max_prompt_tokens, dtype, chunk_tasks = 1024, 4096, "bfloat16", 16
+
+    key = zero_shot.cell_key(A, "m", "scaffold", "test", [saxpy, strided])
+    cell = tmp_path / "m__scaffold__test"
+    zero_shot_cells.check_key(cell, key)
+    zero_shot_cells.check_key(cell, zero_shot.cell_key(A, "m", "scaffold", "test", [saxpy, strided]))   # same
+    with pytest.raises(ValueError, match=r"other settings \(prompt_sha\)"):
+        zero_shot_cells.check_key(cell, zero_shot.cell_key(A, "m", "scaffold", "test", [saxpy, plain]) | {
+            "tasks": key["tasks"]})
+    legacy = tmp_path / "old__scaffold__test"
+    legacy.mkdir()
+    (legacy / "key.json").write_text(json.dumps({k: v for k, v in key.items() if k != "prompt_sha"}))
+    zero_shot_cells.check_key(legacy, key)
+    assert "recorded before prompts were fingerprinted" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"\(samples\)"):
+        zero_shot_cells.check_key(legacy, key | {"samples": 2})

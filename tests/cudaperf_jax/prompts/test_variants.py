@@ -197,7 +197,8 @@ def _skeletons_compile(tasks, tmp_path):
         if group is None:
             groups.append(group := (set(), []))
         group[0].update(names)
-        group[1].append(variants.skeleton(t))
+        undefs = "".join(f"\n#undef {c.split()[1]}" for c in variants.source_constants(t))   # each its own
+        group[1].append(variants.skeleton(t) + undefs)
     for i, (_, skeletons) in enumerate(groups):
         res = nvcc.build_shared("\n".join(skeletons), tmp_path / f"g{i}.so")
         assert res.ok, res.log[:3000]
@@ -225,6 +226,25 @@ def test_every_dataset_and_dtype_skeleton_compiles_with_nvcc(tmp_path):
             a["dtype"] = dtype
         tasks.append(Task.from_dict(d))
     _skeletons_compile(tasks, tmp_path)
+
+
+def test_scaffold_skeleton_carries_the_sources_compile_time_constants():
+    """A C task baked with constants (`#define STRIDE 2` in a scan's source) gets them in its skeleton: an answer
+    that keeps the skeleton compiles with them (the 1.5B's scan answers used STRIDE undefined, 2026-12-08).
+    Function-like and valueless macros are not constants; PyTorch sources have none."""
+    d = json.loads(json.dumps(ROW_DOT))
+    d["source"] = ("#include <math.h>\n#define STRIDE 2\n  #  define  TILE_W   (16 * 2)\n#define SQ(a) ((a) * (a))\n"
+                   "#define GUARD\n" + d["source"].replace("a[r * cols + c]", "a[r * cols * STRIDE + c * STRIDE]"))
+    task = Task.from_dict(d)
+    assert variants.source_constants(task) == ["#define STRIDE 2", "#  define  TILE_W   (16 * 2)"]
+    skel = variants.skeleton(task)
+    assert skel.startswith("#include <cuda_runtime.h>\n#define STRIDE 2\n#  define  TILE_W   (16 * 2)\n\n__global__")
+    assert "SQ(" not in skel and "GUARD" not in skel
+    assert f"```cuda\n{skel}\n```" in prompts.task_prompt(task, "scaffold")
+    plain = Task.from_dict(json.loads(json.dumps(ROW_DOT)))
+    assert variants.source_constants(plain) == [] and "#define" not in variants.skeleton(plain)
+    kb = sorted((SMOKE.parents[2] / "data/kernelbench/tasks").glob("level1_*.json"))
+    assert kb and all(variants.source_constants(load_task(p)) == [] for p in kb[:10])
 
 
 def test_prompts_name_the_headers_a_prototype_needs():
