@@ -71,7 +71,9 @@ class EvalSettings:
     max_prompt_tokens: int = 4096
     prompt: str = DEFAULT_PROMPT          # the prompt of SFT and RL
     gen_batch: int = 16                   # the ladder's default (80 GB H100 beside the harness)
-    chunk_tasks: int = 24                 # a cell's unit of work never lost
+    chunk_tasks: int = 16                 # a cell's unit of work never lost; the ladder's (zero_shot.CHUNK_TASKS):
+                                          # it is in a cell's key (part j samples with seed + 7919 j), so the
+                                          # ladder's restored cells are this chain's zero-shot cells only if equal
     backend: str = "auto"
     workers: int = 0
     seed: int = 0

@@ -132,6 +132,29 @@ def test_the_zero_shot_cells_are_named_as_the_ladder_names_them(tmp_path):
         assert plan.cell_label(f"zero_shot-{plan.tag}") == ladder.label(model), model
 
 
+def test_the_chains_cells_have_the_ladders_keys_so_its_restored_cells_are_reused(tmp_path):
+    """Every setting in a ladder cell's key is the ladder's default in the chain's evaluation (the ladder's
+    committed cells.tgz is the zero-shot stage; chunk_tasks 24 against the ladder's 16 made them refused)."""
+    import importlib.util
+    import sys
+
+    from experiments.method_plan import Plan
+    from kernels_harness.tasks.schema import load_task
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    spec = importlib.util.spec_from_file_location("zero_shot_for_keys", bench / "zero_shot.py")
+    ladder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ladder)
+    (tmp_path / "manifest.json").write_text("{}")
+    ev = Plan.of("qwen2.5-coder-1.5b").evals
+    chain = ladder.parse(["--models=m", f"--tasks={tmp_path}", *ev.ladder_args()])
+    own = ladder.parse(["--models=m", f"--tasks={tmp_path}", f"--suites={','.join(ev.suites)}",
+                        f"--prompts={ev.prompt}"])
+    tasks = [load_task(Path(__file__).resolve().parents[2] / "experiments/suites/smoke/smoke_saxpy.json")]
+    assert ladder.cell_key(chain, "m", ev.prompt, "kernelbench", tasks) == \
+        ladder.cell_key(own, "m", ev.prompt, "kernelbench", tasks)
+
+
 def test_sft_early_stop_is_a_function_of_the_metric_rows():
     from cudaperf_jax.sft.train import early_stop_step
     rows = [{"step": 0, "val_loss_initial": 2.0}, {"step": 9, "val_loss": 1.0}, {"step": 19, "val_loss": 0.999},
