@@ -175,10 +175,10 @@ def prompt_fingerprint(prompt: str, tasks: list) -> str:
     import hashlib
 
     from cudaperf_jax import prompts
+    from kernels_harness.result import STATUSES
     texts = [prompts.task_prompt(t, prompt) for t in tasks]
     if tasks:
-        texts += [prompts.feedback_prompt("FEEDBACK", tasks[0], status, prompt=prompt)
-                  for status in ("ok", "compile_error", "hack", "wrong", "runtime_error", "timeout")]
+        texts += [prompts.feedback_prompt("FEEDBACK", tasks[0], status, prompt=prompt) for status in STATUSES]
     return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
 
 
